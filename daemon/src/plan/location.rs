@@ -1,0 +1,234 @@
+//! Mapping plan problems back to the file: key paths ⇄ byte spans ⇄ line and column.
+
+use std::fmt;
+use std::ops::Range;
+
+use toml_edit::{Document, Item, Table, Value};
+
+use super::PlanIssue;
+
+/// A path to a key in the plan, e.g. `workloads[1].clients[2]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KeyPath(Vec<Segment>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl KeyPath {
+    pub fn root() -> Self {
+        KeyPath(Vec::new())
+    }
+    pub fn key(&self, k: &str) -> Self {
+        let mut v = self.0.clone();
+        v.push(Segment::Key(k.to_string()));
+        KeyPath(v)
+    }
+    pub fn index(&self, i: usize) -> Self {
+        let mut v = self.0.clone();
+        v.push(Segment::Index(i));
+        KeyPath(v)
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, "(plan)");
+        }
+        for (n, seg) in self.0.iter().enumerate() {
+            match seg {
+                Segment::Key(k) if n == 0 => write!(f, "{k}")?,
+                Segment::Key(k) => write!(f, ".{k}")?,
+                Segment::Index(i) => write!(f, "[{i}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|p| p + 1).unwrap_or(0);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// Turns a deserialisation error into a located issue naming the key at fault.
+pub fn issue_from_toml_error(text: &str, err: &toml::de::Error) -> PlanIssue {
+    let span = err.span().unwrap_or(0..0);
+    let (line, column) = line_col(text, span.start);
+    let key = match Document::parse(text) {
+        Ok(doc) => path_at(doc.as_table(), &span, &KeyPath::root())
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "(plan)".to_string()),
+        Err(_) => "(syntax)".to_string(),
+    };
+    PlanIssue {
+        line,
+        column,
+        key,
+        message: err.message().trim().to_string(),
+    }
+}
+
+/// Locates a validation problem: the value of the key when it exists, else its nearest
+/// existing parent.
+pub fn locate(text: &str, path: &KeyPath, message: String) -> PlanIssue {
+    let offset = Document::parse(text)
+        .ok()
+        .and_then(|doc| span_of(doc.as_table(), &path.0))
+        .map(|s| s.start)
+        .unwrap_or(0);
+    let (line, column) = line_col(text, offset);
+    PlanIssue {
+        line,
+        column,
+        key: path.to_string(),
+        message,
+    }
+}
+
+fn span_of(table: &Table, path: &[Segment]) -> Option<Range<usize>> {
+    let (first, rest) = path.split_first()?;
+    let Segment::Key(k) = first else { return None };
+    let Some(item) = table.get(k) else {
+        return table.span();
+    };
+    let key_span = table.key(k).and_then(|key| key.span());
+    span_in_item(item, rest).or(key_span).or_else(|| table.span())
+}
+
+fn span_in_item(item: &Item, path: &[Segment]) -> Option<Range<usize>> {
+    let Some((first, rest)) = path.split_first() else {
+        return item.span().or_else(|| match item {
+            Item::ArrayOfTables(a) => a.get(0).and_then(|t| t.span()),
+            _ => None,
+        });
+    };
+    match (item, first) {
+        (Item::Table(t), Segment::Key(_)) => span_of(t, path),
+        (Item::ArrayOfTables(a), Segment::Index(i)) => {
+            let t = a.get(*i)?;
+            if rest.is_empty() {
+                t.span()
+            } else {
+                span_of(t, rest).or_else(|| t.span())
+            }
+        }
+        (Item::Value(v), _) => span_in_value(v, path).or_else(|| v.span()),
+        _ => item.span(),
+    }
+}
+
+fn span_in_value(value: &Value, path: &[Segment]) -> Option<Range<usize>> {
+    let Some((first, rest)) = path.split_first() else {
+        return value.span();
+    };
+    match (value, first) {
+        (Value::Array(a), Segment::Index(i)) => {
+            a.get(*i).and_then(|v| span_in_value(v, rest)).or(a.span())
+        }
+        (Value::InlineTable(t), Segment::Key(k)) => {
+            let key_span = t.key(k).and_then(|key| key.span());
+            t.get(k)
+                .and_then(|v| span_in_value(v, rest))
+                .or(key_span)
+                .or(t.span())
+        }
+        _ => value.span(),
+    }
+}
+
+/// The innermost key path whose key or value covers `span`.
+fn path_at(table: &Table, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+    for (k, item) in table.iter() {
+        let path = here.key(k);
+        let key_hit = table
+            .key(k)
+            .and_then(|key| key.span())
+            .is_some_and(|s| covers(&s, span));
+        if key_hit {
+            return Some(path);
+        }
+        if let Some(found) = path_in_item(item, span, &path) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn path_in_item(item: &Item, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+    match item {
+        Item::Table(t) => path_at(t, span, here)
+            .or_else(|| t.span().filter(|s| covers(s, span)).map(|_| here.clone())),
+        Item::ArrayOfTables(a) => a.iter().enumerate().find_map(|(i, t)| {
+            let p = here.index(i);
+            path_at(t, span, &p).or_else(|| t.span().filter(|s| covers(s, span)).map(|_| p))
+        }),
+        Item::Value(v) => path_in_value(v, span, here),
+        Item::None => None,
+    }
+}
+
+fn path_in_value(value: &Value, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+    if !value.span().is_some_and(|s| covers(&s, span)) {
+        return None;
+    }
+    let inner = match value {
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| path_in_value(v, span, &here.index(i))),
+        Value::InlineTable(t) => t.iter().find_map(|(k, v)| {
+            let p = here.key(k);
+            let key_hit = t
+                .key(k)
+                .and_then(|key| key.span())
+                .is_some_and(|s| covers(&s, span));
+            if key_hit {
+                Some(p)
+            } else {
+                path_in_value(v, span, &p)
+            }
+        }),
+        _ => None,
+    };
+    Some(inner.unwrap_or_else(|| here.clone()))
+}
+
+fn covers(outer: &Range<usize>, inner: &Range<usize>) -> bool {
+    outer.start <= inner.start && inner.end <= outer.end.max(outer.start + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_from_one() {
+        let text = "a = 1\nbb = 2\n";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 6), (2, 1));
+        assert_eq!(line_col(text, 11), (2, 6));
+    }
+
+    #[test]
+    fn key_path_display() {
+        let p = KeyPath::root().key("workloads").index(1).key("clients");
+        assert_eq!(p.to_string(), "workloads[1].clients");
+    }
+
+    #[test]
+    fn locates_nested_array_values() {
+        let text = "[[w]]\nname = \"a\"\n[[w]]\nname = \"b\"\nclients = [1, 5, 3]\n";
+        let path = KeyPath::root().key("w").index(1).key("clients").index(2);
+        let issue = locate(text, &path, "x".into());
+        assert_eq!((issue.line, issue.column), (5, 18));
+    }
+}

@@ -1,0 +1,579 @@
+//! The plan: one TOML file that drives the build, the first boot and the sweep.
+//!
+//! This module is the only parser of plans. The builder (`pgappliance check`/`build`) and
+//! the daemon both call [`Plan::load`] so a plan that checks is a plan that runs. Unknown keys
+//! are errors (`deny_unknown_fields`), and every error carries the file, line and column of
+//! the key or value at fault (see [`PlanError`]).
+
+mod location;
+pub mod tuning;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use location::KeyPath;
+
+/// A parsed and validated plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub appliance: Appliance,
+    pub postgres: Postgres,
+    #[serde(default)]
+    pub storage: Storage,
+    #[serde(default)]
+    pub tuning: Tuning,
+    pub dataset: Dataset,
+    pub workloads: Vec<Workload>,
+    #[serde(default)]
+    pub upload: Upload,
+    #[serde(default)]
+    pub finish: Finish,
+}
+
+/// Who this machine is in the comparison, and what it costs to run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Appliance {
+    /// Short name used in object-store keys and reports (`[a-z0-9._-]`).
+    pub name: String,
+    pub platform: Platform,
+    /// CPU architecture of the target; the builder checks the daemon binary against it.
+    #[serde(default = "Arch::default_for_target")]
+    pub arch: Arch,
+    /// Free text describing the hardware, shown in reports.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// What an hour of this machine costs (USD), for tps per dollar-hour. 0 = unknown.
+    #[serde(default)]
+    pub hourly_price_usd: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Rocky8,
+    Debian12,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    Aarch64,
+    X86_64,
+}
+
+impl Arch {
+    fn default_for_target() -> Self {
+        if cfg!(target_arch = "aarch64") {
+            Arch::Aarch64
+        } else {
+            Arch::X86_64
+        }
+    }
+}
+
+/// Which PostgreSQL, from where, and how the cluster is initialised.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Postgres {
+    /// Major version (13–17). Local mode uses the newest installed one when it is absent.
+    #[serde(default)]
+    pub version: Option<u32>,
+    /// Repository package or mirror base URL (platform-specific; see docs/plan.md).
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// initdb with data checksums (`-k`).
+    #[serde(default)]
+    pub data_checksums: bool,
+}
+
+/// Where PGDATA lives on the appliance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Storage {
+    /// `"auto"` (every empty NVMe namespace) or an explicit list of block devices.
+    #[serde(default)]
+    pub devices: Devices,
+    #[serde(default)]
+    pub layout: Layout,
+    /// Stripe unit for `layout = "stripe"`, e.g. `"64KiB"`.
+    #[serde(default = "Storage::default_stripe_size")]
+    pub stripe_size: String,
+    #[serde(default)]
+    pub filesystem: Filesystem,
+    /// Mount point of the data volume; PGDATA is `<mount_point>/data`.
+    #[serde(default = "Storage::default_mount_point")]
+    pub mount_point: String,
+    /// Allow the storage step to destroy what is on the listed devices.
+    #[serde(default)]
+    pub wipe: bool,
+    /// Medium kind used by the `auto` tuning calculator.
+    #[serde(default)]
+    pub kind: StorageKind,
+}
+
+impl Storage {
+    fn default_stripe_size() -> String {
+        "64KiB".to_string()
+    }
+    fn default_mount_point() -> String {
+        "/var/lib/pgappliance/pgdata".to_string()
+    }
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage {
+            devices: Devices::default(),
+            layout: Layout::default(),
+            stripe_size: Storage::default_stripe_size(),
+            filesystem: Filesystem::default(),
+            mount_point: Storage::default_mount_point(),
+            wipe: false,
+            kind: StorageKind::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(untagged)]
+pub enum Devices {
+    #[default]
+    #[serde(with = "auto_marker")]
+    Auto,
+    List(Vec<String>),
+}
+
+mod auto_marker {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("auto")
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "auto" {
+            Ok(())
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected \"auto\" or a list of devices, found \"{s}\""
+            )))
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    #[default]
+    Stripe,
+    Linear,
+    Single,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Filesystem {
+    #[default]
+    Xfs,
+    Ext4,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageKind {
+    #[default]
+    Nvme,
+    Ssd,
+    Hdd,
+}
+
+/// Server settings, OS profile and kernel arguments.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Tuning {
+    /// Compute settings from RAM, cores, clients, storage and version (docs/tuning.md).
+    #[serde(default = "yes")]
+    pub auto: bool,
+    /// Explicit `ALTER SYSTEM` settings; they win over the computed ones.
+    #[serde(default)]
+    pub settings: BTreeMap<String, SettingValue>,
+    /// tuned profile to install and activate on the appliance (`"none"` to skip).
+    #[serde(default = "Tuning::default_profile")]
+    pub tuned_profile: String,
+    /// Kernel command-line arguments; a change triggers the planned reboot.
+    #[serde(default)]
+    pub kernel_args: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Tuning {
+    fn default_profile() -> String {
+        "none".to_string()
+    }
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            auto: true,
+            settings: BTreeMap::new(),
+            tuned_profile: Tuning::default_profile(),
+            kernel_args: Vec::new(),
+        }
+    }
+}
+
+/// A GUC value as written in the plan; rendered for `ALTER SYSTEM SET`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SettingValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl fmt::Display for SettingValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingValue::Bool(b) => write!(f, "{}", if *b { "on" } else { "off" }),
+            SettingValue::Int(i) => write!(f, "{i}"),
+            SettingValue::Float(x) => write!(f, "{x}"),
+            SettingValue::Text(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// The pgbench dataset.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Dataset {
+    /// pgbench scale factor (100,000 accounts per unit).
+    pub scale: u32,
+    #[serde(default)]
+    pub init: InitMode,
+    /// Fill factor for the pgbench tables (10–100).
+    #[serde(default = "Dataset::default_fillfactor")]
+    pub fillfactor: u32,
+    /// Database that holds the dataset.
+    #[serde(default = "Dataset::default_database")]
+    pub database: String,
+}
+
+impl Dataset {
+    fn default_fillfactor() -> u32 {
+        100
+    }
+    fn default_database() -> String {
+        "pgbench".to_string()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum InitMode {
+    /// `pgbench -i` (client-side generate).
+    #[default]
+    Client,
+    /// `pgbench -i -I dtGvp` (server-side generate).
+    Server,
+}
+
+/// One workload: a pgbench script swept over a list of client counts.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Name used in point ids and reports (`[a-z0-9_-]`).
+    pub name: String,
+    #[serde(default)]
+    pub builtin: Builtin,
+    /// Client counts, strictly ascending.
+    pub clients: Vec<u32>,
+    /// Threads per point: a number, or `"auto"` = min(clients, cores).
+    #[serde(default)]
+    pub threads: Threads,
+    /// `-t`: transactions per client.
+    #[serde(default)]
+    pub transactions: Option<u64>,
+    /// `-T`: duration, e.g. `"600s"` or `"10min"`.
+    #[serde(default)]
+    pub duration: Option<String>,
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Times each point is measured.
+    #[serde(default = "Workload::default_repeats")]
+    pub repeats: u32,
+    /// Unrecorded run before the first point of the workload (same parameters, `-T`).
+    #[serde(default)]
+    pub warmup: Option<String>,
+    /// `CHECKPOINT` and wait before every point.
+    #[serde(default = "yes")]
+    pub checkpoint: bool,
+    /// `-r`: per-statement latencies.
+    #[serde(default)]
+    pub statement_latencies: bool,
+    /// Data checksums for this workload's points; `["off", "on"]` makes a matrix.
+    #[serde(default)]
+    pub data_checksums: Vec<Checksums>,
+    /// Per-transaction latency log: `"full"`, `"sampled"` (with `sampling_rate`), `"aggregate"`.
+    #[serde(default)]
+    pub latency_log: LatencyLog,
+    #[serde(default)]
+    pub sampling_rate: Option<f64>,
+    /// `--progress` interval in seconds (per-second tps series).
+    #[serde(default = "Workload::default_progress")]
+    pub progress_interval_s: u32,
+}
+
+impl Workload {
+    fn default_repeats() -> u32 {
+        1
+    }
+    fn default_progress() -> u32 {
+        1
+    }
+
+    /// The `-T` duration, when the workload is time-bounded.
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration
+            .as_deref()
+            .and_then(|d| humantime::parse_duration(d).ok())
+    }
+
+    pub fn warmup(&self) -> Option<Duration> {
+        self.warmup
+            .as_deref()
+            .and_then(|d| humantime::parse_duration(d).ok())
+            .filter(|d| !d.is_zero())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Builtin {
+    #[default]
+    TpcbLike,
+    SimpleUpdate,
+    SelectOnly,
+}
+
+impl Builtin {
+    pub fn pgbench_name(self) -> &'static str {
+        match self {
+            Builtin::TpcbLike => "tpcb-like",
+            Builtin::SimpleUpdate => "simple-update",
+            Builtin::SelectOnly => "select-only",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(untagged)]
+pub enum Threads {
+    #[default]
+    #[serde(with = "auto_marker")]
+    Auto,
+    Fixed(u32),
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    #[default]
+    Simple,
+    Extended,
+    Prepared,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Simple => "simple",
+            Protocol::Extended => "extended",
+            Protocol::Prepared => "prepared",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Checksums {
+    Off,
+    On,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyLog {
+    #[default]
+    Full,
+    Sampled,
+    Aggregate,
+}
+
+/// Where results go.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Upload {
+    /// `s3://bucket/prefix` or `file:///dir`.
+    #[serde(default = "Upload::default_store")]
+    pub store: String,
+    /// S3 endpoint URL for S3-compatible stores (path-style).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default = "Upload::default_region")]
+    pub region: String,
+    #[serde(default)]
+    pub credentials: Credentials,
+    /// A 0600 file with the key pair when `credentials = "file"`.
+    #[serde(default)]
+    pub credentials_file: Option<String>,
+}
+
+impl Upload {
+    fn default_store() -> String {
+        "file:///var/lib/pgappliance/store".to_string()
+    }
+    fn default_region() -> String {
+        "us-east-1".to_string()
+    }
+}
+
+impl Default for Upload {
+    fn default() -> Self {
+        Upload {
+            store: Upload::default_store(),
+            endpoint: None,
+            region: Upload::default_region(),
+            credentials: Credentials::default(),
+            credentials_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Credentials {
+    #[default]
+    Environment,
+    InstanceRole,
+    File,
+}
+
+/// What the machine does once the results are safe.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Finish {
+    #[serde(default)]
+    pub action: FinishAction,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishAction {
+    #[default]
+    StayUp,
+    PowerOff,
+}
+
+/// A plan problem located in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanIssue {
+    pub line: usize,
+    pub column: usize,
+    /// Dotted key path, e.g. `workloads[1].clients`.
+    pub key: String,
+    pub message: String,
+}
+
+/// Why a plan could not be loaded: one or more located problems, or an unreadable file.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("{path}: cannot read plan: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}", render_issues(.path, .issues))]
+    Invalid {
+        path: PathBuf,
+        issues: Vec<PlanIssue>,
+    },
+}
+
+fn render_issues(path: &Path, issues: &[PlanIssue]) -> String {
+    issues
+        .iter()
+        .map(|i| {
+            format!(
+                "{}:{}:{}: {}: {}",
+                path.display(),
+                i.line,
+                i.column,
+                i.key,
+                i.message
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl PlanError {
+    pub fn issues(&self) -> &[PlanIssue] {
+        match self {
+            PlanError::Read { .. } => &[],
+            PlanError::Invalid { issues, .. } => issues,
+        }
+    }
+}
+
+impl Plan {
+    /// Reads, parses and validates a plan file.
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Plan::parse(&text).map_err(|issues| PlanError::Invalid {
+            path: path.to_path_buf(),
+            issues,
+        })
+    }
+
+    /// Parses and validates plan text; on failure every problem found, in file order.
+    pub fn parse(text: &str) -> Result<Plan, Vec<PlanIssue>> {
+        let plan: Plan = match toml::from_str(text) {
+            Ok(plan) => plan,
+            Err(err) => return Err(vec![location::issue_from_toml_error(text, &err)]),
+        };
+        let mut issues: Vec<PlanIssue> = validate::validate(&plan)
+            .into_iter()
+            .map(|(path, message)| location::locate(text, &path, message))
+            .collect();
+        if issues.is_empty() {
+            Ok(plan)
+        } else {
+            issues.sort_by_key(|i| (i.line, i.column));
+            Err(issues)
+        }
+    }
+
+    /// The largest client count of any workload (sizes max_connections).
+    pub fn max_clients(&self) -> u32 {
+        self.workloads
+            .iter()
+            .flat_map(|w| w.clients.iter().copied())
+            .max()
+            .unwrap_or(1)
+    }
+}

@@ -1,0 +1,458 @@
+//! Semantic checks a plan must pass beyond its types. Each problem names its key path.
+
+use std::collections::BTreeSet;
+
+use super::tuning::RESERVED_CONNECTIONS;
+use super::{Devices, KeyPath, LatencyLog, Layout, Plan, SettingValue, Threads};
+
+type Problems = Vec<(KeyPath, String)>;
+
+pub fn validate(plan: &Plan) -> Problems {
+    let mut p = Problems::new();
+    appliance(plan, &mut p);
+    postgres(plan, &mut p);
+    storage(plan, &mut p);
+    tuning(plan, &mut p);
+    dataset(plan, &mut p);
+    workloads(plan, &mut p);
+    upload(plan, &mut p);
+    p
+}
+
+fn root() -> KeyPath {
+    KeyPath::root()
+}
+
+fn is_simple_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'))
+        && !s.starts_with(['.', '-'])
+}
+
+fn appliance(plan: &Plan, p: &mut Problems) {
+    let a = &plan.appliance;
+    let at = root().key("appliance");
+    if !is_simple_name(&a.name) {
+        p.push((
+            at.key("name"),
+            format!(
+                "\"{}\" is not a valid name: use 1-63 of a-z, 0-9, '.', '_', '-' (it becomes part of object-store keys)",
+                a.name
+            ),
+        ));
+    }
+    if !a.hourly_price_usd.is_finite() || a.hourly_price_usd < 0.0 {
+        p.push((
+            at.key("hourly_price_usd"),
+            format!(
+                "price must be zero (unknown) or positive, found {}",
+                a.hourly_price_usd
+            ),
+        ));
+    }
+}
+
+fn postgres(plan: &Plan, p: &mut Problems) {
+    let at = root().key("postgres");
+    if let Some(v) = plan.postgres.version {
+        if !(13..=17).contains(&v) {
+            p.push((
+                at.key("version"),
+                format!("PostgreSQL {v} is not supported: use a major version from 13 to 17"),
+            ));
+        }
+    }
+    if let Some(repo) = &plan.postgres.repository {
+        if !["https://", "http://", "file://"]
+            .iter()
+            .any(|s| repo.starts_with(s))
+        {
+            p.push((
+                at.key("repository"),
+                format!("\"{repo}\" is not a URL: use https://, http:// or file://"),
+            ));
+        }
+    }
+}
+
+/// Parses sizes like `64KiB`, `64k`, `1MiB`, `4096` (bytes).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+fn storage(plan: &Plan, p: &mut Problems) {
+    let s = &plan.storage;
+    let at = root().key("storage");
+    if let Devices::List(devs) = &s.devices {
+        if devs.is_empty() {
+            p.push((
+                at.key("devices"),
+                "device list is empty: list block devices or use \"auto\"".into(),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, d) in devs.iter().enumerate() {
+            if !d.starts_with("/dev/") {
+                p.push((
+                    at.key("devices").index(i),
+                    format!("\"{d}\" is not a device path under /dev/"),
+                ));
+            }
+            if !seen.insert(d) {
+                p.push((
+                    at.key("devices").index(i),
+                    format!("\"{d}\" is listed twice"),
+                ));
+            }
+        }
+        match s.layout {
+            Layout::Single if devs.len() > 1 => p.push((
+                at.key("layout"),
+                format!(
+                    "layout \"single\" takes one device but {} are listed",
+                    devs.len()
+                ),
+            )),
+            Layout::Stripe if devs.len() == 1 => p.push((
+                at.key("layout"),
+                "a stripe needs at least two devices: list more or use layout = \"single\"".into(),
+            )),
+            _ => {}
+        }
+    }
+    match parse_size(&s.stripe_size) {
+        Some(n) if n.is_power_of_two() && (4096..=(512 << 20)).contains(&n) => {}
+        _ => p.push((
+            at.key("stripe_size"),
+            format!(
+                "\"{}\" is not a valid stripe size: use a power of two from 4KiB to 512MiB, e.g. \"64KiB\"",
+                s.stripe_size
+            ),
+        )),
+    }
+    if !s.mount_point.starts_with('/') {
+        p.push((
+            at.key("mount_point"),
+            format!("mount point \"{}\" is not an absolute path", s.mount_point),
+        ));
+    } else if s.mount_point.trim_end_matches('/').is_empty() {
+        p.push((
+            at.key("mount_point"),
+            "the data volume cannot be mounted on /".into(),
+        ));
+    }
+}
+
+fn tuning(plan: &Plan, p: &mut Problems) {
+    let t = &plan.tuning;
+    let at = root().key("tuning");
+    for (name, value) in &t.settings {
+        let valid_name = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.')
+            && !name.starts_with(|c: char| c.is_ascii_digit());
+        if !valid_name {
+            p.push((
+                at.key("settings").key(name),
+                format!("\"{name}\" is not a PostgreSQL setting name"),
+            ));
+        }
+        if let SettingValue::Text(s) = value {
+            if s.contains('\n') || s.contains('\0') {
+                p.push((
+                    at.key("settings").key(name),
+                    "setting values cannot contain newlines".into(),
+                ));
+            }
+        }
+    }
+    if let Some(mc) = t.settings.get("max_connections") {
+        let needed = u64::from(plan.max_clients()) + u64::from(RESERVED_CONNECTIONS);
+        match mc {
+            SettingValue::Int(n) if *n >= 0 && (*n as u64) >= needed => {}
+            SettingValue::Int(n) => p.push((
+                at.key("settings").key("max_connections"),
+                format!(
+                    "max_connections = {n} does not cover the largest client count {} plus {RESERVED_CONNECTIONS} reserved connections (need {needed})",
+                    plan.max_clients()
+                ),
+            )),
+            _ => p.push((
+                at.key("settings").key("max_connections"),
+                "max_connections must be an integer".into(),
+            )),
+        }
+    }
+    if t.tuned_profile.is_empty()
+        || !t
+            .tuned_profile
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        p.push((
+            at.key("tuned_profile"),
+            format!(
+                "\"{}\" is not a tuned profile name (letters, digits, '-', '_'; \"none\" to skip)",
+                t.tuned_profile
+            ),
+        ));
+    }
+    for (i, arg) in t.kernel_args.iter().enumerate() {
+        if arg.is_empty() || arg.chars().any(char::is_whitespace) {
+            p.push((
+                at.key("kernel_args").index(i),
+                format!("kernel argument \"{arg}\" must be one word without spaces"),
+            ));
+        }
+    }
+}
+
+fn dataset(plan: &Plan, p: &mut Problems) {
+    let d = &plan.dataset;
+    let at = root().key("dataset");
+    if d.scale == 0 {
+        p.push((at.key("scale"), "scale must be at least 1".into()));
+    }
+    if !(10..=100).contains(&d.fillfactor) {
+        p.push((
+            at.key("fillfactor"),
+            format!("fillfactor must be from 10 to 100, found {}", d.fillfactor),
+        ));
+    }
+    let db_ok = !d.database.is_empty()
+        && d.database.len() <= 63
+        && d.database
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !d.database.starts_with(|c: char| c.is_ascii_digit());
+    if !db_ok {
+        p.push((
+            at.key("database"),
+            format!(
+                "\"{}\" is not a plain database name (a-z, 0-9, '_')",
+                d.database
+            ),
+        ));
+    }
+}
+
+fn parse_duration_field(
+    value: &Option<String>,
+    at: KeyPath,
+    what: &str,
+    p: &mut Problems,
+) -> Option<std::time::Duration> {
+    let s = value.as_deref()?;
+    match humantime::parse_duration(s) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            p.push((
+                at,
+                format!("\"{s}\" is not a {what} ({e}); write e.g. \"600s\" or \"10min\""),
+            ));
+            None
+        }
+    }
+}
+
+fn workloads(plan: &Plan, p: &mut Problems) {
+    let at = root().key("workloads");
+    if plan.workloads.is_empty() {
+        p.push((at.clone(), "the plan has no workloads".into()));
+    }
+    let mut names = BTreeSet::new();
+    for (i, w) in plan.workloads.iter().enumerate() {
+        let at = at.index(i);
+        if !is_simple_name(&w.name) || w.name.contains('.') {
+            p.push((
+                at.key("name"),
+                format!(
+                    "\"{}\" is not a valid workload name (a-z, 0-9, '_', '-')",
+                    w.name
+                ),
+            ));
+        } else if !names.insert(w.name.clone()) {
+            p.push((
+                at.key("name"),
+                format!("workload name \"{}\" is used twice", w.name),
+            ));
+        }
+        if w.clients.is_empty() {
+            p.push((at.key("clients"), "clients list is empty".into()));
+        }
+        for (j, c) in w.clients.iter().enumerate() {
+            if *c == 0 {
+                p.push((
+                    at.key("clients").index(j),
+                    "client count must be at least 1".into(),
+                ));
+            } else if j > 0 && *c <= w.clients[j - 1] {
+                p.push((
+                    at.key("clients").index(j),
+                    format!(
+                        "clients must be strictly ascending: {} follows {}",
+                        c,
+                        w.clients[j - 1]
+                    ),
+                ));
+            }
+        }
+        if let Threads::Fixed(t) = w.threads {
+            if t == 0 {
+                p.push((at.key("threads"), "threads must be at least 1".into()));
+            } else if let Some((j, c)) = w.clients.iter().enumerate().find(|(_, c)| t > **c) {
+                p.push((
+                    at.key("threads"),
+                    format!(
+                        "threads = {t} exceeds clients = {c} (clients[{j}]); pgbench needs threads <= clients: lower threads or use \"auto\""
+                    ),
+                ));
+            }
+        }
+        match (&w.transactions, &w.duration) {
+            (Some(_), Some(_)) => p.push((
+                at.key("duration"),
+                "set either transactions (-t) or duration (-T), not both".into(),
+            )),
+            (None, None) => p.push((
+                at.clone(),
+                "set transactions (-t) or duration (-T) for the workload".into(),
+            )),
+            (Some(0), None) => p.push((
+                at.key("transactions"),
+                "transactions must be at least 1".into(),
+            )),
+            _ => {}
+        }
+        if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
+            if d.as_secs() == 0 {
+                p.push((at.key("duration"), "duration must be at least 1s".into()));
+            }
+        }
+        parse_duration_field(&w.warmup, at.key("warmup"), "warm-up duration", p);
+        if !(1..=100).contains(&w.repeats) {
+            p.push((
+                at.key("repeats"),
+                format!("repeats must be from 1 to 100, found {}", w.repeats),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for (j, c) in w.data_checksums.iter().enumerate() {
+            if !seen.insert(*c) {
+                p.push((
+                    at.key("data_checksums").index(j),
+                    "checksum state listed twice".into(),
+                ));
+            }
+        }
+        match (w.latency_log, w.sampling_rate) {
+            (LatencyLog::Sampled, None) => p.push((
+                at.key("latency_log"),
+                "latency_log = \"sampled\" needs sampling_rate".into(),
+            )),
+            (LatencyLog::Sampled, Some(r)) if !(r > 0.0 && r <= 1.0) => p.push((
+                at.key("sampling_rate"),
+                format!("sampling_rate must be in (0, 1], found {r}"),
+            )),
+            (LatencyLog::Full | LatencyLog::Aggregate, Some(_)) => p.push((
+                at.key("sampling_rate"),
+                "sampling_rate only applies with latency_log = \"sampled\"".into(),
+            )),
+            _ => {}
+        }
+        if w.progress_interval_s == 0 {
+            p.push((
+                at.key("progress_interval_s"),
+                "progress interval must be at least 1 second".into(),
+            ));
+        }
+    }
+}
+
+fn upload(plan: &Plan, p: &mut Problems) {
+    let u = &plan.upload;
+    let at = root().key("upload");
+    if let Some(rest) = u.store.strip_prefix("s3://") {
+        let bucket = rest.split('/').next().unwrap_or("");
+        let ok = (3..=63).contains(&bucket.len())
+            && bucket
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !ok {
+            p.push((
+                at.key("store"),
+                format!("\"{bucket}\" is not a valid S3 bucket name (3-63 of a-z, 0-9, '-', '.')"),
+            ));
+        }
+    } else if let Some(rest) = u.store.strip_prefix("file://") {
+        if !rest.starts_with('/') {
+            p.push((
+                at.key("store"),
+                format!(
+                    "file store \"{}\" needs an absolute path: file:///dir",
+                    u.store
+                ),
+            ));
+        }
+    } else {
+        p.push((
+            at.key("store"),
+            format!(
+                "\"{}\" is not a store URL: use s3://bucket/prefix or file:///dir",
+                u.store
+            ),
+        ));
+    }
+    if let Some(e) = &u.endpoint {
+        if !(e.starts_with("https://") || e.starts_with("http://")) {
+            p.push((
+                at.key("endpoint"),
+                format!("endpoint \"{e}\" must be an http:// or https:// URL"),
+            ));
+        }
+    }
+    match (u.credentials, &u.credentials_file) {
+        (super::Credentials::File, None) => p.push((
+            at.key("credentials"),
+            "credentials = \"file\" needs credentials_file".into(),
+        )),
+        (super::Credentials::File, Some(f)) if !f.starts_with('/') => p.push((
+            at.key("credentials_file"),
+            format!("credentials file \"{f}\" must be an absolute path"),
+        )),
+        (super::Credentials::Environment | super::Credentials::InstanceRole, Some(_)) => p.push((
+            at.key("credentials_file"),
+            "credentials_file only applies with credentials = \"file\"".into(),
+        )),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64KiB"), Some(65536));
+        assert_eq!(parse_size("64k"), Some(65536));
+        assert_eq!(parse_size("1MiB"), Some(1 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("big"), None);
+        assert_eq!(parse_size("5 parsecs"), None);
+    }
+}

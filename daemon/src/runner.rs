@@ -1,0 +1,397 @@
+//! The one command runner. Every external program the appliance starts goes through
+//! [`Runner::run`], which hands a [`CommandSpec`] to an [`Executor`] (plain processes here;
+//! transient systemd units on the appliance) and turns failure into a [`CommandError`] that
+//! carries the command line, its exit status and the tail of its stderr.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+/// Lines of stderr kept in errors.
+const STDERR_TAIL_LINES: usize = 12;
+
+/// What to run and how.
+#[derive(Debug, Clone, Default)]
+pub struct CommandSpec {
+    pub program: String,
+    pub args: Vec<String>,
+    /// Run as this user (and its primary group) instead of the daemon's.
+    pub user: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: BTreeMap<String, String>,
+    /// Open-files limit (pgbench at 1000 clients needs well above 1024).
+    pub limit_nofile: Option<u64>,
+    /// Write stdout/stderr to these files (raw evidence) instead of capturing them.
+    pub stdout_file: Option<PathBuf>,
+    pub stderr_file: Option<PathBuf>,
+    /// Kill the command when it runs longer than this.
+    pub timeout: Option<Duration>,
+}
+
+impl CommandSpec {
+    pub fn new(program: impl Into<String>) -> Self {
+        CommandSpec {
+            program: program.into(),
+            ..Default::default()
+        }
+    }
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+    pub fn user(mut self, user: Option<&str>) -> Self {
+        self.user = user.map(str::to_string);
+        self
+    }
+    pub fn cwd(mut self, dir: &Path) -> Self {
+        self.cwd = Some(dir.to_path_buf());
+        self
+    }
+    pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
+        self.env.insert(k.to_string(), v.into());
+        self
+    }
+    pub fn output_files(mut self, stdout: &Path, stderr: &Path) -> Self {
+        self.stdout_file = Some(stdout.to_path_buf());
+        self.stderr_file = Some(stderr.to_path_buf());
+        self
+    }
+    pub fn limit_nofile(mut self, n: u64) -> Self {
+        self.limit_nofile = Some(n);
+        self
+    }
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+
+    /// The command line as a shell would show it (for logs and errors).
+    pub fn display(&self) -> String {
+        let mut parts = Vec::with_capacity(self.args.len() + 1);
+        parts.push(shell_quote(&self.program));
+        parts.extend(self.args.iter().map(|a| shell_quote(a)));
+        let line = parts.join(" ");
+        match &self.user {
+            Some(u) => format!("{line} (as {u})"),
+            None => line,
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// How a finished command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+    TimedOut,
+}
+
+impl fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exit status {c}"),
+            ExitStatus::Signal(s) => write!(f, "killed by signal {s}"),
+            ExitStatus::TimedOut => write!(f, "timed out"),
+        }
+    }
+}
+
+/// What a command produced. Output sent to files is not captured (empty here).
+#[derive(Debug, Clone)]
+pub struct CommandOutput {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CommandOutput {
+    pub fn success(&self) -> bool {
+        self.status == ExitStatus::Code(0)
+    }
+}
+
+/// A command that could not be started or did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("`{command}` could not be started: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed ({status}){}", render_tail(.stderr_tail))]
+    Failed {
+        command: String,
+        status: ExitStatus,
+        stderr_tail: String,
+    },
+}
+
+fn render_tail(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        "; stderr was empty".to_string()
+    } else {
+        format!("; stderr ends with:\n{}", tail.trim_end())
+    }
+}
+
+/// The last `n` lines of some text.
+pub fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<CommandOutput, CommandError>> + 'a>>;
+
+/// Something that runs commands: plain processes ([`LocalExecutor`]) or transient units.
+pub trait Executor {
+    fn execute<'a>(&'a self, spec: &'a CommandSpec) -> ExecFuture<'a>;
+}
+
+/// Runs commands and turns non-zero exits into [`CommandError::Failed`].
+#[derive(Clone)]
+pub struct Runner {
+    executor: Arc<dyn Executor + Send + Sync>,
+}
+
+impl Runner {
+    pub fn new(executor: Arc<dyn Executor + Send + Sync>) -> Self {
+        Runner { executor }
+    }
+
+    pub fn local() -> Self {
+        Runner::new(Arc::new(LocalExecutor))
+    }
+
+    /// Runs a command; any exit other than 0 is an error.
+    pub async fn run(&self, spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
+        self.run_accepting(spec, &[0]).await
+    }
+
+    /// Runs a command; exit codes in `ok_codes` count as success.
+    pub async fn run_accepting(
+        &self,
+        spec: &CommandSpec,
+        ok_codes: &[i32],
+    ) -> Result<CommandOutput, CommandError> {
+        tracing::debug!(command = %spec.display(), "run");
+        let out = self.executor.execute(spec).await?;
+        match out.status {
+            ExitStatus::Code(c) if ok_codes.contains(&c) => Ok(out),
+            _ => {
+                let stderr = match &spec.stderr_file {
+                    Some(path) => std::fs::read_to_string(path).unwrap_or_default(),
+                    None => out.stderr.clone(),
+                };
+                Err(CommandError::Failed {
+                    command: spec.display(),
+                    status: out.status,
+                    stderr_tail: tail_lines(&stderr, STDERR_TAIL_LINES),
+                })
+            }
+        }
+    }
+}
+
+/// Plain child processes of the daemon. Children die with the daemon (`PR_SET_PDEATHSIG`)
+/// so a killed run leaves no orphan pgbench loading the server; the journal redoes the step.
+pub struct LocalExecutor;
+
+impl Executor for LocalExecutor {
+    fn execute<'a>(&'a self, spec: &'a CommandSpec) -> ExecFuture<'a> {
+        Box::pin(run_local(spec))
+    }
+}
+
+fn open_output(path: &Option<PathBuf>, command: &str) -> Result<Stdio, CommandError> {
+    match path {
+        None => Ok(Stdio::piped()),
+        Some(p) => std::fs::File::create(p)
+            .map(Stdio::from)
+            .map_err(|source| CommandError::Spawn {
+                command: format!("{command} (opening {})", p.display()),
+                source,
+            }),
+    }
+}
+
+async fn run_local(spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
+    let display = spec.display();
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(open_output(&spec.stdout_file, &display)?)
+        .stderr(open_output(&spec.stderr_file, &display)?)
+        .kill_on_drop(true);
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let identity = match &spec.user {
+        Some(name) => Some(
+            crate::sys::lookup_user(name).map_err(|source| CommandError::Spawn {
+                command: display.clone(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    if let Some(id) = &identity {
+        cmd.env("HOME", &id.home).env("USER", &id.name);
+    }
+    crate::sys::prepare_child(cmd.as_std_mut(), spec.limit_nofile, identity.as_ref());
+
+    let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
+        command: display.clone(),
+        source,
+    })?;
+    let mut stdout_pipe = child.stdout.take();
+    let mut stderr_pipe = child.stderr.take();
+    let read_out = async {
+        let mut s = String::new();
+        if let Some(p) = stdout_pipe.as_mut() {
+            let mut buf = Vec::new();
+            let _ = p.read_to_end(&mut buf).await;
+            s = String::from_utf8_lossy(&buf).into_owned();
+        }
+        s
+    };
+    let read_err = async {
+        let mut s = String::new();
+        if let Some(p) = stderr_pipe.as_mut() {
+            let mut buf = Vec::new();
+            let _ = p.read_to_end(&mut buf).await;
+            s = String::from_utf8_lossy(&buf).into_owned();
+        }
+        s
+    };
+    let wait = async {
+        let (stdout, stderr, status) = tokio::join!(read_out, read_err, child.wait());
+        (stdout, stderr, status)
+    };
+    let result = match spec.timeout {
+        Some(t) => tokio::time::timeout(t, wait).await.ok(),
+        None => Some(wait.await),
+    };
+    let Some((stdout, stderr, status)) = result else {
+        return Ok(CommandOutput {
+            status: ExitStatus::TimedOut,
+            stdout: String::new(),
+            stderr: String::new(),
+        });
+    };
+    let status = status.map_err(|source| CommandError::Spawn {
+        command: display.clone(),
+        source,
+    })?;
+    use std::os::unix::process::ExitStatusExt;
+    let status = match (status.code(), status.signal()) {
+        (Some(c), _) => ExitStatus::Code(c),
+        (None, Some(s)) => ExitStatus::Signal(s),
+        (None, None) => ExitStatus::Code(-1),
+    };
+    Ok(CommandOutput {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn display_quotes_what_a_shell_would_need() {
+        let spec = CommandSpec::new("psql").args(["-c", "SELECT 1", "it's"]);
+        assert_eq!(spec.display(), r"psql -c 'SELECT 1' 'it'\''s'");
+    }
+
+    #[test]
+    fn failure_carries_command_status_and_stderr_tail() {
+        let spec = CommandSpec::new("sh").args([
+            "-c",
+            "for i in $(seq 1 30); do echo line$i >&2; done; exit 3",
+        ]);
+        let err = rt()
+            .block_on(Runner::local().run(&spec))
+            .expect_err("must fail");
+        let msg = err.to_string();
+        assert!(msg.contains("`sh -c"), "{msg}");
+        assert!(msg.contains("exit status 3"), "{msg}");
+        assert!(msg.contains("line30"), "{msg}");
+        assert!(!msg.contains("line18\n"), "only the tail: {msg}");
+    }
+
+    #[test]
+    fn missing_program_is_a_spawn_error_naming_it() {
+        let spec = CommandSpec::new("/nonexistent/pgbench").arg("--version");
+        let err = rt().block_on(Runner::local().run(&spec)).expect_err("fails");
+        assert!(err.to_string().contains("/nonexistent/pgbench"));
+    }
+
+    #[test]
+    fn output_files_receive_the_streams_and_failures_read_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("out");
+        let errf = dir.path().join("err");
+        let spec = CommandSpec::new("sh")
+            .args(["-c", "echo hello; echo oops >&2; exit 1"])
+            .output_files(&out, &errf);
+        let err = rt().block_on(Runner::local().run(&spec)).expect_err("fails");
+        assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "hello\n");
+        assert!(err.to_string().contains("oops"));
+    }
+
+    #[test]
+    fn timeout_is_reported() {
+        let spec = CommandSpec::new("sleep")
+            .arg("5")
+            .timeout(Duration::from_millis(100));
+        let err = rt().block_on(Runner::local().run(&spec)).expect_err("fails");
+        assert!(err.to_string().contains("timed out"), "{err}");
+    }
+
+    #[test]
+    fn file_limit_is_applied() {
+        let spec = CommandSpec::new("sh")
+            .args(["-c", "ulimit -n"])
+            .limit_nofile(2048);
+        let out = rt().block_on(Runner::local().run(&spec)).expect("runs");
+        assert_eq!(out.stdout.trim(), "2048");
+    }
+}

@@ -1,0 +1,289 @@
+//! The pgbench parsers against captured and composed outputs (fixtures/pgbench/README.md).
+
+use std::path::PathBuf;
+
+use pgappliance::pgbench::summary::OutputFormat;
+use pgappliance::pgbench::{
+    latency_from_logs, parse_init, parse_progress, parse_summary, SummaryError,
+};
+
+fn fixture(name: &str) -> String {
+    let path = fixture_path(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/pgbench")
+        .join(name)
+}
+
+#[test]
+fn v13_transactions_two_tps_lines_no_stddev() {
+    let s = parse_summary(&fixture("v13-t-rw.txt")).expect("parses");
+    assert_eq!(s.output_format, OutputFormat::V13);
+    assert_eq!(s.client_version, None);
+    assert_eq!((s.clients, s.threads), (5, 1));
+    assert_eq!(s.transactions_per_client, Some(10000));
+    assert_eq!(s.transactions_processed, 50000);
+    assert_eq!(s.transactions_expected, Some(50000));
+    assert_eq!(s.tps, 712.221039);
+    assert_eq!(s.tps_including_connections, Some(712.165617));
+    assert_eq!(s.latency_avg_ms, 7.021);
+    assert_eq!(s.latency_stddev_ms, None);
+    assert_eq!(s.initial_connection_ms, None);
+    assert_eq!(s.failed_transactions, None);
+}
+
+#[test]
+fn v13_duration_with_progress_and_statement_latencies() {
+    let text = fixture("v13-T-progress-r.txt");
+    let s = parse_summary(&text).expect("parses");
+    assert_eq!(s.duration_s, Some(3.0));
+    assert_eq!(s.transactions_expected, None);
+    assert_eq!(s.latency_stddev_ms, Some(6.874));
+    assert_eq!(s.query_mode.as_deref(), Some("prepared"));
+    assert_eq!(s.statement_latencies.len(), 11);
+    assert_eq!(s.statement_latencies[7].latency_ms, 6.804);
+    assert!(s.statement_latencies[7]
+        .command
+        .starts_with("UPDATE pgbench_tellers"));
+    assert_eq!(s.statement_latencies[7].failures, None);
+    let p = parse_progress(&text);
+    assert_eq!(p.len(), 3);
+    assert_eq!(p[1].tps, 701.9);
+    assert_eq!(p[1].failed, None);
+}
+
+#[test]
+fn v13_incomplete_counts_are_an_error() {
+    let err = parse_summary(&fixture("v13-incomplete.txt")).expect_err("incomplete");
+    assert_eq!(
+        err,
+        SummaryError::Incomplete {
+            processed: 9000,
+            expected: 10000,
+            failed: None
+        }
+    );
+    assert!(err.to_string().contains("9000 of 10000"));
+}
+
+#[test]
+fn v14_banner_with_distro_suffix_scenario_a_figures() {
+    let s = parse_summary(&fixture("v14-banner-distro-altra.txt")).expect("parses");
+    assert_eq!(s.output_format, OutputFormat::V14);
+    assert_eq!(s.client_version.as_deref(), Some("14.5"));
+    assert_eq!(
+        s.client_version_full.as_deref(),
+        Some("14.5 (Rocky 14.5-1PGDG.rhel8)")
+    );
+    assert_eq!(s.server_version, None);
+    assert_eq!(s.clients, 1000);
+    assert_eq!(s.threads, 10);
+    assert_eq!(s.tps, 44132.846931);
+    assert_eq!(s.latency_avg_ms, 22.659);
+    assert_eq!(s.initial_connection_ms, Some(436.926));
+    assert_eq!(s.tps_including_connections, None);
+}
+
+#[test]
+fn v14_server_version_differs() {
+    let s = parse_summary(&fixture("v14-server-differs.txt")).expect("parses");
+    assert_eq!(s.client_version.as_deref(), Some("14.8"));
+    assert_eq!(s.server_version.as_deref(), Some("13.11"));
+    assert_eq!(s.statement_latencies.len(), 2);
+    assert_eq!(s.statement_latencies[1].failures, None);
+}
+
+#[test]
+fn v14_and_v15_aborted_runs_are_errors() {
+    for name in ["v14-aborted.txt", "v15-aborted.txt"] {
+        let err = parse_summary(&fixture(name)).expect_err(name);
+        assert!(
+            matches!(err, SummaryError::Aborted { .. }),
+            "{name}: {err:?}"
+        );
+        assert!(err.to_string().contains("Run was aborted"), "{name}");
+    }
+}
+
+#[test]
+fn v15_captured_transactions() {
+    let s = parse_summary(&fixture("v15-captured-t.txt")).expect("parses");
+    assert_eq!(s.output_format, OutputFormat::V15Plus);
+    assert_eq!(s.client_version.as_deref(), Some("15.18"));
+    assert_eq!(s.max_tries, Some(1));
+    assert_eq!(s.failed_transactions, Some(0));
+    assert_eq!(s.transactions_processed, 800);
+    assert_eq!(s.transactions_expected, Some(800));
+    assert!(s.tps > 0.0);
+    assert_eq!(s.latency_stddev_ms, None);
+}
+
+#[test]
+fn v15_captured_select_only_with_failures_column() {
+    let text = fixture("v15-captured-T-select-r.txt");
+    let s = parse_summary(&text).expect("parses");
+    assert_eq!(
+        s.transaction_type.as_deref(),
+        Some("<builtin: select only>")
+    );
+    assert!(s.latency_stddev_ms.is_some());
+    assert_eq!(s.statement_latencies.len(), 2);
+    assert_eq!(s.statement_latencies[1].failures, Some(0));
+    assert!(s.statement_latencies[1].command.starts_with("SELECT abalance"));
+    let p = parse_progress(&text);
+    assert!(p.len() >= 2);
+    assert_eq!(p[0].failed, Some(0));
+}
+
+#[test]
+fn v15_interleaved_server_log_lines_are_ignored() {
+    let s = parse_summary(&fixture("v15-interleaved-server-log.txt")).expect("parses");
+    assert_eq!(s.tps, 1215.774312);
+    assert_eq!((s.clients, s.threads), (4, 2));
+    assert_eq!(s.latency_stddev_ms, Some(1.011));
+}
+
+#[test]
+fn v16_failed_transactions_explain_the_gap() {
+    let s = parse_summary(&fixture("v16-failures.txt")).expect("complete with failures");
+    assert_eq!(s.failed_transactions, Some(12));
+    assert_eq!(s.transactions_processed, 3988);
+    assert_eq!(s.client_version.as_deref(), Some("16.4"));
+}
+
+#[test]
+fn v16_more_missing_than_failed_is_incomplete() {
+    let text = fixture("v16-failures.txt").replace("3988/4000", "3900/4000");
+    let err = parse_summary(&text).expect_err("incomplete");
+    assert!(matches!(err, SummaryError::Incomplete { processed: 3900, .. }));
+}
+
+#[test]
+fn v17_distro_banner_with_server_and_failures_block() {
+    let s = parse_summary(&fixture("v17-distro-server-r.txt")).expect("parses");
+    assert_eq!(s.client_version.as_deref(), Some("17.2"));
+    assert_eq!(
+        s.client_version_full.as_deref(),
+        Some("17.2 (Debian 17.2-1.pgdg120+1)")
+    );
+    assert_eq!(s.server_version.as_deref(), Some("16.6"));
+    assert_eq!(s.statement_latencies.len(), 11);
+    assert!(s.statement_latencies.iter().all(|l| l.failures == Some(0)));
+    assert_eq!(s.tps, 25074.912001);
+}
+
+#[test]
+fn not_a_summary_names_what_is_missing() {
+    let err = parse_summary(&fixture("not-pgbench.txt")).expect_err("not pgbench");
+    assert!(
+        err.to_string().contains("not a complete pgbench summary"),
+        "{err}"
+    );
+    let err = parse_summary("").expect_err("empty");
+    assert!(matches!(err, SummaryError::Missing(_)));
+}
+
+#[test]
+fn truncated_summary_is_rejected() {
+    let text = fixture("v15-captured-t.txt");
+    let cut: String = text.lines().take(9).collect::<Vec<_>>().join("\n");
+    let err = parse_summary(&cut).expect_err("truncated");
+    assert!(matches!(err, SummaryError::Missing(_)), "{err:?}");
+}
+
+#[test]
+fn malformed_known_line_is_named() {
+    let text = fixture("v13-t-rw.txt").replace("number of clients: 5", "number of clients: five");
+    let err = parse_summary(&text).expect_err("malformed");
+    assert!(err.to_string().contains("line 5"), "{err}");
+}
+
+#[test]
+fn init_breakdown_scenario_a() {
+    let b = parse_init(&fixture("init-v14-altra-scale10000.txt")).expect("parses");
+    assert_eq!(b.total_s, 1568.00);
+    assert_eq!(b.phase("client-side generate"), Some(742.72));
+    assert_eq!(b.phase("primary keys"), Some(712.03));
+    assert_eq!(b.phases.len(), 5);
+}
+
+#[test]
+fn init_breakdown_captured_client_and_server_side() {
+    let c = parse_init(&fixture("init-v15-client.txt")).expect("client");
+    assert!(c.phase("client-side generate").is_some());
+    let s = parse_init(&fixture("init-v15-server.txt")).expect("server");
+    assert!(s.phase("server-side generate").is_some());
+    assert!(s.phase("client-side generate").is_none());
+}
+
+#[test]
+fn init_interrupted_is_an_error() {
+    assert!(parse_init(&fixture("init-v13-interrupted.txt")).is_err());
+}
+
+#[test]
+fn progress_handles_nan_and_lag() {
+    let p = parse_progress(&fixture("progress-v13.txt"));
+    assert_eq!(p.len(), 3);
+    assert_eq!(p[0].elapsed_s, 60.0);
+    assert_eq!(p[1].tps, 0.0);
+    assert_eq!(p[1].latency_ms, None);
+    assert_eq!(p[2].lag_ms, Some(0.412));
+}
+
+#[test]
+fn transaction_log_percentiles_match_a_direct_computation() {
+    let path = fixture_path("txlog-v15-captured.log");
+    let stats = latency_from_logs(std::slice::from_ref(&path), false, 15).expect("parses");
+    let mut lat: Vec<u64> = fixture("txlog-v15-captured.log")
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap_or("0").parse().unwrap_or(0))
+        .collect();
+    lat.sort_unstable();
+    assert_eq!(stats.transactions, lat.len() as u64);
+    let exact_max = *lat.last().unwrap_or(&0) as f64 / 1000.0;
+    let max = stats.max_ms.unwrap_or(0.0);
+    assert!((max - exact_max).abs() / exact_max < 0.001, "{max} vs {exact_max}");
+    let exact_p50 = lat[(lat.len() - 1) / 2] as f64 / 1000.0;
+    let p50 = stats.p50_ms.unwrap_or(0.0);
+    assert!((p50 - exact_p50).abs() / exact_p50 < 0.01, "{p50} vs {exact_p50}");
+    let summary = parse_summary(&fixture("v15-captured-txlog-summary.txt")).expect("summary");
+    assert_eq!(stats.transactions, summary.transactions_processed);
+}
+
+#[test]
+fn transaction_log_counts_failed_and_skipped() {
+    let path = fixture_path("txlog-v16-failed-skipped.log");
+    let stats = latency_from_logs(&[path], false, 16).expect("parses");
+    assert_eq!(stats.transactions, 3);
+    assert_eq!(stats.failed, 2);
+    assert_eq!(stats.skipped, 1);
+    let max = stats.max_ms.unwrap_or(0.0);
+    assert!((max - 2.5).abs() < 0.0025, "{max}");
+}
+
+#[test]
+fn aggregate_log_gives_count_mean_and_extremes() {
+    let path = fixture_path("aggregate-v15-captured.log");
+    let text = fixture("aggregate-v15-captured.log");
+    let stats = latency_from_logs(std::slice::from_ref(&path), true, 15).expect("parses");
+    let count: u64 = text
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0))
+        .sum();
+    assert_eq!(stats.transactions, count);
+    assert!(stats.p99_ms.is_none());
+    assert!(stats.max_ms.unwrap_or(0.0) >= stats.mean_ms.unwrap_or(f64::MAX));
+}
+
+#[test]
+fn malformed_transaction_log_names_file_and_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("log.1");
+    std::fs::write(&f, "0 1 100 0 1 2\nnonsense\n").expect("write");
+    let err = latency_from_logs(&[f], false, 15).expect_err("malformed");
+    assert!(err.to_string().contains("log.1:2"), "{err}");
+}
