@@ -2,8 +2,18 @@
 //! builder. Plans, the step engine and its journal, the command runner, pgbench invocation
 //! and parsing, and results.
 
+pub mod cli;
+pub mod fsutil;
+pub mod inventory;
+pub mod journal;
+pub mod logging;
+pub mod notify;
 pub mod plan;
+pub mod postgres;
 pub mod pgbench;
+pub mod report;
+pub mod results;
 pub mod runner;
+pub mod steps;
 pub mod sweep;
 pub mod sys;

@@ -1,1 +1,25 @@
-fn main(){}
+//! pgapplianced: parses the command line and dispatches; the work is in the library.
+
+use clap::Parser;
+
+fn main() {
+    pgappliance::logging::init();
+    let cli = pgappliance::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    match runtime.block_on(pgappliance::cli::dispatch(cli)) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,15 +1,15 @@
 //! Parser for the end of `pgbench -i`: `done in T s (drop tables …, create tables …,
 //! client-side generate … | server-side generate …, vacuum …, primary keys …).`
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InitPhase {
     pub phase: String,
     pub seconds: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InitBreakdown {
     pub total_s: f64,
     /// In the order pgbench printed them.

@@ -3,9 +3,9 @@
 //! `progress: 60.0 s, 643.3 tps, lat 12.429 ms stddev 7.998` (13, 14) and the same with
 //! `, lag …`, `, N skipped`, `, N retried, M retries`, `, N failed` (15+) appended.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgressSample {
     /// Seconds since the run started (end of the interval).
     pub elapsed_s: f64,

@@ -4,10 +4,10 @@
 //! lines, NOTICEs, progress lines on a merged stream) are skipped; the lines it does know
 //! must be well formed. Format differences by version are listed in REFERENCE.md.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which generation of the summary format the text used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutputFormat {
     /// No banner, two tps lines (including/excluding connections establishing).
     #[serde(rename = "13")]
@@ -21,7 +21,7 @@ pub enum OutputFormat {
 }
 
 /// One line of the `-r` block.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatementLatency {
     pub latency_ms: f64,
     /// Present from 15 on (`… and failures:` block).
@@ -30,7 +30,7 @@ pub struct StatementLatency {
 }
 
 /// pgbench's own figures for one run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub output_format: OutputFormat,
     /// From the banner (`pgbench (15.3 (Ubuntu 15.3-1.pgdg20.04+1))` → `15.3`); 13 has none.

@@ -11,10 +11,10 @@
 use std::io::BufRead;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Latency distribution of one point, in milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
     pub source: LatencySource,
     pub transactions: u64,
@@ -30,7 +30,7 @@ pub struct LatencyStats {
     pub max_ms: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LatencySource {
     TransactionLog,

@@ -1,0 +1,153 @@
+//! `pgapplianced` command line (clap derive) and what each command does.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::journal::{JournalFile, StepName};
+use crate::steps::{journal_path, run_local, LocalRunOptions};
+
+#[derive(Debug, Parser)]
+#[command(name = "pgapplianced", version, about = "Runs a pgappliance benchmark plan")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run (or resume) a plan.
+    Run(RunArgs),
+    /// Parse a program's output and print it as JSON.
+    #[command(subcommand)]
+    Parse(ParseCommand),
+    /// Show the journal of a run: steps done, the current step, points done/total.
+    Status {
+        /// Work directory of the run.
+        #[arg(long, default_value = "/var/lib/pgappliance")]
+        workdir: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Run against a cluster under --workdir managed with pg_ctl, as plain processes.
+    #[arg(long)]
+    pub local: bool,
+    /// The plan file.
+    #[arg(long)]
+    pub plan: PathBuf,
+    /// Where the journal, the cluster and the run directories live.
+    #[arg(long, default_value = "/var/lib/pgappliance")]
+    pub workdir: PathBuf,
+    /// PostgreSQL bin directory (default: found from the plan's version).
+    #[arg(long)]
+    pub pg_bin: Option<PathBuf>,
+    /// OS user that owns the cluster (default when root: postgres).
+    #[arg(long)]
+    pub cluster_user: Option<String>,
+    /// Leave the cluster running at the end.
+    #[arg(long)]
+    pub keep_running: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ParseCommand {
+    /// A pgbench run's output (stdout, or stdout and stderr merged).
+    Pgbench { file: PathBuf },
+    /// `pgbench -i` output: the `done in …` breakdown.
+    PgbenchInit { file: PathBuf },
+}
+
+fn read(file: &PathBuf) -> Result<String> {
+    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+}
+
+pub async fn dispatch(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Run(args) => run(args).await,
+        Command::Parse(ParseCommand::Pgbench { file }) => {
+            let text = read(&file)?;
+            let summary = crate::pgbench::parse_summary(&text)
+                .with_context(|| format!("{}", file.display()))?;
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+            Ok(0)
+        }
+        Command::Parse(ParseCommand::PgbenchInit { file }) => {
+            let text = read(&file)?;
+            let b = crate::pgbench::parse_init(&text)
+                .with_context(|| format!("{}", file.display()))?;
+            println!("{}", serde_json::to_string_pretty(&b)?);
+            Ok(0)
+        }
+        Command::Status { workdir } => status(&workdir),
+    }
+}
+
+async fn run(args: RunArgs) -> Result<i32> {
+    if !args.local {
+        bail!("only local mode is available in this build: pass --local (first-boot mode under systemd is not implemented yet)");
+    }
+    let outcome = run_local(LocalRunOptions {
+        plan_path: args.plan,
+        workdir: args.workdir,
+        pg_bin: args.pg_bin,
+        cluster_user: args.cluster_user,
+        keep_running: args.keep_running,
+    })
+    .await?;
+    if outcome.already_complete {
+        println!("run {} was already complete", outcome.run_id);
+    }
+    println!("results: {}", outcome.results.display());
+    println!("summary: {}", outcome.summary_csv.display());
+    println!("report:  {}", outcome.report.display());
+    if outcome.failed_points.is_empty() {
+        println!("{} points, all ok", outcome.points);
+        Ok(0)
+    } else {
+        println!(
+            "{} points, {} failed: {}",
+            outcome.points,
+            outcome.failed_points.len(),
+            outcome.failed_points.join(", ")
+        );
+        Ok(2)
+    }
+}
+
+fn status(workdir: &std::path::Path) -> Result<i32> {
+    let path = journal_path(workdir);
+    if !path.exists() {
+        bail!("no run journal at {}: nothing has run in this work directory", path.display());
+    }
+    let j = JournalFile::load(&path)?;
+    println!("run {} (started {})", j.run_id, j.started_at);
+    for step in StepName::ALL {
+        let line = match j.steps.get(&step) {
+            Some(r) if r.finished_at.is_some() => format!(
+                "done in {:.1} s{}",
+                r.duration_s.unwrap_or(0.0),
+                if r.attempts > 1 { format!(" ({} attempts)", r.attempts) } else { String::new() }
+            ),
+            Some(_) => "started".to_string(),
+            None => "-".to_string(),
+        };
+        println!("  {:<10} {line}", step.as_str());
+    }
+    if let Some(p) = &j.pending {
+        println!(
+            "current: {}{} since {}",
+            p.step.as_str(),
+            p.item.as_deref().map(|i| format!(" {i}")).unwrap_or_default(),
+            p.started_at
+        );
+    }
+    println!("points: {}/{}", j.points.len(), j.points_total);
+    match &j.finished_at {
+        Some(t) => println!("finished {t}"),
+        None => println!("not finished"),
+    }
+    Ok(0)
+}

@@ -1,0 +1,67 @@
+//! Crash-safe file writes: temp file in the same directory, fsync, rename, fsync directory.
+//! A reader (or a resumed daemon) sees the old content or the new, never a torn file.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(|e| io::Error::new(e.kind(), format!("writing {}: {e}", path.display())))
+}
+
+/// Serialises to pretty JSON (with a final newline) and writes atomically.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    atomic_write(path, &bytes)
+}
+
+pub fn create_dir_all(path: &Path) -> io::Result<()> {
+    fs::create_dir_all(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_content_and_leaves_no_temp_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("state.json");
+        atomic_write(&p, b"one").expect("write");
+        atomic_write(&p, b"two").expect("write");
+        assert_eq!(fs::read(&p).expect("read"), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+}

@@ -1,0 +1,56 @@
+//! The inventory step's data: what machine this is. Collection runs commands through the
+//! runner and reads /proc and /etc; the parsing is in [`parse`].
+
+pub mod parse;
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+pub use parse::{BlockDevice, CpuInfo};
+
+use crate::runner::{CommandSpec, Runner};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub collected_at: String,
+    pub hostname: String,
+    pub kernel: String,
+    pub os: BTreeMap<String, String>,
+    pub cpu: CpuInfo,
+    pub memory_bytes: u64,
+    /// Read at run time: 4 KiB on x86_64/Debian, 64 KiB on Rocky 8 aarch64.
+    pub page_size: u64,
+    pub block_devices: Vec<BlockDevice>,
+}
+
+fn read(path: &str) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("reading {path}"))
+}
+
+pub async fn collect(runner: &Runner) -> Result<Inventory> {
+    let lscpu = runner.run(&CommandSpec::new("lscpu").arg("-J")).await?;
+    let lsblk = runner
+        .run(&CommandSpec::new("lsblk").args([
+            "-J",
+            "-b",
+            "-o",
+            "NAME,PATH,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN",
+        ]))
+        .await?;
+    let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .unwrap_or(4096) as u64;
+    Ok(Inventory {
+        collected_at: crate::journal::now(),
+        hostname: read("/proc/sys/kernel/hostname")?.trim().to_string(),
+        kernel: read("/proc/sys/kernel/osrelease")?.trim().to_string(),
+        os: parse::parse_os_release(&read("/etc/os-release").unwrap_or_default()),
+        cpu: parse::parse_lscpu(&lscpu.stdout)?,
+        memory_bytes: parse::parse_meminfo_total(&read("/proc/meminfo")?)?,
+        page_size,
+        block_devices: parse::parse_lsblk(&lsblk.stdout)?,
+    })
+}

@@ -1,0 +1,15 @@
+//! Tracing to stderr without timestamps (journald adds them). `RUST_LOG` filters.
+
+use std::io::IsTerminal;
+
+pub fn init() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .with_target(false)
+        .try_init();
+}

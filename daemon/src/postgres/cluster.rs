@@ -1,0 +1,278 @@
+//! A PostgreSQL cluster managed with pg_ctl (local mode). On the appliance the same steps
+//! drive the platform's systemd unit instead.
+//!
+//! Layout under the cluster directory (owned by the cluster user):
+//! `data/` (PGDATA), `socket/` (Unix socket), `server.log`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use super::parse::parse_controldata_checksums;
+use super::PgBin;
+use crate::runner::{CommandSpec, Runner};
+
+/// Superuser role created by initdb and used by the appliance.
+pub const SUPERUSER: &str = "postgres";
+
+/// Longest Unix socket path Linux accepts (sun_path is 108 bytes with the NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+#[derive(Clone)]
+pub struct LocalCluster {
+    pub bin: PgBin,
+    pub dir: PathBuf,
+    pub port: u16,
+    /// OS user that owns and runs the cluster (None: the daemon's own user).
+    pub os_user: Option<String>,
+    runner: Runner,
+}
+
+impl LocalCluster {
+    pub fn new(
+        bin: PgBin,
+        dir: &Path,
+        port: u16,
+        os_user: Option<String>,
+        runner: Runner,
+    ) -> Result<Self> {
+        let c = LocalCluster {
+            bin,
+            dir: dir.to_path_buf(),
+            port,
+            os_user,
+            runner,
+        };
+        let socket = c.socket_dir().join(format!(".s.PGSQL.{port}"));
+        let len = socket.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            bail!(
+                "the server's socket path {} is {len} bytes, over Linux's limit of {MAX_SOCKET_PATH}: use a shorter --workdir",
+                socket.display()
+            );
+        }
+        Ok(c)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+    pub fn socket_dir(&self) -> PathBuf {
+        self.dir.join("socket")
+    }
+    pub fn log_file(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    fn spec(&self, tool: &str) -> CommandSpec {
+        CommandSpec::new(self.bin.tool(tool)).user(self.os_user.as_deref())
+    }
+
+    /// Creates the cluster directory owned by the cluster user.
+    pub fn prepare_dir(&self) -> Result<()> {
+        for d in [self.dir.clone(), self.socket_dir()] {
+            std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            if let Some(user) = &self.os_user {
+                let id = crate::sys::lookup_user(user)?;
+                nix::unistd::chown(
+                    &d,
+                    Some(nix::unistd::Uid::from_raw(id.uid)),
+                    Some(nix::unistd::Gid::from_raw(id.gid)),
+                )
+                .with_context(|| format!("giving {} to {user}", d.display()))?;
+            }
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restricting {}", self.dir.display()))?;
+        Ok(())
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.data_dir().join("PG_VERSION").exists()
+    }
+
+    /// Removes a half-made data directory left by an interrupted initdb.
+    pub fn remove_data_dir(&self) -> Result<()> {
+        let d = self.data_dir();
+        if d.exists() {
+            std::fs::remove_dir_all(&d).with_context(|| format!("removing {}", d.display()))?;
+        }
+        Ok(())
+    }
+
+    pub async fn initdb(&self, checksums: bool, stdout: &Path, stderr: &Path) -> Result<()> {
+        let mut spec = self
+            .spec("initdb")
+            .args([
+                "--pgdata",
+                &self.data_dir().display().to_string(),
+                "--username",
+                SUPERUSER,
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C",
+            ])
+            .output_files(stdout, stderr)
+            .timeout(Duration::from_secs(600));
+        if checksums {
+            spec = spec.arg("--data-checksums");
+        }
+        self.runner.run(&spec).await?;
+        Ok(())
+    }
+
+    fn server_options(&self) -> String {
+        format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.socket_dir().display()
+        )
+    }
+
+    /// `pg_ctl status`: true when a postmaster runs on this data directory.
+    pub async fn is_running(&self) -> Result<bool> {
+        let out = self
+            .runner
+            .run_accepting(
+                &self
+                    .spec("pg_ctl")
+                    .args(["status", "-D", &self.data_dir().display().to_string()]),
+                &[0, 3, 4],
+            )
+            .await?;
+        Ok(out.success())
+    }
+
+    pub async fn start(&self) -> Result<()> {
+        self.runner
+            .run(
+                &self
+                    .spec("pg_ctl")
+                    .args([
+                        "start",
+                        "-w",
+                        "-t",
+                        "600",
+                        "-D",
+                        &self.data_dir().display().to_string(),
+                        "-l",
+                        &self.log_file().display().to_string(),
+                        "-o",
+                        &self.server_options(),
+                    ])
+                    .timeout(Duration::from_secs(660)),
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "starting PostgreSQL (server log: {})",
+                    self.log_file().display()
+                )
+            })?;
+        Ok(())
+    }
+
+    pub async fn stop(&self) -> Result<()> {
+        if !self.is_running().await? {
+            return Ok(());
+        }
+        self.runner
+            .run(
+                &self
+                    .spec("pg_ctl")
+                    .args([
+                        "stop",
+                        "-w",
+                        "-t",
+                        "600",
+                        "-m",
+                        "fast",
+                        "-D",
+                        &self.data_dir().display().to_string(),
+                    ])
+                    .timeout(Duration::from_secs(660)),
+            )
+            .await?;
+        Ok(())
+    }
+
+    pub async fn restart(&self) -> Result<()> {
+        self.stop().await?;
+        self.start().await
+    }
+
+    /// Whether data checksums are on, from pg_controldata (works on a stopped cluster).
+    pub async fn checksums_enabled(&self) -> Result<bool> {
+        let out = self
+            .runner
+            .run(
+                &self
+                    .spec("pg_controldata")
+                    .args(["-D", &self.data_dir().display().to_string()])
+                    .env("LC_ALL", "C"),
+            )
+            .await?;
+        parse_controldata_checksums(&out.stdout)
+            .context("pg_controldata printed no \"Data page checksum version\" line")
+    }
+
+    /// Switches data checksums with pg_checksums on the stopped cluster, then starts it.
+    pub async fn set_checksums(&self, enable: bool, stdout: &Path, stderr: &Path) -> Result<()> {
+        self.stop().await?;
+        self.runner
+            .run(
+                &self
+                    .spec("pg_checksums")
+                    .args([
+                        if enable { "--enable" } else { "--disable" },
+                        "--progress",
+                        "-D",
+                        &self.data_dir().display().to_string(),
+                    ])
+                    .output_files(stdout, stderr),
+            )
+            .await?;
+        self.start().await
+    }
+}
+
+/// Picks a free TCP port on the loopback address.
+pub fn free_loopback_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Checks that `user` can reach `dir` (every ancestor searchable), so a root-run daemon
+/// fails with a clear message instead of an initdb permission error.
+pub fn check_reachable_by(dir: &Path, user: &str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let id = crate::sys::lookup_user(user).with_context(|| {
+        format!("running as root needs an unprivileged user to own the cluster; \"{user}\" does not exist (install the PostgreSQL server package or pass --cluster-user)")
+    })?;
+    let mut cur = Some(dir);
+    while let Some(p) = cur {
+        if let Ok(md) = std::fs::metadata(p) {
+            let mode = md.mode();
+            let ok = if md.uid() == id.uid {
+                mode & 0o100 != 0
+            } else if id.groups.contains(&md.gid()) || md.gid() == id.gid {
+                mode & 0o010 != 0
+            } else {
+                mode & 0o001 != 0
+            };
+            if !ok {
+                bail!(
+                    "user \"{user}\" cannot enter {} (mode {:o}), so it cannot run a cluster under {}: pick a work directory it can reach, e.g. --workdir /var/tmp/pgappliance",
+                    p.display(),
+                    mode & 0o7777,
+                    dir.display()
+                );
+            }
+        }
+        cur = p.parent();
+    }
+    Ok(())
+}

@@ -1,0 +1,49 @@
+//! Pure parsers for PostgreSQL tool output.
+
+/// `postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)` / `pgbench (PostgreSQL) 14.5`
+/// → (major, full version).
+pub fn parse_tool_version(text: &str) -> Option<(u32, String)> {
+    let line = text.lines().find(|l| l.contains("(PostgreSQL)"))?;
+    let version = line.split("(PostgreSQL)").nth(1)?.split_whitespace().next()?;
+    let major: u32 = version
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    Some((major, version.to_string()))
+}
+
+/// `Data page checksum version: 1` from pg_controldata → whether checksums are on.
+pub fn parse_controldata_checksums(text: &str) -> Option<bool> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Data page checksum version:"))
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .map(|v| v != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_versions() {
+        assert_eq!(
+            parse_tool_version("postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)\n"),
+            Some((15, "15.18".to_string()))
+        );
+        assert_eq!(
+            parse_tool_version("pgbench (PostgreSQL) 17beta2\n"),
+            Some((17, "17beta2".to_string()))
+        );
+        assert_eq!(parse_tool_version("bash: pgbench: not found"), None);
+    }
+
+    #[test]
+    fn controldata_checksums() {
+        let on = "Mock authentication nonce: 1\nData page checksum version:           1\n";
+        assert_eq!(parse_controldata_checksums(on), Some(true));
+        let off = "Data page checksum version:           0\n";
+        assert_eq!(parse_controldata_checksums(off), Some(false));
+        assert_eq!(parse_controldata_checksums("garbage"), None);
+    }
+}

@@ -1,0 +1,120 @@
+//! SQL sessions with the cluster (tokio-postgres over the Unix socket).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tokio_postgres::{Client, NoTls};
+
+/// A connected session; the connection task ends when the client is dropped.
+pub struct Session {
+    client: Client,
+    target: String,
+}
+
+impl Session {
+    pub async fn connect(socket_dir: &Path, port: u16, user: &str, dbname: &str) -> Result<Self> {
+        let target = format!("{dbname} on {}:{port}", socket_dir.display());
+        let mut cfg = tokio_postgres::Config::new();
+        cfg.host_path(socket_dir)
+            .port(port)
+            .user(user)
+            .dbname(dbname)
+            .application_name("pgappliance");
+        let (client, connection) = cfg
+            .connect(NoTls)
+            .await
+            .with_context(|| format!("connecting to {target}"))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "database connection closed");
+            }
+        });
+        Ok(Session { client, target })
+    }
+
+    pub async fn execute(&self, sql: &str) -> Result<()> {
+        self.client
+            .batch_execute(sql)
+            .await
+            .with_context(|| format!("`{sql}` on {}", self.target))
+    }
+
+    /// First column of every row, as text.
+    pub async fn column(&self, sql: &str) -> Result<Vec<Option<String>>> {
+        let rows = self
+            .client
+            .simple_query(sql)
+            .await
+            .with_context(|| format!("`{sql}` on {}", self.target))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(r.get(0).map(str::to_string)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// One value (first column of the first row).
+    pub async fn value(&self, sql: &str) -> Result<Option<String>> {
+        Ok(self.column(sql).await?.into_iter().next().flatten())
+    }
+
+    /// All rows as text columns.
+    pub async fn rows(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
+        let rows = self
+            .client
+            .simple_query(sql)
+            .await
+            .with_context(|| format!("`{sql}` on {}", self.target))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The server's settings that differ from their built-in defaults.
+    pub async fn effective_settings(&self) -> Result<Vec<Setting>> {
+        let rows = self
+            .rows(
+                "SELECT name, setting, unit, source, pending_restart::text FROM pg_settings \
+                 WHERE source NOT IN ('default', 'override') ORDER BY name",
+            )
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Setting {
+                name: r.first().cloned().flatten().unwrap_or_default(),
+                setting: r.get(1).cloned().flatten().unwrap_or_default(),
+                unit: r.get(2).cloned().flatten(),
+                source: r.get(3).cloned().flatten().unwrap_or_default(),
+                pending_restart: r.get(4).cloned().flatten().as_deref() == Some("true"),
+            })
+            .collect())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Setting {
+    pub name: String,
+    pub setting: String,
+    pub unit: Option<String>,
+    pub source: String,
+    pub pending_restart: bool,
+}
+
+/// A string literal for SQL (standard_conforming_strings on).
+pub fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// A quoted identifier.
+pub fn ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}

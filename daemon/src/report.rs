@@ -1,0 +1,279 @@
+//! The per-run `report.html`: self-contained (inline SVG, no scripts, no fetches).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::plan::Checksums;
+use crate::results::{PointStatus, RunResults};
+
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A named series of (x, y) points for a line chart.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+const COLOURS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+fn nice_max(v: f64) -> f64 {
+    if v <= 0.0 {
+        return 1.0;
+    }
+    let mag = 10f64.powf(v.log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if m * mag >= v {
+            return m * mag;
+        }
+    }
+    10.0 * mag
+}
+
+/// An SVG line chart; x is drawn on a log scale when `log_x` (client counts 10…1000).
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bool) -> String {
+    let (w, h, left, right, top, bottom) = (720.0, 380.0, 70.0, 170.0, 30.0, 50.0);
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let xs: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+    let ys: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).collect();
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{t}"><title>{t}</title><rect width="100%" height="100%" fill="white"/><text x="{cx}" y="18" text-anchor="middle" font-size="14" font-family="sans-serif">{t}</text>"#,
+        t = escape(title),
+        cx = left + pw / 2.0
+    );
+    if xs.is_empty() {
+        svg.push_str(r#"<text x="50%" y="50%" text-anchor="middle" font-family="sans-serif">no data</text></svg>"#);
+        return svg;
+    }
+    let tx = |x: f64| if log_x { x.max(1e-9).log10() } else { x };
+    let (mut x0, mut x1) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(tx(x)), b.max(tx(x))));
+    if (x1 - x0).abs() < 1e-9 {
+        x0 -= 1.0;
+        x1 += 1.0;
+    }
+    let y1 = nice_max(ys.iter().cloned().fold(0.0, f64::max));
+    let px = |x: f64| left + (tx(x) - x0) / (x1 - x0) * pw;
+    let py = |y: f64| top + ph - y / y1 * ph;
+    // Axes and grid.
+    for i in 0..=5 {
+        let y = y1 * i as f64 / 5.0;
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" x2="{x2}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="end" font-size="11" font-family="sans-serif">{label}</text>"##,
+            x2 = left + pw,
+            yy = py(y),
+            tx = left - 6.0,
+            ty = py(y) + 4.0,
+            label = fmt_num(y)
+        );
+    }
+    let mut ticks: Vec<f64> = xs.clone();
+    ticks.sort_by(|a, b| a.total_cmp(b));
+    ticks.dedup();
+    if ticks.len() > 12 {
+        let step = ticks.len().div_ceil(12);
+        ticks = ticks.into_iter().step_by(step).collect();
+    }
+    for x in ticks {
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11" font-family="sans-serif">{}</text>"#,
+            px(x),
+            top + ph + 16.0,
+            fmt_num(x)
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{b}" stroke="#333"/><line x1="{left}" x2="{r}" y1="{b}" y2="{b}" stroke="#333"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="12" font-family="sans-serif">{xlab}</text><text x="14" y="{cy}" text-anchor="middle" font-size="12" font-family="sans-serif" transform="rotate(-90 14 {cy})">{ylab}</text>"##,
+        b = top + ph,
+        r = left + pw,
+        cx = left + pw / 2.0,
+        xl = h - 10.0,
+        cy = top + ph / 2.0,
+        xlab = escape(x_label),
+        ylab = escape(y_label)
+    );
+    for (i, s) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let path: Vec<String> = s
+            .points
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"><title>{}</title></polyline>"#,
+            path.join(" "),
+            escape(&s.name)
+        );
+        for &(x, y) in &s.points {
+            let _ = write!(
+                svg,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} → {}</title></circle>"#,
+                px(x),
+                py(y),
+                escape(&s.name),
+                fmt_num(x),
+                fmt_num(y)
+            );
+        }
+        let ly = top + 14.0 + i as f64 * 18.0;
+        let _ = write!(
+            svg,
+            r#"<rect x="{lx}" y="{ry:.1}" width="12" height="12" fill="{colour}"/><text x="{tx}" y="{ly:.1}" font-size="12" font-family="sans-serif">{}</text>"#,
+            escape(&s.name),
+            lx = left + pw + 12.0,
+            ry = ly - 10.0,
+            tx = left + pw + 30.0,
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn series_name(workload: &str, checksums: Option<Checksums>) -> String {
+    match checksums {
+        Some(Checksums::On) => format!("{workload} (checksums on)"),
+        Some(Checksums::Off) => format!("{workload} (checksums off)"),
+        None => workload.to_string(),
+    }
+}
+
+/// Mean tps per client count for each workload × checksum state (repeats averaged).
+pub fn scaling_series(r: &RunResults) -> Vec<Series> {
+    let mut groups: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
+    for p in r.points.iter().filter(|p| p.status == PointStatus::Ok) {
+        if let Some(tps) = p.tps() {
+            groups
+                .entry(series_name(&p.workload, p.checksums))
+                .or_default()
+                .entry(p.clients)
+                .or_default()
+                .push(tps);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(name, by_clients)| Series {
+            name,
+            points: by_clients
+                .into_iter()
+                .map(|(c, v)| (f64::from(c), v.iter().sum::<f64>() / v.len() as f64))
+                .collect(),
+        })
+        .collect()
+}
+
+pub fn render(r: &RunResults) -> String {
+    let mut html = String::new();
+    let title = format!("pgappliance run {} on {}", r.run_id, r.appliance);
+    let _ = write!(
+        html,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f4f4f4}}td.l,th.l{{text-align:left}}.failed{{color:#b00}}</style></head><body><h1>{}</h1>",
+        escape(&title),
+        escape(&title)
+    );
+    let cpu = &r.inventory.cpu;
+    let _ = write!(
+        html,
+        "<p>{} · {} CPUs ({}) · {:.1} GiB RAM · kernel {} · PostgreSQL {} · started {} · finished {}</p>",
+        escape(r.inventory.os.get("PRETTY_NAME").map(String::as_str).unwrap_or("unknown OS")),
+        cpu.cpus,
+        escape(cpu.model_name.as_deref().unwrap_or("unknown model")),
+        r.inventory.memory_bytes as f64 / (1u64 << 30) as f64,
+        escape(&r.inventory.kernel),
+        escape(&r.postgres.version),
+        escape(&r.started_at),
+        escape(r.finished_at.as_deref().unwrap_or("—")),
+    );
+    let failed = r.failed_points();
+    if !failed.is_empty() {
+        let _ = write!(html, "<p class=\"failed\">{} point(s) failed: ", failed.len());
+        for p in failed {
+            let _ = write!(
+                html,
+                "{} ({}); ",
+                escape(&p.id),
+                escape(p.error.as_deref().unwrap_or("unknown error"))
+            );
+        }
+        html.push_str("</p>");
+    }
+    html.push_str("<h2>Throughput by clients</h2>");
+    html.push_str(&line_chart(
+        "tps vs clients",
+        "clients",
+        "tps",
+        &scaling_series(r),
+        true,
+    ));
+    if let Some(d) = &r.dataset {
+        let _ = write!(
+            html,
+            "<h2>Dataset</h2><p>scale {} ({} init) in {:.2} s",
+            d.scale,
+            escape(&d.init_mode),
+            d.wall_s
+        );
+        if let Some(b) = &d.init {
+            html.push_str(" — ");
+            let parts: Vec<String> = b
+                .phases
+                .iter()
+                .map(|p| format!("{} {:.2} s", escape(&p.phase), p.seconds))
+                .collect();
+            html.push_str(&parts.join(", "));
+        }
+        html.push_str("</p>");
+    }
+    html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th class=\"l\">status</th></tr>");
+    let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
+    for p in &r.points {
+        let s = p.summary.as_ref();
+        let l = p.latency.as_ref();
+        let _ = write!(
+            html,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l{}\">{}</td></tr>",
+            escape(&p.id),
+            p.clients,
+            p.threads,
+            p.tps().map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
+            cell(s.map(|s| s.latency_avg_ms)),
+            cell(l.and_then(|l| l.p50_ms)),
+            cell(l.and_then(|l| l.p95_ms)),
+            cell(l.and_then(|l| l.p99_ms)),
+            cell(l.and_then(|l| l.p99_9_ms)),
+            cell(l.and_then(|l| l.max_ms)),
+            s.and_then(|s| s.failed_transactions)
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "—".into()),
+            if p.status == PointStatus::Failed { " failed" } else { "" },
+            match p.status {
+                PointStatus::Ok => "ok".to_string(),
+                PointStatus::Failed => escape(p.error.as_deref().unwrap_or("failed")),
+            }
+        );
+    }
+    html.push_str("</table></body></html>\n");
+    html
+}

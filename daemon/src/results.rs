@@ -1,0 +1,171 @@
+//! What a run produces: one JSON per sweep point, `results.json` for the run and
+//! `summary.csv` (one row per point). Formats are documented in docs/results.md.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::inventory::Inventory;
+use crate::pgbench::{InitBreakdown, LatencyStats, ProgressSample, Summary};
+use crate::plan::{Builtin, Checksums, Plan, Protocol};
+use crate::postgres::sql::Setting;
+use crate::sweep::{Limit, SweepPoint};
+
+pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointStatus {
+    Ok,
+    /// pgbench aborted, processed fewer transactions than asked, or could not run.
+    Failed,
+}
+
+/// One measured point (`points/<id>.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    pub schema_version: u32,
+    pub id: String,
+    pub workload: String,
+    pub builtin: Builtin,
+    pub clients: u32,
+    pub threads: u32,
+    pub limit: Limit,
+    pub protocol: Protocol,
+    pub repeat: u32,
+    pub checksums: Option<Checksums>,
+    pub status: PointStatus,
+    pub error: Option<String>,
+    /// Which attempt produced this result (more than 1 after an interrupted run).
+    pub attempt: u32,
+    pub started_at: String,
+    pub finished_at: String,
+    pub wall_s: f64,
+    /// The pgbench command line as run.
+    pub command: String,
+    /// Raw evidence of this attempt, relative to the run dir.
+    pub raw_dir: String,
+    pub summary: Option<Summary>,
+    pub latency: Option<LatencyStats>,
+    pub tps_series: Vec<ProgressSample>,
+}
+
+impl PointResult {
+    pub fn tps(&self) -> Option<f64> {
+        self.summary.as_ref().map(|s| s.tps)
+    }
+
+    pub fn matches(&self, p: &SweepPoint) -> bool {
+        self.id == p.id && self.clients == p.clients && self.threads == p.threads
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostgresInfo {
+    pub major: u32,
+    pub version: String,
+    pub bin_dir: String,
+    /// `SELECT version()`.
+    pub server_version: Option<String>,
+    /// Settings applied with ALTER SYSTEM (the computed and planned ones).
+    pub applied_settings: BTreeMap<String, String>,
+    /// Effective non-default `pg_settings` after tuning.
+    pub effective_settings: Vec<Setting>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    pub database: String,
+    pub scale: u32,
+    pub fillfactor: u32,
+    pub init_mode: String,
+    pub command: String,
+    pub wall_s: f64,
+    pub init: Option<InitBreakdown>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResults {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub appliance: String,
+    pub hourly_price_usd: f64,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub plan: Plan,
+    pub inventory: Inventory,
+    pub postgres: PostgresInfo,
+    pub dataset: Option<DatasetInfo>,
+    /// Seconds each step took (its last successful attempt).
+    pub step_timings_s: BTreeMap<String, f64>,
+    pub points_total: usize,
+    pub points: Vec<PointResult>,
+}
+
+impl RunResults {
+    pub fn failed_points(&self) -> Vec<&PointResult> {
+        self.points
+            .iter()
+            .filter(|p| p.status == PointStatus::Failed)
+            .collect()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x}")).unwrap_or_default()
+}
+
+/// `summary.csv`: one row per point, the figures people chart.
+pub fn summary_csv(r: &RunResults) -> String {
+    let mut out = String::from(
+        "run_id,appliance,workload,builtin,checksums,clients,threads,repeat,status,tps,\
+         latency_avg_ms,latency_stddev_ms,p50_ms,p90_ms,p95_ms,p99_ms,p99_9_ms,max_ms,\
+         transactions,failed_transactions,tps_per_dollar_hour\n",
+    );
+    for p in &r.points {
+        let s = p.summary.as_ref();
+        let l = p.latency.as_ref();
+        let tps_per_dollar_hour = match (p.tps(), r.hourly_price_usd) {
+            (Some(t), price) if price > 0.0 => format!("{}", t / price),
+            _ => String::new(),
+        };
+        let checksums = match p.checksums {
+            Some(Checksums::On) => "on",
+            Some(Checksums::Off) => "off",
+            None => "",
+        };
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.run_id,
+            r.appliance,
+            p.workload,
+            p.builtin.pgbench_name(),
+            checksums,
+            p.clients,
+            p.threads,
+            p.repeat,
+            match p.status {
+                PointStatus::Ok => "ok",
+                PointStatus::Failed => "failed",
+            },
+            opt(p.tps()),
+            opt(s.map(|s| s.latency_avg_ms)),
+            opt(s.and_then(|s| s.latency_stddev_ms)),
+            opt(l.and_then(|l| l.p50_ms)),
+            opt(l.and_then(|l| l.p90_ms)),
+            opt(l.and_then(|l| l.p95_ms)),
+            opt(l.and_then(|l| l.p99_ms)),
+            opt(l.and_then(|l| l.p99_9_ms)),
+            opt(l.and_then(|l| l.max_ms)),
+            s.map(|s| s.transactions_processed.to_string())
+                .unwrap_or_default(),
+            s.and_then(|s| s.failed_transactions)
+                .map(|f| f.to_string())
+                .unwrap_or_default(),
+            tps_per_dollar_hour,
+        );
+    }
+    out
+}

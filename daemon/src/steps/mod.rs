@@ -1,0 +1,203 @@
+//! The step engine: inventory → postgres → tuning → dataset → sweep → report, each step
+//! checking whether its effect is already in place before acting, with the journal
+//! recording what started and what finished (see [`crate::journal`]).
+//!
+//! Local mode (this module's [`run_local`]) runs the steps against a cluster under the work
+//! directory managed with pg_ctl, with plain processes as the executor.
+
+mod dataset;
+mod inventory;
+mod postgres;
+mod report;
+mod sweep;
+mod tuning;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::inventory::Inventory;
+use crate::journal::{JournalFile, StepName};
+use crate::plan::Plan;
+use crate::postgres::{LocalCluster, PgBin};
+use crate::results::RunResults;
+use crate::runner::Runner;
+
+/// Options of `pgapplianced run --local`.
+#[derive(Debug, Clone)]
+pub struct LocalRunOptions {
+    pub plan_path: PathBuf,
+    pub workdir: PathBuf,
+    /// PostgreSQL bin directory to use instead of searching by version.
+    pub pg_bin: Option<PathBuf>,
+    /// OS user owning the cluster; defaults to `postgres` when running as root.
+    pub cluster_user: Option<String>,
+    /// Leave the cluster running when the run ends.
+    pub keep_running: bool,
+}
+
+/// Where a finished run left its results.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub results: PathBuf,
+    pub summary_csv: PathBuf,
+    pub report: PathBuf,
+    pub points: usize,
+    pub failed_points: Vec<String>,
+    /// The run was already complete before this invocation.
+    pub already_complete: bool,
+}
+
+/// Everything the steps share.
+pub struct Run {
+    pub plan: Plan,
+    pub workdir: PathBuf,
+    pub run_dir: PathBuf,
+    pub runner: Runner,
+    pub journal: JournalFile,
+    options: LocalRunOptions,
+    inventory: Option<Inventory>,
+    bin: Option<PgBin>,
+    cluster: Option<LocalCluster>,
+    applied_settings: BTreeMap<String, String>,
+}
+
+fn new_run_id() -> String {
+    let now = std::time::SystemTime::now();
+    let stamp = humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(['-', ':'], "");
+    let nanos = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tag = (nanos ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{stamp}-{tag:04x}")
+}
+
+pub fn journal_path(workdir: &Path) -> PathBuf {
+    workdir.join("state.json")
+}
+
+impl Run {
+    fn cluster(&self) -> Result<&LocalCluster> {
+        self.cluster
+            .as_ref()
+            .context("internal: the postgres step has not run")
+    }
+
+    fn inventory(&self) -> Result<&Inventory> {
+        self.inventory
+            .as_ref()
+            .context("internal: the inventory step has not run")
+    }
+
+    fn bin(&self) -> Result<&PgBin> {
+        self.bin
+            .as_ref()
+            .context("internal: the postgres step has not run")
+    }
+
+    pub fn rel(&self, p: &Path) -> String {
+        p.strip_prefix(&self.run_dir)
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    }
+
+    fn outcome(&self, results: &RunResults, already_complete: bool) -> RunOutcome {
+        RunOutcome {
+            run_id: self.journal.state.run_id.clone(),
+            run_dir: self.run_dir.clone(),
+            results: self.run_dir.join("results.json"),
+            summary_csv: self.run_dir.join("summary.csv"),
+            report: self.run_dir.join("report.html"),
+            points: results.points.len(),
+            failed_points: results
+                .failed_points()
+                .iter()
+                .map(|p| p.id.clone())
+                .collect(),
+            already_complete,
+        }
+    }
+}
+
+/// Runs (or resumes) the plan in local mode.
+pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
+    let plan_text = std::fs::read_to_string(&options.plan_path)
+        .with_context(|| format!("reading plan {}", options.plan_path.display()))?;
+    let plan = Plan::load(&options.plan_path)?;
+    let plan_sha = format!("{:x}", Sha256::digest(plan_text.as_bytes()));
+    crate::fsutil::create_dir_all(&options.workdir)?;
+    let workdir = options
+        .workdir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", options.workdir.display()))?;
+    let journal = JournalFile::open_or_create(&journal_path(&workdir), &plan_sha, new_run_id())?;
+    let run_dir = workdir.join("runs").join(&journal.state.run_id);
+    crate::fsutil::create_dir_all(&run_dir.join("points"))?;
+    crate::fsutil::create_dir_all(&run_dir.join("raw"))?;
+    if let Some(p) = &journal.state.pending {
+        tracing::warn!(
+            step = p.step.as_str(),
+            item = p.item.as_deref().unwrap_or("-"),
+            since = %p.started_at,
+            "resuming: the previous process stopped during this step"
+        );
+    }
+    let mut run = Run {
+        plan,
+        workdir,
+        run_dir,
+        runner: Runner::local(),
+        journal,
+        options,
+        inventory: None,
+        bin: None,
+        cluster: None,
+        applied_settings: BTreeMap::new(),
+    };
+    if run.journal.state.finished_at.is_some() {
+        if let Ok(results) = report::load_results(&run) {
+            crate::notify::status(&format!(
+                "run {} was already complete",
+                run.journal.state.run_id
+            ));
+            return Ok(run.outcome(&results, true));
+        }
+    }
+    crate::notify::ready();
+    for step in StepName::ALL {
+        crate::notify::status(&format!("step {}", step.as_str()));
+        match step {
+            StepName::Inventory => inventory::run(&mut run).await,
+            StepName::Postgres => postgres::run(&mut run).await,
+            StepName::Tuning => tuning::run(&mut run).await,
+            StepName::Dataset => dataset::run(&mut run).await,
+            StepName::Sweep => sweep::run(&mut run).await,
+            StepName::Report => Ok(()),
+        }
+        .with_context(|| format!("step {} failed", step.as_str()))?;
+    }
+    let results = report::run(&mut run)
+        .await
+        .context("step report failed")?;
+    if !run.options.keep_running {
+        run.cluster()?.stop().await?;
+    }
+    run.journal.state.finished_at = Some(crate::journal::now());
+    run.journal.save()?;
+    let outcome = run.outcome(&results, false);
+    crate::notify::status(&format!(
+        "done: {} points, {} failed; report {}",
+        outcome.points,
+        outcome.failed_points.len(),
+        outcome.report.display()
+    ));
+    Ok(outcome)
+}
