@@ -1,0 +1,307 @@
+//! `pgappliance check` against valid and broken plans: exit status and the located
+//! `PLAN:LINE:COL: key: problem` message for every kind of mistake.
+
+use std::path::Path;
+use std::process::Command;
+
+const BASE: &str = r#"[appliance]
+name = "t1"
+platform = "rocky8"
+hourly_price_usd = 1.5
+
+[postgres]
+version = 14
+
+[storage]
+devices = ["/dev/nvme0n1", "/dev/nvme1n1"]
+layout = "stripe"
+mount_point = "/pgdata"
+
+[tuning]
+auto = true
+
+[dataset]
+scale = 10
+
+[[workloads]]
+name = "rw"
+clients = [10, 25, 50]
+threads = 10
+transactions = 1000
+"#;
+
+struct Checked {
+    code: i32,
+    stderr: String,
+    stdout: String,
+    path: String,
+}
+
+fn check_text(text: &str) -> Checked {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.toml");
+    std::fs::write(&path, text).expect("write plan");
+    check_path(&path)
+}
+
+fn check_path(path: &Path) -> Checked {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("check")
+        .arg(path)
+        .output()
+        .expect("run pgappliance");
+    Checked {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        path: path.display().to_string(),
+    }
+}
+
+/// Replaces one exact line of the base plan.
+fn with(old: &str, new: &str) -> String {
+    assert!(BASE.contains(old), "base plan has no {old:?}");
+    BASE.replacen(old, new, 1)
+}
+
+#[track_caller]
+fn assert_error(text: &str, line: usize, col: usize, key: &str, words: &str) {
+    let c = check_text(text);
+    assert_ne!(c.code, 0, "should fail: {}", c.stdout);
+    let want = format!("{}:{line}:{col}: {key}: ", c.path);
+    assert!(
+        c.stderr.lines().any(|l| l.starts_with(&want) && l.contains(words)),
+        "expected a line starting {want:?} containing {words:?}, got:\n{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn base_plan_is_valid() {
+    let c = check_text(BASE);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(c.stdout.contains(": ok: appliance t1"), "{}", c.stdout);
+}
+
+#[test]
+fn example_plans_are_valid() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    for name in ["quick.toml", "altra-q80.toml", "m6gd-8xlarge.toml", "m5d-8xlarge.toml"] {
+        let c = check_path(&examples.join(name));
+        assert_eq!(c.code, 0, "{name}: {}", c.stderr);
+    }
+}
+
+#[test]
+fn unknown_key() {
+    assert_error(
+        &with("threads = 10\n", "threads = 10\nthreds = 4\n"),
+        24,
+        1,
+        "workloads[0].threds",
+        "unknown field `threds`",
+    );
+}
+
+#[test]
+fn unknown_section() {
+    assert_error(
+        &format!("{BASE}\n[extras]\nx = 1\n"),
+        26,
+        2,
+        "extras",
+        "unknown field `extras`",
+    );
+}
+
+#[test]
+fn wrong_type() {
+    assert_error(
+        &with("scale = 10\n", "scale = \"ten\"\n"),
+        18,
+        9,
+        "dataset.scale",
+        "invalid type",
+    );
+}
+
+#[test]
+fn unknown_platform_value() {
+    assert_error(
+        &with("platform = \"rocky8\"", "platform = \"windows\""),
+        3,
+        12,
+        "appliance.platform",
+        "unknown variant",
+    );
+}
+
+#[test]
+fn clients_empty() {
+    assert_error(
+        &with("clients = [10, 25, 50]", "clients = []"),
+        22,
+        11,
+        "workloads[0].clients",
+        "clients list is empty",
+    );
+}
+
+#[test]
+fn clients_not_ascending() {
+    assert_error(
+        &with("clients = [10, 25, 50]", "clients = [10, 50, 25]"),
+        22,
+        20,
+        "workloads[0].clients[2]",
+        "strictly ascending: 25 follows 50",
+    );
+}
+
+#[test]
+fn threads_exceed_clients() {
+    assert_error(
+        &with("clients = [10, 25, 50]", "clients = [5, 25, 50]"),
+        23,
+        11,
+        "workloads[0].threads",
+        "threads = 10 exceeds clients = 5",
+    );
+}
+
+#[test]
+fn scale_zero() {
+    assert_error(
+        &with("scale = 10\n", "scale = 0\n"),
+        18,
+        9,
+        "dataset.scale",
+        "at least 1",
+    );
+}
+
+#[test]
+fn both_transactions_and_duration() {
+    assert_error(
+        &with("transactions = 1000\n", "transactions = 1000\nduration = \"60s\"\n"),
+        25,
+        12,
+        "workloads[0].duration",
+        "not both",
+    );
+}
+
+#[test]
+fn neither_transactions_nor_duration() {
+    assert_error(
+        &with("transactions = 1000\n", ""),
+        20,
+        1,
+        "workloads[0]",
+        "set transactions (-t) or duration (-T)",
+    );
+}
+
+#[test]
+fn bad_duration() {
+    assert_error(
+        &with("transactions = 1000\n", "duration = \"ten minutes\"\n"),
+        24,
+        12,
+        "workloads[0].duration",
+        "is not a duration",
+    );
+}
+
+#[test]
+fn mount_point_not_absolute() {
+    assert_error(
+        &with("mount_point = \"/pgdata\"", "mount_point = \"pgdata\""),
+        12,
+        15,
+        "storage.mount_point",
+        "not an absolute path",
+    );
+}
+
+#[test]
+fn price_negative() {
+    assert_error(
+        &with("hourly_price_usd = 1.5", "hourly_price_usd = -1.5"),
+        4,
+        20,
+        "appliance.hourly_price_usd",
+        "zero (unknown) or positive",
+    );
+}
+
+#[test]
+fn stripe_needs_two_devices() {
+    assert_error(
+        &with(
+            "devices = [\"/dev/nvme0n1\", \"/dev/nvme1n1\"]",
+            "devices = [\"/dev/nvme0n1\"]",
+        ),
+        11,
+        10,
+        "storage.layout",
+        "at least two devices",
+    );
+}
+
+#[test]
+fn max_connections_below_clients() {
+    assert_error(
+        &with("auto = true\n", "auto = true\n[tuning.settings]\nmax_connections = 20\n"),
+        17,
+        19,
+        "tuning.settings.max_connections",
+        "below the largest client count 50",
+    );
+}
+
+#[test]
+fn unsupported_version() {
+    assert_error(
+        &with("version = 14", "version = 12"),
+        7,
+        11,
+        "postgres.version",
+        "not supported",
+    );
+}
+
+#[test]
+fn bad_store_url() {
+    assert_error(
+        &format!("{BASE}\n[upload]\nstore = \"ftp://x\"\n"),
+        27,
+        9,
+        "upload.store",
+        "not a store URL",
+    );
+}
+
+#[test]
+fn syntax_error_is_located() {
+    let c = check_text(&with("scale = 10\n", "scale = = 10\n"));
+    assert_ne!(c.code, 0);
+    assert!(c.stderr.contains(":18:"), "{}", c.stderr);
+}
+
+#[test]
+fn several_problems_are_all_reported_in_file_order() {
+    let text = with("scale = 10\n", "scale = 0\n").replace("mount_point = \"/pgdata\"", "mount_point = \"x\"");
+    let c = check_text(&text);
+    assert_ne!(c.code, 0);
+    let lines: Vec<&str> = c.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", c.stderr);
+    assert!(lines[0].contains("storage.mount_point") && lines[1].contains("dataset.scale"));
+}
+
+#[test]
+fn missing_file_names_it() {
+    let c = check_path(Path::new("/nonexistent/plan.toml"));
+    assert_ne!(c.code, 0);
+    assert!(c.stderr.contains("/nonexistent/plan.toml"), "{}", c.stderr);
+}
