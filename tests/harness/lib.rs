@@ -1,1 +1,143 @@
+//! Test harness for the integration tests: locating the built binaries, scratch work
+//! directories that the cluster user can reach, and clean-up of clusters left running
+//! by a failed test.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// A binary of the workspace built into the same target directory as this test.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps");
+    let bin = profile_dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} is not built: run `cargo build --workspace` (or `cargo test --workspace`) first",
+        bin.display()
+    );
+    bin
+}
+
+pub fn example(name: &str) -> PathBuf {
+    workspace().join("examples").join(name)
+}
+
+/// A scratch work directory under /var/tmp, reachable by the `postgres` user when the
+/// tests run as root. Any cluster still running in it is stopped when it is dropped.
+pub struct Workdir {
+    dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    pub fn new(tag: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("pga-{tag}-"))
+            .tempdir_in("/var/tmp")
+            .expect("create work dir");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod work dir");
+        Workdir { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn journal(&self) -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(self.path().join("state.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// The single run directory under `runs/`.
+    pub fn run_dir(&self) -> PathBuf {
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.path().join("runs"))
+            .expect("runs/ exists")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        assert_eq!(runs.len(), 1, "exactly one run dir: {runs:?}");
+        runs.into_iter().next().expect("one run")
+    }
+
+    /// `pgapplianced run --local` on a plan in this work directory.
+    pub fn run_command(&self, plan: &Path) -> Command {
+        let mut c = Command::new(binary("pgapplianced"));
+        c.args(["run", "--local", "--plan"])
+            .arg(plan)
+            .arg("--workdir")
+            .arg(self.path())
+            .env("RUST_LOG", "info");
+        c
+    }
+
+    pub fn run(&self, plan: &Path) -> Output {
+        self.run_command(plan).output().expect("start pgapplianced")
+    }
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        let data = self.path().join("cluster/data");
+        if !data.join("postmaster.pid").exists() {
+            return;
+        }
+        let Some(pg_ctl) = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|rd| rd.flatten().map(|e| e.path().join("bin/pg_ctl")).find(|p| p.exists()))
+        else {
+            return;
+        };
+        let mut c = if nix::unistd::Uid::effective().is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&pg_ctl);
+            c
+        } else {
+            Command::new(&pg_ctl)
+        };
+        let _ = c
+            .args(["stop", "-m", "immediate", "-D"])
+            .arg(&data)
+            .output();
+    }
+}
+
+/// Text of a command's output for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// PIDs of live processes whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(needle) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    pids
+}

@@ -1,0 +1,194 @@
+//! Local mode end to end against a real PostgreSQL: the quick plan and a checksum-matrix
+//! plan run for real, and every figure in results.json is checked against pgbench's own
+//! output files kept in raw/.
+
+use std::path::Path;
+
+use harness::{describe, example, Workdir};
+use serde_json::Value;
+
+fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The value after `prefix` on the first matching line, read independently of the parser.
+fn grep_number(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.split('/').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn log_lines(raw: &Path) -> (usize, Vec<String>) {
+    let mut n = 0;
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(raw).expect("raw dir") {
+        let e = e.expect("entry");
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("pgbench_log.") {
+            n += std::fs::read_to_string(e.path()).expect("log").lines().count();
+            names.push(name);
+        }
+    }
+    (n, names)
+}
+
+/// Checks one point's parsed figures against its raw files.
+fn check_point_against_raw(run_dir: &Path, p: &Value) {
+    let id = p["id"].as_str().expect("id");
+    assert_eq!(p["status"], "ok", "{id}: {p}");
+    let raw = run_dir.join(p["raw_dir"].as_str().expect("raw_dir"));
+    let stdout = std::fs::read_to_string(raw.join("stdout.txt")).expect("stdout.txt");
+    let stderr = std::fs::read_to_string(raw.join("stderr.txt")).expect("stderr.txt");
+    let s = &p["summary"];
+    assert_eq!(
+        s["tps"].as_f64(),
+        grep_number(&stdout, "tps = "),
+        "{id}: tps"
+    );
+    assert_eq!(
+        s["latency_avg_ms"].as_f64(),
+        grep_number(&stdout, "latency average = "),
+        "{id}: latency"
+    );
+    assert_eq!(
+        s["transactions_processed"].as_f64(),
+        grep_number(&stdout, "number of transactions actually processed: "),
+        "{id}: processed"
+    );
+    assert_eq!(
+        s["clients"].as_f64(),
+        grep_number(&stdout, "number of clients: "),
+        "{id}: clients"
+    );
+    assert_eq!(s["clients"], p["clients"], "{id}");
+    assert_eq!(s["threads"], p["threads"], "{id}");
+    let progress_lines = stderr.lines().filter(|l| l.starts_with("progress: ")).count();
+    assert_eq!(
+        p["tps_series"].as_array().map(Vec::len),
+        Some(progress_lines),
+        "{id}: one tps sample per progress line"
+    );
+    let (lines, files) = log_lines(&raw);
+    assert!(!files.is_empty(), "{id}: no latency log kept in {}", raw.display());
+    let lat = &p["latency"];
+    match lat["source"].as_str() {
+        Some("transaction_log") => {
+            assert_eq!(lat["transactions"].as_u64(), Some(lines as u64), "{id}");
+            let p50 = lat["p50_ms"].as_f64().expect("p50");
+            let p99 = lat["p99_ms"].as_f64().expect("p99");
+            let max = lat["max_ms"].as_f64().expect("max");
+            assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{id}: {lat}");
+        }
+        Some("aggregate_log") => {
+            // pgbench does not write the final, partial interval of an aggregate log.
+            let logged = lat["transactions"].as_u64().expect("count");
+            let processed = s["transactions_processed"].as_u64().expect("processed");
+            assert!(logged > 0 && logged <= processed, "{id}: {logged} of {processed}");
+            assert!(lat["p99_ms"].is_null());
+        }
+        other => panic!("{id}: latency source {other:?}"),
+    }
+}
+
+#[test]
+fn quick_plan_runs_and_results_match_raw_output() {
+    let w = Workdir::new("quick");
+    let out = w.run(&example("quick.toml"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("report:  "), "{stdout}");
+    let run_dir = w.run_dir();
+    for f in ["inventory.json", "results.json", "summary.csv", "report.html", "dataset.json"] {
+        assert!(run_dir.join(f).exists(), "{f} missing");
+    }
+    let r = read_json(&run_dir.join("results.json"));
+    let points = r["points"].as_array().expect("points");
+    assert_eq!(points.len(), 5);
+    for p in points {
+        check_point_against_raw(&run_dir, p);
+        let id = p["id"].as_str().expect("id");
+        let on_disk = read_json(&run_dir.join("points").join(format!("{id}.json")));
+        assert_eq!(&on_disk, p, "points/{id}.json and results.json agree");
+    }
+    // -t points processed exactly clients × transactions.
+    for p in points.iter().filter(|p| p["workload"] == "tpcb") {
+        let want = p["clients"].as_u64().expect("clients") * 300;
+        assert_eq!(p["summary"]["transactions_processed"].as_u64(), Some(want));
+    }
+    // Statement latencies requested for "ro".
+    assert!(points
+        .iter()
+        .filter(|p| p["workload"] == "ro")
+        .all(|p| !p["summary"]["statement_latencies"].as_array().expect("array").is_empty()));
+    // Threads "auto" = min(clients, cores).
+    let cores = r["inventory"]["cpu"]["cpus"].as_u64().expect("cpus");
+    for p in points.iter().filter(|p| p["workload"] == "tpcb") {
+        let c = p["clients"].as_u64().expect("clients");
+        assert_eq!(p["threads"].as_u64(), Some(c.min(cores)));
+    }
+    // The planned settings are in effect.
+    let effective = r["postgres"]["effective_settings"].as_array().expect("settings");
+    let sb = effective.iter().find(|s| s["name"] == "shared_buffers").expect("shared_buffers");
+    assert_eq!(sb["setting"], "16384", "128MB in 8kB pages");
+    assert!(r["dataset"]["init"]["phases"].as_array().is_some_and(|p| !p.is_empty()));
+    // summary.csv has a row per point with the same tps.
+    let csv = std::fs::read_to_string(run_dir.join("summary.csv")).expect("csv");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 5);
+    for (row, p) in rows.iter().zip(points) {
+        let tps: f64 = row.split(',').nth(9).expect("tps column").parse().expect("number");
+        assert_eq!(Some(tps), p["summary"]["tps"].as_f64());
+    }
+    let html = std::fs::read_to_string(run_dir.join("report.html")).expect("report");
+    assert!(html.contains("<svg") && html.contains("tps vs clients"));
+    assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
+    // A second invocation finds the run complete and changes nothing.
+    let before = std::fs::read(run_dir.join("results.json")).expect("results");
+    let again = w.run(&example("quick.toml"));
+    assert!(again.status.success(), "{}", describe(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already complete"));
+    assert_eq!(before, std::fs::read(run_dir.join("results.json")).expect("results"));
+}
+
+#[test]
+fn checksum_matrix_warmup_repeats_and_log_modes() {
+    let w = Workdir::new("matrix");
+    let plan = harness::workspace().join("tests/plans/matrix.toml");
+    let out = w.run(&plan);
+    assert!(out.status.success(), "{}", describe(&out));
+    let run_dir = w.run_dir();
+    let r = read_json(&run_dir.join("results.json"));
+    let points = r["points"].as_array().expect("points");
+    // rw: 2 clients × 2 repeats × 2 checksum states; ro: 1 point with checksums on.
+    assert_eq!(points.len(), 9, "{}", serde_json::to_string_pretty(points).unwrap_or_default());
+    let states: Vec<&str> = points.iter().map(|p| p["checksums"].as_str().unwrap_or("-")).collect();
+    assert_eq!(states, ["off", "off", "off", "off", "on", "on", "on", "on", "on"]);
+    for p in points {
+        check_point_against_raw(&run_dir, p);
+    }
+    // Warm-ups ran (raw evidence kept) but are not results.
+    assert!(points.iter().all(|p| p["id"].as_str().is_some_and(|id| id.starts_with('p'))));
+    let warm = std::fs::read_dir(run_dir.join("raw/points"))
+        .expect("raw points")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with('w')))
+        .count();
+    assert_eq!(warm, 2, "one warm-up per checksum state of rw");
+    // Sampled log: about half the transactions are logged.
+    let sampled = &points[0]["latency"];
+    let processed = points[0]["summary"]["transactions_processed"].as_u64().expect("n");
+    let logged = sampled["transactions"].as_u64().expect("logged");
+    assert!(logged > 0 && logged < processed, "{logged} of {processed}");
+    // pg_checksums really switched the cluster.
+    assert!(run_dir.join("raw/pg_checksums-enable.stdout").exists());
+    assert_eq!(r["dataset"]["init_mode"], "server");
+    assert!(r["dataset"]["init"]["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .any(|p| p["phase"] == "server-side generate"));
+    let ro = points.iter().find(|p| p["workload"] == "ro").expect("ro point");
+    assert_eq!(ro["summary"]["query_mode"], "prepared");
+}
