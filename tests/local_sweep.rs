@@ -4,6 +4,9 @@
 
 use std::path::Path;
 
+#[path = "harness/mod.rs"]
+mod harness;
+
 use harness::{describe, example, Workdir};
 use serde_json::Value;
 
@@ -28,7 +31,10 @@ fn log_lines(raw: &Path) -> (usize, Vec<String>) {
         let e = e.expect("entry");
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with("pgbench_log.") {
-            n += std::fs::read_to_string(e.path()).expect("log").lines().count();
+            n += std::fs::read_to_string(e.path())
+                .expect("log")
+                .lines()
+                .count();
             names.push(name);
         }
     }
@@ -65,14 +71,21 @@ fn check_point_against_raw(run_dir: &Path, p: &Value) {
     );
     assert_eq!(s["clients"], p["clients"], "{id}");
     assert_eq!(s["threads"], p["threads"], "{id}");
-    let progress_lines = stderr.lines().filter(|l| l.starts_with("progress: ")).count();
+    let progress_lines = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .count();
     assert_eq!(
         p["tps_series"].as_array().map(Vec::len),
         Some(progress_lines),
         "{id}: one tps sample per progress line"
     );
     let (lines, files) = log_lines(&raw);
-    assert!(!files.is_empty(), "{id}: no latency log kept in {}", raw.display());
+    assert!(
+        !files.is_empty(),
+        "{id}: no latency log kept in {}",
+        raw.display()
+    );
     let lat = &p["latency"];
     match lat["source"].as_str() {
         Some("transaction_log") => {
@@ -86,7 +99,10 @@ fn check_point_against_raw(run_dir: &Path, p: &Value) {
             // pgbench does not write the final, partial interval of an aggregate log.
             let logged = lat["transactions"].as_u64().expect("count");
             let processed = s["transactions_processed"].as_u64().expect("processed");
-            assert!(logged > 0 && logged <= processed, "{id}: {logged} of {processed}");
+            assert!(
+                logged > 0 && logged <= processed,
+                "{id}: {logged} of {processed}"
+            );
             assert!(lat["p99_ms"].is_null());
         }
         other => panic!("{id}: latency source {other:?}"),
@@ -101,7 +117,13 @@ fn quick_plan_runs_and_results_match_raw_output() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("report:  "), "{stdout}");
     let run_dir = w.run_dir();
-    for f in ["inventory.json", "results.json", "summary.csv", "report.html", "dataset.json"] {
+    for f in [
+        "inventory.json",
+        "results.json",
+        "summary.csv",
+        "report.html",
+        "dataset.json",
+    ] {
         assert!(run_dir.join(f).exists(), "{f} missing");
     }
     let r = read_json(&run_dir.join("results.json"));
@@ -122,7 +144,10 @@ fn quick_plan_runs_and_results_match_raw_output() {
     assert!(points
         .iter()
         .filter(|p| p["workload"] == "ro")
-        .all(|p| !p["summary"]["statement_latencies"].as_array().expect("array").is_empty()));
+        .all(|p| !p["summary"]["statement_latencies"]
+            .as_array()
+            .expect("array")
+            .is_empty()));
     // Threads "auto" = min(clients, cores).
     let cores = r["inventory"]["cpu"]["cpus"].as_u64().expect("cpus");
     for p in points.iter().filter(|p| p["workload"] == "tpcb") {
@@ -130,16 +155,28 @@ fn quick_plan_runs_and_results_match_raw_output() {
         assert_eq!(p["threads"].as_u64(), Some(c.min(cores)));
     }
     // The planned settings are in effect.
-    let effective = r["postgres"]["effective_settings"].as_array().expect("settings");
-    let sb = effective.iter().find(|s| s["name"] == "shared_buffers").expect("shared_buffers");
+    let effective = r["postgres"]["effective_settings"]
+        .as_array()
+        .expect("settings");
+    let sb = effective
+        .iter()
+        .find(|s| s["name"] == "shared_buffers")
+        .expect("shared_buffers");
     assert_eq!(sb["setting"], "16384", "128MB in 8kB pages");
-    assert!(r["dataset"]["init"]["phases"].as_array().is_some_and(|p| !p.is_empty()));
+    assert!(r["dataset"]["init"]["phases"]
+        .as_array()
+        .is_some_and(|p| !p.is_empty()));
     // summary.csv has a row per point with the same tps.
     let csv = std::fs::read_to_string(run_dir.join("summary.csv")).expect("csv");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
     assert_eq!(rows.len(), 5);
     for (row, p) in rows.iter().zip(points) {
-        let tps: f64 = row.split(',').nth(9).expect("tps column").parse().expect("number");
+        let tps: f64 = row
+            .split(',')
+            .nth(9)
+            .expect("tps column")
+            .parse()
+            .expect("number");
         assert_eq!(Some(tps), p["summary"]["tps"].as_f64());
     }
     let html = std::fs::read_to_string(run_dir.join("report.html")).expect("report");
@@ -150,7 +187,10 @@ fn quick_plan_runs_and_results_match_raw_output() {
     let again = w.run(&example("quick.toml"));
     assert!(again.status.success(), "{}", describe(&again));
     assert!(String::from_utf8_lossy(&again.stdout).contains("already complete"));
-    assert_eq!(before, std::fs::read(run_dir.join("results.json")).expect("results"));
+    assert_eq!(
+        before,
+        std::fs::read(run_dir.join("results.json")).expect("results")
+    );
 }
 
 #[test]
@@ -163,22 +203,40 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
     let r = read_json(&run_dir.join("results.json"));
     let points = r["points"].as_array().expect("points");
     // rw: 2 clients × 2 repeats × 2 checksum states; ro: 1 point with checksums on.
-    assert_eq!(points.len(), 9, "{}", serde_json::to_string_pretty(points).unwrap_or_default());
-    let states: Vec<&str> = points.iter().map(|p| p["checksums"].as_str().unwrap_or("-")).collect();
-    assert_eq!(states, ["off", "off", "off", "off", "on", "on", "on", "on", "on"]);
+    assert_eq!(
+        points.len(),
+        9,
+        "{}",
+        serde_json::to_string_pretty(points).unwrap_or_default()
+    );
+    let states: Vec<&str> = points
+        .iter()
+        .map(|p| p["checksums"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(
+        states,
+        ["off", "off", "off", "off", "on", "on", "on", "on", "on"]
+    );
     for p in points {
         check_point_against_raw(&run_dir, p);
     }
     // Warm-ups ran (raw evidence kept) but are not results.
-    assert!(points.iter().all(|p| p["id"].as_str().is_some_and(|id| id.starts_with('p'))));
+    assert!(points
+        .iter()
+        .all(|p| p["id"].as_str().is_some_and(|id| id.starts_with('p'))));
     let warm = std::fs::read_dir(run_dir.join("raw/points"))
         .expect("raw points")
-        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().starts_with('w')))
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with('w'))
+        })
         .count();
     assert_eq!(warm, 2, "one warm-up per checksum state of rw");
     // Sampled log: about half the transactions are logged.
     let sampled = &points[0]["latency"];
-    let processed = points[0]["summary"]["transactions_processed"].as_u64().expect("n");
+    let processed = points[0]["summary"]["transactions_processed"]
+        .as_u64()
+        .expect("n");
     let logged = sampled["transactions"].as_u64().expect("logged");
     assert!(logged > 0 && logged < processed, "{logged} of {processed}");
     // pg_checksums really switched the cluster.
@@ -189,6 +247,9 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
         .expect("phases")
         .iter()
         .any(|p| p["phase"] == "server-side generate"));
-    let ro = points.iter().find(|p| p["workload"] == "ro").expect("ro point");
+    let ro = points
+        .iter()
+        .find(|p| p["workload"] == "ro")
+        .expect("ro point");
     assert_eq!(ro["summary"]["query_mode"], "prepared");
 }

@@ -9,7 +9,11 @@ use crate::journal::{JournalFile, StepName};
 use crate::steps::{journal_path, run_local, LocalRunOptions};
 
 #[derive(Debug, Parser)]
-#[command(name = "pgapplianced", version, about = "Runs a pgappliance benchmark plan")]
+#[command(
+    name = "pgapplianced",
+    version,
+    about = "Runs a pgappliance benchmark plan"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -76,8 +80,8 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Parse(ParseCommand::PgbenchInit { file }) => {
             let text = read(&file)?;
-            let b = crate::pgbench::parse_init(&text)
-                .with_context(|| format!("{}", file.display()))?;
+            let b =
+                crate::pgbench::parse_init(&text).with_context(|| format!("{}", file.display()))?;
             println!("{}", serde_json::to_string_pretty(&b)?);
             Ok(0)
         }
@@ -120,7 +124,10 @@ async fn run(args: RunArgs) -> Result<i32> {
 fn status(workdir: &std::path::Path) -> Result<i32> {
     let path = journal_path(workdir);
     if !path.exists() {
-        bail!("no run journal at {}: nothing has run in this work directory", path.display());
+        bail!(
+            "no run journal at {}: nothing has run in this work directory",
+            path.display()
+        );
     }
     let j = JournalFile::load(&path)?;
     println!("run {} (started {})", j.run_id, j.started_at);
@@ -129,7 +136,11 @@ fn status(workdir: &std::path::Path) -> Result<i32> {
             Some(r) if r.finished_at.is_some() => format!(
                 "done in {:.1} s{}",
                 r.duration_s.unwrap_or(0.0),
-                if r.attempts > 1 { format!(" ({} attempts)", r.attempts) } else { String::new() }
+                if r.attempts > 1 {
+                    format!(" ({} attempts)", r.attempts)
+                } else {
+                    String::new()
+                }
             ),
             Some(_) => "started".to_string(),
             None => "-".to_string(),
@@ -140,7 +151,10 @@ fn status(workdir: &std::path::Path) -> Result<i32> {
         println!(
             "current: {}{} since {}",
             p.step.as_str(),
-            p.item.as_deref().map(|i| format!(" {i}")).unwrap_or_default(),
+            p.item
+                .as_deref()
+                .map(|i| format!(" {i}"))
+                .unwrap_or_default(),
             p.started_at
         );
     }

@@ -37,12 +37,24 @@ fn nice_max(v: f64) -> f64 {
 }
 
 /// An SVG line chart; x is drawn on a log scale when `log_x` (client counts 10…1000).
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], log_x: bool) -> String {
+pub fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_x: bool,
+) -> String {
     let (w, h, left, right, top, bottom) = (720.0, 380.0, 70.0, 170.0, 30.0, 50.0);
     let pw = w - left - right;
     let ph = h - top - bottom;
-    let xs: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-    let ys: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).collect();
+    let xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    let ys: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .collect();
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -55,7 +67,9 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series], 
         return svg;
     }
     let tx = |x: f64| if log_x { x.max(1e-9).log10() } else { x };
-    let (mut x0, mut x1) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(tx(x)), b.max(tx(x))));
+    let (mut x0, mut x1) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| {
+        (a.min(tx(x)), b.max(tx(x)))
+    });
     if (x1 - x0).abs() < 1e-9 {
         x0 -= 1.0;
         x1 += 1.0;
@@ -208,7 +222,11 @@ pub fn render(r: &RunResults) -> String {
     );
     let failed = r.failed_points();
     if !failed.is_empty() {
-        let _ = write!(html, "<p class=\"failed\">{} point(s) failed: ", failed.len());
+        let _ = write!(
+            html,
+            "<p class=\"failed\">{} point(s) failed: ",
+            failed.len()
+        );
         for p in failed {
             let _ = write!(
                 html,

@@ -68,6 +68,8 @@ pub struct PostgresInfo {
     pub bin_dir: String,
     /// `SELECT version()`.
     pub server_version: Option<String>,
+    /// `SHOW data_checksums` when the run ended.
+    pub data_checksums: bool,
     /// Settings applied with ALTER SYSTEM (the computed and planned ones).
     pub applied_settings: BTreeMap<String, String>,
     /// Effective non-default `pg_settings` after tuning.

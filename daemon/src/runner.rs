@@ -231,12 +231,14 @@ impl Executor for LocalExecutor {
 fn open_output(path: &Option<PathBuf>, command: &str) -> Result<Stdio, CommandError> {
     match path {
         None => Ok(Stdio::piped()),
-        Some(p) => std::fs::File::create(p)
-            .map(Stdio::from)
-            .map_err(|source| CommandError::Spawn {
-                command: format!("{command} (opening {})", p.display()),
-                source,
-            }),
+        Some(p) => {
+            std::fs::File::create(p)
+                .map(Stdio::from)
+                .map_err(|source| CommandError::Spawn {
+                    command: format!("{command} (opening {})", p.display()),
+                    source,
+                })
+        }
     }
 }
 
@@ -255,12 +257,14 @@ async fn run_local(spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
         cmd.env(k, v);
     }
     let identity = match &spec.user {
-        Some(name) => Some(
-            crate::sys::lookup_user(name).map_err(|source| CommandError::Spawn {
-                command: display.clone(),
-                source,
-            })?,
-        ),
+        Some(name) => {
+            Some(
+                crate::sys::lookup_user(name).map_err(|source| CommandError::Spawn {
+                    command: display.clone(),
+                    source,
+                })?,
+            )
+        }
         None => None,
     };
     if let Some(id) = &identity {
@@ -360,7 +364,9 @@ mod tests {
     #[test]
     fn missing_program_is_a_spawn_error_naming_it() {
         let spec = CommandSpec::new("/nonexistent/pgbench").arg("--version");
-        let err = rt().block_on(Runner::local().run(&spec)).expect_err("fails");
+        let err = rt()
+            .block_on(Runner::local().run(&spec))
+            .expect_err("fails");
         assert!(err.to_string().contains("/nonexistent/pgbench"));
     }
 
@@ -372,7 +378,9 @@ mod tests {
         let spec = CommandSpec::new("sh")
             .args(["-c", "echo hello; echo oops >&2; exit 1"])
             .output_files(&out, &errf);
-        let err = rt().block_on(Runner::local().run(&spec)).expect_err("fails");
+        let err = rt()
+            .block_on(Runner::local().run(&spec))
+            .expect_err("fails");
         assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "hello\n");
         assert!(err.to_string().contains("oops"));
     }
@@ -382,7 +390,9 @@ mod tests {
         let spec = CommandSpec::new("sleep")
             .arg("5")
             .timeout(Duration::from_millis(100));
-        let err = rt().block_on(Runner::local().run(&spec)).expect_err("fails");
+        let err = rt()
+            .block_on(Runner::local().run(&spec))
+            .expect_err("fails");
         assert!(err.to_string().contains("timed out"), "{err}");
     }
 

@@ -85,8 +85,8 @@ pub fn expand(plan: &Plan, cores: u32) -> Vec<SweepPoint> {
                 (true, Some(Checksums::Off)) => "-cs-off",
                 _ => "",
             };
-            let base = |clients: u32, repeat: u32, warmup: bool, limit: Limit, id: String| {
-                SweepPoint {
+            let base =
+                |clients: u32, repeat: u32, warmup: bool, limit: Limit, id: String| SweepPoint {
                     id,
                     workload: w.name.clone(),
                     builtin: w.builtin,
@@ -102,8 +102,7 @@ pub fn expand(plan: &Plan, cores: u32) -> Vec<SweepPoint> {
                     latency_log: w.latency_log,
                     sampling_rate: w.sampling_rate,
                     progress_interval_s: w.progress_interval_s,
-                }
-            };
+                };
             if let Some(warm) = w.warmup() {
                 ordinal += 1;
                 let clients = w.clients.first().copied().unwrap_or(1);
@@ -154,9 +153,10 @@ pub fn pgbench_args(point: &SweepPoint, log_prefix: &str) -> Vec<String> {
                     a.push(format!("--sampling-rate={r}"));
                 }
             }
-            LatencyLog::Aggregate => {
-                a.push(format!("--aggregate-interval={}", point.progress_interval_s))
-            }
+            LatencyLog::Aggregate => a.push(format!(
+                "--aggregate-interval={}",
+                point.progress_interval_s
+            )),
         }
     }
     a

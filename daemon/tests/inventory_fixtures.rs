@@ -50,7 +50,10 @@ fn lsblk_rhel8_strings_and_singular_mountpoint() {
     assert_eq!(devs[0].size_bytes, 500_107_862_016);
     assert!(!devs[0].rotational);
     assert_eq!(devs[0].children.len(), 3);
-    assert_eq!(devs[0].children[0].mountpoints, vec!["/boot/efi".to_string()]);
+    assert_eq!(
+        devs[0].children[0].mountpoints,
+        vec!["/boot/efi".to_string()]
+    );
     assert_eq!(devs[0].children[2].children[2].name, "rl-home");
     assert!(!devs[1].is_empty_nvme(), "holds an LVM partition");
 }

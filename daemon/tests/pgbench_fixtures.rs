@@ -132,7 +132,9 @@ fn v15_captured_select_only_with_failures_column() {
     assert!(s.latency_stddev_ms.is_some());
     assert_eq!(s.statement_latencies.len(), 2);
     assert_eq!(s.statement_latencies[1].failures, Some(0));
-    assert!(s.statement_latencies[1].command.starts_with("SELECT abalance"));
+    assert!(s.statement_latencies[1]
+        .command
+        .starts_with("SELECT abalance"));
     let p = parse_progress(&text);
     assert!(p.len() >= 2);
     assert_eq!(p[0].failed, Some(0));
@@ -158,7 +160,13 @@ fn v16_failed_transactions_explain_the_gap() {
 fn v16_more_missing_than_failed_is_incomplete() {
     let text = fixture("v16-failures.txt").replace("3988/4000", "3900/4000");
     let err = parse_summary(&text).expect_err("incomplete");
-    assert!(matches!(err, SummaryError::Incomplete { processed: 3900, .. }));
+    assert!(matches!(
+        err,
+        SummaryError::Incomplete {
+            processed: 3900,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -240,16 +248,28 @@ fn transaction_log_percentiles_match_a_direct_computation() {
     let stats = latency_from_logs(std::slice::from_ref(&path), false, 15).expect("parses");
     let mut lat: Vec<u64> = fixture("txlog-v15-captured.log")
         .lines()
-        .map(|l| l.split_whitespace().nth(2).unwrap_or("0").parse().unwrap_or(0))
+        .map(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .unwrap_or("0")
+                .parse()
+                .unwrap_or(0)
+        })
         .collect();
     lat.sort_unstable();
     assert_eq!(stats.transactions, lat.len() as u64);
     let exact_max = *lat.last().unwrap_or(&0) as f64 / 1000.0;
     let max = stats.max_ms.unwrap_or(0.0);
-    assert!((max - exact_max).abs() / exact_max < 0.001, "{max} vs {exact_max}");
+    assert!(
+        (max - exact_max).abs() / exact_max < 0.001,
+        "{max} vs {exact_max}"
+    );
     let exact_p50 = lat[(lat.len() - 1) / 2] as f64 / 1000.0;
     let p50 = stats.p50_ms.unwrap_or(0.0);
-    assert!((p50 - exact_p50).abs() / exact_p50 < 0.01, "{p50} vs {exact_p50}");
+    assert!(
+        (p50 - exact_p50).abs() / exact_p50 < 0.01,
+        "{p50} vs {exact_p50}"
+    );
     let summary = parse_summary(&fixture("v15-captured-txlog-summary.txt")).expect("summary");
     assert_eq!(stats.transactions, summary.transactions_processed);
 }
@@ -272,7 +292,13 @@ fn aggregate_log_gives_count_mean_and_extremes() {
     let stats = latency_from_logs(std::slice::from_ref(&path), true, 15).expect("parses");
     let count: u64 = text
         .lines()
-        .map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0))
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .unwrap_or("0")
+                .parse::<u64>()
+                .unwrap_or(0)
+        })
         .sum();
     assert_eq!(stats.transactions, count);
     assert!(stats.p99_ms.is_none());

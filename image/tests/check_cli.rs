@@ -70,7 +70,9 @@ fn assert_error(text: &str, line: usize, col: usize, key: &str, words: &str) {
     assert_ne!(c.code, 0, "should fail: {}", c.stdout);
     let want = format!("{}:{line}:{col}: {key}: ", c.path);
     assert!(
-        c.stderr.lines().any(|l| l.starts_with(&want) && l.contains(words)),
+        c.stderr
+            .lines()
+            .any(|l| l.starts_with(&want) && l.contains(words)),
         "expected a line starting {want:?} containing {words:?}, got:\n{}",
         c.stderr
     );
@@ -86,7 +88,12 @@ fn base_plan_is_valid() {
 #[test]
 fn example_plans_are_valid() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    for name in ["quick.toml", "altra-q80.toml", "m6gd-8xlarge.toml", "m5d-8xlarge.toml"] {
+    for name in [
+        "quick.toml",
+        "altra-q80.toml",
+        "m6gd-8xlarge.toml",
+        "m5d-8xlarge.toml",
+    ] {
         let c = check_path(&examples.join(name));
         assert_eq!(c.code, 0, "{name}: {}", c.stderr);
     }
@@ -183,7 +190,10 @@ fn scale_zero() {
 #[test]
 fn both_transactions_and_duration() {
     assert_error(
-        &with("transactions = 1000\n", "transactions = 1000\nduration = \"60s\"\n"),
+        &with(
+            "transactions = 1000\n",
+            "transactions = 1000\nduration = \"60s\"\n",
+        ),
         25,
         12,
         "workloads[0].duration",
@@ -252,7 +262,10 @@ fn stripe_needs_two_devices() {
 #[test]
 fn max_connections_below_clients() {
     assert_error(
-        &with("auto = true\n", "auto = true\n[tuning.settings]\nmax_connections = 20\n"),
+        &with(
+            "auto = true\n",
+            "auto = true\n[tuning.settings]\nmax_connections = 20\n",
+        ),
         17,
         19,
         "tuning.settings.max_connections",
@@ -291,7 +304,8 @@ fn syntax_error_is_located() {
 
 #[test]
 fn several_problems_are_all_reported_in_file_order() {
-    let text = with("scale = 10\n", "scale = 0\n").replace("mount_point = \"/pgdata\"", "mount_point = \"x\"");
+    let text = with("scale = 10\n", "scale = 0\n")
+        .replace("mount_point = \"/pgdata\"", "mount_point = \"x\"");
     let c = check_text(&text);
     assert_ne!(c.code, 0);
     let lines: Vec<&str> = c.stderr.lines().collect();

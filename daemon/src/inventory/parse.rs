@@ -39,10 +39,7 @@ pub enum InventoryParseError {
         source: serde_json::Error,
     },
     #[error("{what}: {message}")]
-    Shape {
-        what: &'static str,
-        message: String,
-    },
+    Shape { what: &'static str, message: String },
 }
 
 /// Parses `lscpu -J` (flat in util-linux 2.32/RHEL 8; nested `children` in newer ones).
@@ -51,13 +48,13 @@ pub fn parse_lscpu(json: &str) -> Result<CpuInfo, InventoryParseError> {
         what: "lscpu -J",
         source,
     })?;
-    let list = v
-        .get("lscpu")
-        .and_then(Value::as_array)
-        .ok_or_else(|| InventoryParseError::Shape {
-            what: "lscpu -J",
-            message: "no \"lscpu\" array".into(),
-        })?;
+    let list =
+        v.get("lscpu")
+            .and_then(Value::as_array)
+            .ok_or_else(|| InventoryParseError::Shape {
+                what: "lscpu -J",
+                message: "no \"lscpu\" array".into(),
+            })?;
     let mut fields = BTreeMap::new();
     fn walk(items: &[Value], out: &mut BTreeMap<String, String>) {
         for item in items {

@@ -20,11 +20,16 @@ pub fn log_files(dir: &Path, name: &str) -> std::io::Result<Vec<PathBuf>> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let fname = entry.file_name();
-        let Some(fname) = fname.to_str() else { continue };
+        let Some(fname) = fname.to_str() else {
+            continue;
+        };
         let Some(rest) = fname.strip_prefix(name).and_then(|r| r.strip_prefix('.')) else {
             continue;
         };
-        if rest.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        if rest
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        {
             files.push(entry.path());
         }
     }

@@ -216,8 +216,7 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
         } else if let Some(v) = line.strip_prefix("maximum number of tries: ") {
             s.max_tries = Some(num(v, line_no, line, "maximum number of tries")?);
         } else if let Some(v) = line.strip_prefix("number of transactions per client: ") {
-            s.transactions_per_client =
-                Some(num(v, line_no, line, "transactions per client")?);
+            s.transactions_per_client = Some(num(v, line_no, line, "transactions per client")?);
         } else if let Some(v) = line.strip_prefix("duration: ") {
             let v = v.strip_suffix(" s").unwrap_or(v);
             s.duration_s = Some(num(v, line_no, line, "duration")?);
@@ -225,12 +224,9 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             match v.split_once('/') {
                 Some((a, b)) => {
                     s.transactions_processed = num(a, line_no, line, "processed transactions")?;
-                    s.transactions_expected =
-                        Some(num(b, line_no, line, "expected transactions")?);
+                    s.transactions_expected = Some(num(b, line_no, line, "expected transactions")?);
                 }
-                None => {
-                    s.transactions_processed = num(v, line_no, line, "processed transactions")?
-                }
+                None => s.transactions_processed = num(v, line_no, line, "processed transactions")?,
             }
             seen_processed = true;
         } else if let Some(v) = line.strip_prefix("number of failed transactions: ") {

@@ -101,7 +101,9 @@ fn span_of(table: &Table, path: &[Segment]) -> Option<Range<usize>> {
         return table.span();
     };
     let key_span = table.key(k).and_then(|key| key.span());
-    span_in_item(item, rest).or(key_span).or_else(|| table.span())
+    span_in_item(item, rest)
+        .or(key_span)
+        .or_else(|| table.span())
 }
 
 fn span_in_item(item: &Item, path: &[Segment]) -> Option<Range<usize>> {

@@ -55,8 +55,8 @@ pub fn auto_settings(m: &MachineShape) -> BTreeMap<String, String> {
     set("effective_cache_size", mem(round_down_mib(ram / 4 * 3)));
     set("huge_pages", "try".into());
 
-    let work_mem = ((ram - shared_buffers) / (u64::from(max_connections) * 3))
-        .clamp(4 * MIB, 64 * MIB);
+    let work_mem =
+        ((ram - shared_buffers) / (u64::from(max_connections) * 3)).clamp(4 * MIB, 64 * MIB);
     set("work_mem", mem(round_down_mib(work_mem)));
     let maintenance = (ram / 32).clamp(64 * MIB, 8 * GIB);
     set("maintenance_work_mem", mem(round_down_mib(maintenance)));
@@ -65,13 +65,22 @@ pub fn auto_settings(m: &MachineShape) -> BTreeMap<String, String> {
 
     set("max_worker_processes", cores.max(8).to_string());
     set("max_parallel_workers", cores.to_string());
-    set("max_parallel_workers_per_gather", (cores / 2).max(2).to_string());
-    set("max_parallel_maintenance_workers", (cores / 2).max(2).to_string());
+    set(
+        "max_parallel_workers_per_gather",
+        (cores / 2).max(2).to_string(),
+    );
+    set(
+        "max_parallel_maintenance_workers",
+        (cores / 2).max(2).to_string(),
+    );
 
     set("checkpoint_timeout", "15min".into());
     set("checkpoint_completion_target", "0.9".into());
     set("min_wal_size", "1GB".into());
-    set("max_wal_size", mem((ram / 16).clamp(2 * GIB, 64 * GIB) / GIB * GIB));
+    set(
+        "max_wal_size",
+        mem((ram / 16).clamp(2 * GIB, 64 * GIB) / GIB * GIB),
+    );
 
     let (random_page_cost, io_concurrency) = match m.storage {
         StorageKind::Nvme => ("1.1", 256),

@@ -32,7 +32,11 @@ impl PgBin {
     }
 
     /// The bin directory for `version`, or the newest installed one.
-    pub async fn find(runner: &Runner, version: Option<u32>, explicit: Option<&Path>) -> Result<Self> {
+    pub async fn find(
+        runner: &Runner,
+        version: Option<u32>,
+        explicit: Option<&Path>,
+    ) -> Result<Self> {
         let dir = match (explicit, version) {
             (Some(dir), _) => dir.to_path_buf(),
             (None, Some(v)) => candidates(v)

@@ -93,9 +93,34 @@ impl LocalCluster {
         self.data_dir().join("PG_VERSION").exists()
     }
 
-    /// Removes a half-made data directory left by an interrupted initdb.
-    pub fn remove_data_dir(&self) -> Result<()> {
+    /// Removes a half-made data directory left by an interrupted initdb, first ending the
+    /// bootstrap backend (`postgres --single`) that initdb leaves behind when it is killed.
+    pub async fn remove_data_dir(&self) -> Result<()> {
         let d = self.data_dir();
+        if let Some(pid) = std::fs::read_to_string(d.join("postmaster.pid"))
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<i32>().ok()))
+        {
+            // Single-user backends write their PID negated.
+            let pid = nix::unistd::Pid::from_raw(pid.abs());
+            if nix::sys::signal::kill(pid, None).is_ok() {
+                tracing::warn!(
+                    pid = pid.as_raw(),
+                    "ending a server left by the interrupted initdb"
+                );
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while nix::sys::signal::kill(pid, None).is_ok() {
+                    if std::time::Instant::now() > deadline {
+                        bail!(
+                            "process {pid} left by an interrupted initdb in {} does not exit",
+                            d.display()
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
         if d.exists() {
             std::fs::remove_dir_all(&d).with_context(|| format!("removing {}", d.display()))?;
         }

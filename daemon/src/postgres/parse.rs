@@ -4,7 +4,11 @@
 /// → (major, full version).
 pub fn parse_tool_version(text: &str) -> Option<(u32, String)> {
     let line = text.lines().find(|l| l.contains("(PostgreSQL)"))?;
-    let version = line.split("(PostgreSQL)").nth(1)?.split_whitespace().next()?;
+    let version = line
+        .split("(PostgreSQL)")
+        .nth(1)?
+        .split_whitespace()
+        .next()?;
     let major: u32 = version
         .split(|c: char| !c.is_ascii_digit())
         .next()?

@@ -84,7 +84,7 @@ impl Session {
         let rows = self
             .rows(
                 "SELECT name, setting, unit, source, pending_restart::text FROM pg_settings \
-                 WHERE source NOT IN ('default', 'override') ORDER BY name",
+                 WHERE source <> 'default' ORDER BY name",
             )
             .await?;
         Ok(rows

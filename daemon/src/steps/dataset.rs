@@ -105,7 +105,10 @@ pub async fn run(run: &mut Run) -> Result<()> {
     };
     args.push(d.database.clone());
     let raw = run.run_dir.join("raw");
-    let (out, err) = (raw.join("dataset-init.stdout"), raw.join("dataset-init.stderr"));
+    let (out, err) = (
+        raw.join("dataset-init.stdout"),
+        raw.join("dataset-init.stderr"),
+    );
     let spec = CommandSpec::new(bin.tool("pgbench"))
         .args(args)
         .output_files(&out, &err);

@@ -184,9 +184,7 @@ pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
         }
         .with_context(|| format!("step {} failed", step.as_str()))?;
     }
-    let results = report::run(&mut run)
-        .await
-        .context("step report failed")?;
+    let results = report::run(&mut run).await.context("step report failed")?;
     if !run.options.keep_running {
         run.cluster()?.stop().await?;
     }

@@ -46,26 +46,22 @@ pub async fn run(run: &mut Run) -> Result<()> {
     };
     let cluster = LocalCluster::new(bin.clone(), &cluster_dir, port, os_user, run.runner.clone())?;
 
-    let interrupted_initdb = run
-        .journal
-        .state
-        .pending
-        .as_ref()
-        .is_some_and(|p| p.step == StepName::Postgres && p.item.as_deref() == Some(PENDING_INITDB));
+    let interrupted_initdb =
+        run.journal.state.pending.as_ref().is_some_and(|p| {
+            p.step == StepName::Postgres && p.item.as_deref() == Some(PENDING_INITDB)
+        });
     if cluster.data_dir().exists()
         && (interrupted_initdb || run.journal.fact(FACT_INITDB).is_none())
     {
         tracing::warn!(dir = %cluster.data_dir().display(), "removing the data directory of an unfinished initdb");
-        if cluster.is_running().await.unwrap_or(false) {
-            cluster.stop().await?;
-        }
-        cluster.remove_data_dir()?;
+        cluster.remove_data_dir().await?;
     }
     let mut acted = first;
     if !cluster.is_initialized() {
         acted = true;
         cluster.prepare_dir()?;
-        run.journal.begin(StepName::Postgres, Some(PENDING_INITDB))?;
+        run.journal
+            .begin(StepName::Postgres, Some(PENDING_INITDB))?;
         crate::notify::status("postgres: initdb");
         let raw = run.run_dir.join("raw");
         cluster

@@ -44,9 +44,11 @@ pub async fn run(run: &mut Run) -> Result<RunResults> {
     }
     let cluster = run.cluster()?.clone();
     let bin = run.bin()?.clone();
-    let session = Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
+    let session =
+        Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
     let server_version = session.value("SELECT version()").await?;
     let effective = session.effective_settings().await?;
+    let data_checksums = session.value("SHOW data_checksums").await?.as_deref() == Some("on");
     let dataset: Option<DatasetInfo> = read_json(&run.run_dir.join("dataset.json")).ok();
     let applied: BTreeMap<String, String> =
         read_json(&run.run_dir.join("applied_settings.json")).unwrap_or_default();
@@ -72,6 +74,7 @@ pub async fn run(run: &mut Run) -> Result<RunResults> {
             version: bin.version.clone(),
             bin_dir: bin.dir.display().to_string(),
             server_version,
+            data_checksums,
             applied_settings: applied,
             effective_settings: effective,
         },

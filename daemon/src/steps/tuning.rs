@@ -33,7 +33,8 @@ pub async fn run(run: &mut Run) -> Result<()> {
         }
     }
     let cluster = run.cluster()?.clone();
-    let session = Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
+    let session =
+        Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
     let in_file = auto_conf_settings(&session).await?;
     let pending = pending_restart(&session).await?;
     if in_file == desired && pending.is_empty() {
@@ -53,13 +54,16 @@ pub async fn run(run: &mut Run) -> Result<()> {
         session
             .execute(&format!("ALTER SYSTEM SET {name} = {}", literal(value)))
             .await
-            .with_context(|| format!("setting {name} = {value} (from the plan or the auto calculator)"))?;
+            .with_context(|| {
+                format!("setting {name} = {value} (from the plan or the auto calculator)")
+            })?;
     }
     drop(session);
     cluster.restart().await.context(
         "restarting PostgreSQL with the new settings (a setting may be too large for this machine)",
     )?;
-    let session = Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
+    let session =
+        Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
     let errors = session
         .rows(
             "SELECT name, error FROM pg_file_settings WHERE error IS NOT NULL \
@@ -69,13 +73,19 @@ pub async fn run(run: &mut Run) -> Result<()> {
     let errors: Vec<String> = errors
         .into_iter()
         .filter(|r| {
-            r.first().cloned().flatten().is_some_and(|n| desired.contains_key(&n))
+            r.first()
+                .cloned()
+                .flatten()
+                .is_some_and(|n| desired.contains_key(&n))
         })
         .map(|r| {
             format!(
                 "{}: {}",
                 r.first().cloned().flatten().unwrap_or_default(),
-                r.get(1).cloned().flatten().unwrap_or_else(|| "not applied".into())
+                r.get(1)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_else(|| "not applied".into())
             )
         })
         .collect();
@@ -120,6 +130,9 @@ async fn pending_restart(session: &Session) -> Result<Vec<String>> {
 async fn save_settings(run: &Run, session: &Session) -> Result<()> {
     let settings = session.effective_settings().await?;
     crate::fsutil::write_json(&run.run_dir.join("raw").join("pg_settings.json"), &settings)?;
-    crate::fsutil::write_json(&run.run_dir.join("applied_settings.json"), &run.applied_settings)?;
+    crate::fsutil::write_json(
+        &run.run_dir.join("applied_settings.json"),
+        &run.applied_settings,
+    )?;
     Ok(())
 }

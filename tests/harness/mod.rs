@@ -1,3 +1,4 @@
+#![allow(dead_code)]
 //! Test harness for the integration tests: locating the built binaries, scratch work
 //! directories that the cluster user can reach, and clean-up of clusters left running
 //! by a failed test.
@@ -5,29 +6,17 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The workspace root.
+/// The workspace root (the tests are compiled as part of the daemon package).
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("tests/ has a parent")
+        .expect("daemon/ has a parent")
         .to_path_buf()
 }
 
-/// A binary of the workspace built into the same target directory as this test.
-pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test> → target/<profile>/<name>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary lives in target/<profile>/deps");
-    let bin = profile_dir.join(name);
-    assert!(
-        bin.exists(),
-        "{} is not built: run `cargo build --workspace` (or `cargo test --workspace`) first",
-        bin.display()
-    );
-    bin
+/// The daemon binary cargo built for these tests.
+pub fn daemon_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pgapplianced"))
 }
 
 pub fn example(name: &str) -> PathBuf {
@@ -73,7 +62,7 @@ impl Workdir {
 
     /// `pgapplianced run --local` on a plan in this work directory.
     pub fn run_command(&self, plan: &Path) -> Command {
-        let mut c = Command::new(binary("pgapplianced"));
+        let mut c = Command::new(daemon_binary());
         c.args(["run", "--local", "--plan"])
             .arg(plan)
             .arg("--workdir")
@@ -95,7 +84,11 @@ impl Drop for Workdir {
         }
         let Some(pg_ctl) = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
-            .and_then(|rd| rd.flatten().map(|e| e.path().join("bin/pg_ctl")).find(|p| p.exists()))
+            .and_then(|rd| {
+                rd.flatten()
+                    .map(|e| e.path().join("bin/pg_ctl"))
+                    .find(|p| p.exists())
+            })
         else {
             return;
         };

@@ -1,0 +1,200 @@
+//! kill -9 of the daemon at several moments (inside initdb, inside dataset init, in the
+//! middle of a pgbench point, right after a point was recorded, at a fixed delay), each
+//! followed by the same command: the run finishes with every point present exactly once,
+//! interrupted points rerun as new attempts, and no orphan pgbench is left behind.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+use harness::{describe, processes_mentioning, Workdir};
+use serde_json::Value;
+
+fn plan() -> std::path::PathBuf {
+    harness::workspace().join("tests/plans/resume.toml")
+}
+
+fn spawn(w: &Workdir, logs: &Path, n: usize) -> Child {
+    let out = std::fs::File::create(logs.join(format!("run{n}.out"))).expect("log");
+    let err = std::fs::File::create(logs.join(format!("run{n}.err"))).expect("log");
+    w.run_command(&plan())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("spawn pgapplianced")
+}
+
+fn pending(j: &Value) -> (String, String) {
+    let p = &j["pending"];
+    (
+        p["step"].as_str().unwrap_or("").to_string(),
+        p["item"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// Waits until `cond` holds on the journal, then waits `after` and kills the daemon.
+fn kill_when(
+    w: &Workdir,
+    logs: &Path,
+    n: usize,
+    what: &str,
+    after: Duration,
+    cond: impl Fn(&Value) -> bool,
+) {
+    let mut child = spawn(w, logs, n);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        if let Some(j) = w.journal() {
+            if cond(&j) {
+                break;
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "run {n} ended ({status}) before reaching the moment \"{what}\":\n{}\n{}",
+                std::fs::read_to_string(logs.join(format!("run{n}.err"))).unwrap_or_default(),
+                w.journal().map(|j| j.to_string()).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for \"{what}\""
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(after);
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    eprintln!(
+        "killed run {n} at: {what}; journal pending = {:?}",
+        w.journal().map(|j| pending(&j))
+    );
+}
+
+fn assert_no_orphan_pgbench(w: &Workdir) {
+    let needle = w.path().display().to_string();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<u32> = processes_mentioning(&needle)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|c| c.trim() == "pgbench")
+            })
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orphan pgbench processes: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn killed_at_several_moments_resumes_and_records_each_point_once() {
+    let w = Workdir::new("resume");
+    let logs = tempfile::tempdir().expect("logs");
+    let logs = logs.path();
+
+    kill_when(
+        &w,
+        logs,
+        1,
+        "inside initdb",
+        Duration::from_millis(150),
+        |j| pending(j) == ("postgres".into(), "initdb".into()),
+    );
+    kill_when(
+        &w,
+        logs,
+        2,
+        "inside pgbench -i",
+        Duration::from_millis(300),
+        |j| pending(j).0 == "dataset",
+    );
+    kill_when(
+        &w,
+        logs,
+        3,
+        "in the middle of point 1",
+        Duration::from_millis(1000),
+        |j| pending(j).1.starts_with("p001"),
+    );
+    assert_no_orphan_pgbench(&w);
+    kill_when(
+        &w,
+        logs,
+        4,
+        "right after point 2 was recorded",
+        Duration::ZERO,
+        |j| j["points"].as_object().is_some_and(|p| p.len() >= 2),
+    );
+    // A moment chosen by the clock rather than by the journal.
+    let mut child = spawn(&w, logs, 5);
+    std::thread::sleep(Duration::from_millis(2600));
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    assert_no_orphan_pgbench(&w);
+
+    let out = w.run(&plan());
+    assert!(out.status.success(), "{}", describe(&out));
+
+    let run_dir = w.run_dir();
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir.join("results.json")).expect("results.json"),
+    )
+    .expect("json");
+    let ids: Vec<&str> = r["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|p| p["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "p001-rw-c00001-r1",
+            "p002-rw-c00002-r1",
+            "p003-rw-c00004-r1",
+            "p004-rw-c00006-r1"
+        ]
+    );
+    for p in r["points"].as_array().expect("points") {
+        assert_eq!(p["status"], "ok", "{p}");
+        let raw = run_dir.join(p["raw_dir"].as_str().expect("raw_dir"));
+        assert!(raw.join("stdout.txt").exists());
+    }
+    let p1 = &r["points"][0];
+    assert!(
+        p1["attempt"].as_u64().expect("attempt") >= 2,
+        "point 1 was interrupted once: {p1}"
+    );
+    assert!(run_dir
+        .join("raw/points/p001-rw-c00001-r1/attempt-1")
+        .exists());
+    let csv = std::fs::read_to_string(run_dir.join("summary.csv")).expect("csv");
+    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+
+    let j = w.journal().expect("journal");
+    assert!(j["finished_at"].is_string());
+    assert!(
+        j["steps"]["postgres"]["attempts"]
+            .as_u64()
+            .expect("attempts")
+            >= 2
+    );
+    assert!(
+        j["steps"]["dataset"]["attempts"]
+            .as_u64()
+            .expect("attempts")
+            >= 2
+    );
+    // initdb was redone from scratch with the planned checksums.
+    assert_eq!(r["postgres"]["data_checksums"], true);
+}
