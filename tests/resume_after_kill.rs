@@ -197,4 +197,20 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
     );
     // initdb was redone from scratch with the planned checksums.
     assert_eq!(r["postgres"]["data_checksums"], true);
+
+    let status = std::process::Command::new(harness::daemon_binary())
+        .args(["status", "--workdir"])
+        .arg(w.path())
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{}", describe(&status));
+    assert!(
+        text.contains("points: 4/4") && text.contains("finished"),
+        "{text}"
+    );
+    assert!(
+        text.contains("attempts"),
+        "interrupted steps show their attempts: {text}"
+    );
 }

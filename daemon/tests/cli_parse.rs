@@ -1,0 +1,97 @@
+//! `pgapplianced parse …` and `status` as a user calls them.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/pgbench")
+        .join(name)
+}
+
+fn daemon(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pgapplianced"))
+        .args(args)
+        .output()
+        .expect("run pgapplianced");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn parse_json(name: &str) -> serde_json::Value {
+    let path = fixture(name);
+    let (code, stdout, stderr) = daemon(&["parse", "pgbench", &path.display().to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn parse_pgbench_prints_the_summary_fields() {
+    let v = parse_json("v14-banner-distro-altra.txt");
+    assert_eq!(v["tps"], 44132.846931);
+    assert_eq!(v["latency_avg_ms"], 22.659);
+    assert!(v["latency_stddev_ms"].is_null(), "absent stddev is null");
+    assert_eq!(v["initial_connection_ms"], 436.926);
+    assert_eq!(v["clients"], 1000);
+    assert_eq!(v["threads"], 10);
+    assert_eq!(v["transactions_processed"], 1_000_000);
+    assert!(v["failed_transactions"].is_null());
+    assert_eq!(v["client_version"], "14.5");
+    assert!(v["server_version"].is_null());
+    let v = parse_json("v17-distro-server-r.txt");
+    assert_eq!(v["server_version"], "16.6");
+    assert_eq!(v["failed_transactions"], 0);
+    assert_eq!(v["latency_stddev_ms"], 0.843);
+}
+
+#[test]
+fn parse_pgbench_refuses_incomplete_output() {
+    for (name, words) in [
+        ("not-pgbench.txt", "not a complete pgbench summary"),
+        ("v14-aborted.txt", "Run was aborted"),
+        ("v13-incomplete.txt", "9000 of 10000"),
+    ] {
+        let path = fixture(name);
+        let (code, stdout, stderr) = daemon(&["parse", "pgbench", &path.display().to_string()]);
+        assert_ne!(code, 0, "{name}");
+        assert!(stdout.is_empty(), "{name}: nothing on stdout");
+        assert!(stderr.contains(words), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: the file is named: {stderr}");
+    }
+}
+
+#[test]
+fn parse_init_prints_the_breakdown() {
+    let path = fixture("init-v14-altra-scale10000.txt");
+    let (code, stdout, stderr) = daemon(&["parse", "pgbench-init", &path.display().to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(v["total_s"], 1568.0);
+    assert_eq!(v["phases"][2]["phase"], "client-side generate");
+}
+
+#[test]
+fn parse_missing_file_names_it() {
+    let (code, _, stderr) = daemon(&["parse", "pgbench", "/nonexistent/out.txt"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("/nonexistent/out.txt"), "{stderr}");
+}
+
+#[test]
+fn status_without_a_run_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _, stderr) = daemon(&["status", "--workdir", &dir.path().display().to_string()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("no run journal"), "{stderr}");
+}
+
+#[test]
+fn run_without_local_is_refused_clearly() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let (code, _, stderr) = daemon(&["run", "--plan", &plan.display().to_string()]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--local"), "{stderr}");
+}
