@@ -253,3 +253,33 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
         .expect("ro point");
     assert_eq!(ro["summary"]["query_mode"], "prepared");
 }
+
+#[test]
+fn a_point_pgbench_cannot_run_is_recorded_as_failed_and_the_run_goes_on() {
+    let w = Workdir::new("failing");
+    let plan = harness::workspace().join("tests/plans/failing-point.toml");
+    let out = w.run(&plan);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 failed: p002-rw-c00150-r1"), "{stdout}");
+    let run_dir = w.run_dir();
+    let r = read_json(&run_dir.join("results.json"));
+    let points = r["points"].as_array().expect("points");
+    assert_eq!(points[0]["status"], "ok");
+    check_point_against_raw(&run_dir, &points[0]);
+    let failed = &points[1];
+    assert_eq!(failed["status"], "failed");
+    let error = failed["error"].as_str().expect("error text");
+    assert!(error.contains("pgbench"), "names the command: {error}");
+    assert!(
+        error.contains("too many clients"),
+        "carries pgbench's reason: {error}"
+    );
+    let csv = std::fs::read_to_string(run_dir.join("summary.csv")).expect("csv");
+    assert!(
+        csv.lines().nth(2).is_some_and(|l| l.contains(",failed,")),
+        "{csv}"
+    );
+    let html = std::fs::read_to_string(run_dir.join("report.html")).expect("html");
+    assert!(html.contains("1 point(s) failed"), "the report says so");
+}
