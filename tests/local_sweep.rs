@@ -80,6 +80,32 @@ fn check_point_against_raw(run_dir: &Path, p: &Value) {
         Some(progress_lines),
         "{id}: one tps sample per progress line"
     );
+    // Server statistics over the point agree with pgbench's count.
+    let commits = p["stats"]["database"]["xact_commit"]
+        .as_f64()
+        .expect("xact_commit delta");
+    let processed = s["transactions_processed"].as_f64().expect("processed");
+    assert!(
+        commits >= processed,
+        "{id}: {commits} commits < {processed} transactions"
+    );
+    if p["builtin"] == "tpcb-like" {
+        assert!(
+            p["stats"]["wal_bytes"].as_f64().expect("wal") > 0.0,
+            "{id}: WAL written"
+        );
+    }
+    let os = &p["os"];
+    assert!(
+        os["sampler_cpu_pct_of_core"].as_f64().expect("cost") < 1.0,
+        "{id}: {os}"
+    );
+    if p["wall_s"].as_f64().expect("wall") >= 1.5 {
+        assert!(
+            !os["samples"].as_array().expect("samples").is_empty(),
+            "{id}"
+        );
+    }
     let (lines, files) = log_lines(&raw);
     assert!(
         !files.is_empty(),

@@ -14,6 +14,7 @@ pub mod postgres;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod sampler;
 pub mod steps;
 pub mod sweep;
 pub mod sys;

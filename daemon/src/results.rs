@@ -10,6 +10,8 @@ use crate::inventory::Inventory;
 use crate::pgbench::{InitBreakdown, LatencyStats, ProgressSample, Summary};
 use crate::plan::{Builtin, Checksums, Plan, Protocol};
 use crate::postgres::sql::Setting;
+use crate::postgres::stats::StatsDelta;
+use crate::sampler::OsSamples;
 use crate::sweep::{Limit, SweepPoint};
 
 pub const RESULTS_SCHEMA_VERSION: u32 = 1;
@@ -49,6 +51,10 @@ pub struct PointResult {
     pub summary: Option<Summary>,
     pub latency: Option<LatencyStats>,
     pub tps_series: Vec<ProgressSample>,
+    /// Server statistics deltas over the point and the WAL it wrote.
+    pub stats: Option<StatsDelta>,
+    /// OS samples taken once a second while pgbench ran.
+    pub os: Option<OsSamples>,
 }
 
 impl PointResult {

@@ -5,6 +5,7 @@ pub mod binaries;
 pub mod cluster;
 pub mod parse;
 pub mod sql;
+pub mod stats;
 
 pub use binaries::PgBin;
 pub use cluster::LocalCluster;

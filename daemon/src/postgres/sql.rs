@@ -1,5 +1,6 @@
 //! SQL sessions with the cluster (tokio-postgres over the Unix socket).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -74,6 +75,28 @@ impl Session {
                 tokio_postgres::SimpleQueryMessage::Row(r) => {
                     Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
                 }
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// All rows as column name → text (NULLs left out).
+    pub async fn named_rows(&self, sql: &str) -> Result<Vec<BTreeMap<String, String>>> {
+        let rows = self
+            .client
+            .simple_query(sql)
+            .await
+            .with_context(|| format!("`{sql}` on {}", self.target))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(
+                    r.columns()
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, c)| Some((c.name().to_string(), r.get(i)?.to_string())))
+                        .collect(),
+                ),
                 _ => None,
             })
             .collect())

@@ -13,8 +13,10 @@ use crate::pgbench::{latency_from_logs, log_files, parse_progress, parse_summary
 use crate::plan::{Checksums, LatencyLog};
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
+use crate::postgres::stats;
 use crate::results::{PointResult, PointStatus, RESULTS_SCHEMA_VERSION};
 use crate::runner::{CommandError, CommandSpec};
+use crate::sampler::Sampler;
 use crate::sweep::{expand, pgbench_args, Limit, SweepPoint};
 
 /// Base name of pgbench's latency logs inside a point's raw directory.
@@ -125,16 +127,18 @@ async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
     crate::fsutil::create_dir_all(&raw)?;
     let cluster = run.cluster()?.clone();
     let bin = run.bin()?.clone();
-    if p.checkpoint {
-        let s = Session::connect(
-            &cluster.socket_dir(),
-            cluster.port,
-            SUPERUSER,
-            &run.plan.dataset.database,
-        )
-        .await?;
-        s.execute("CHECKPOINT").await?;
-    }
+    let db = run.plan.dataset.database.clone();
+    let socket_dir = cluster.socket_dir();
+    let connect = || Session::connect(&socket_dir, cluster.port, SUPERUSER, &db);
+    // The session is closed before pgbench starts so every connection slot is pgbench's.
+    let before = {
+        let s = connect().await?;
+        if p.checkpoint {
+            s.execute("CHECKPOINT").await?;
+        }
+        stats::reset(&s, bin.major).await?;
+        stats::snapshot(&s, bin.major).await?
+    };
     let mut args = conn_args(run)?;
     args.extend(pgbench_args(p, &raw.join(LOG_NAME).display().to_string()));
     args.push(run.plan.dataset.database.clone());
@@ -149,8 +153,19 @@ async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
     }
     let started_at = crate::journal::now();
     let t0 = Instant::now();
+    let sampler = Sampler::start(Duration::from_secs(1));
     let exec = run.runner.run(&spec).await;
     let wall_s = t0.elapsed().as_secs_f64();
+    let os = sampler.stop().await;
+    let stats = {
+        let s = connect().await?;
+        let after = stats::snapshot(&s, bin.major).await?;
+        let wal = match (&before.wal_lsn, &after.wal_lsn) {
+            (Some(a), Some(b)) => stats::wal_bytes(&s, a, b).await?,
+            _ => None,
+        };
+        stats::delta(&before, &after, wal)
+    };
     let command_error = match exec {
         Ok(_) => None,
         Err(e @ CommandError::Failed { .. }) => Some(e.to_string()),
@@ -209,6 +224,8 @@ async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
         summary,
         latency,
         tps_series: parse_progress(&err_text),
+        stats: Some(stats),
+        os,
     };
     let rel = format!("points/{}.json", p.id);
     crate::fsutil::write_json(&run.run_dir.join(&rel), &result)?;

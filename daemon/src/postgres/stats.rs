@@ -1,0 +1,161 @@
+//! Server statistics around a sweep point: snapshots of the cumulative statistics views
+//! before and after, their deltas, and WAL bytes from the LSN difference. Checkpoint
+//! counters live in `pg_stat_checkpointer` from 17 on, in `pg_stat_bgwriter` before.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::sql::Session;
+
+/// One row of a statistics view, column → text value.
+pub type Row = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    pub wal_lsn: Option<String>,
+    pub database: Row,
+    pub bgwriter: Row,
+    pub checkpointer: Option<Row>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsDelta {
+    pub wal_bytes: Option<f64>,
+    /// `pg_stat_database` of the dataset's database (commits, rollbacks, blocks read/hit,
+    /// tuples, temp files/bytes, deadlocks, block I/O times, …).
+    pub database: BTreeMap<String, f64>,
+    pub bgwriter: BTreeMap<String, f64>,
+    /// `pg_stat_checkpointer` (17+); `None` before 17, where checkpoints are in bgwriter.
+    pub checkpointer: Option<BTreeMap<String, f64>>,
+}
+
+/// Numeric columns that grew between two rows (after − before). Text columns (names,
+/// timestamps) are left out.
+pub fn row_delta(before: &Row, after: &Row) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .filter_map(|(k, a)| {
+            let a: f64 = a.parse().ok()?;
+            let b: f64 = before.get(k).and_then(|b| b.parse().ok()).unwrap_or(0.0);
+            Some((k.clone(), a - b))
+        })
+        .filter(|(k, _)| !k.ends_with("id") && k != "numbackends")
+        .collect()
+}
+
+pub fn delta(before: &Snapshot, after: &Snapshot, wal_bytes: Option<f64>) -> StatsDelta {
+    StatsDelta {
+        wal_bytes,
+        database: row_delta(&before.database, &after.database),
+        bgwriter: row_delta(&before.bgwriter, &after.bgwriter),
+        checkpointer: match (&before.checkpointer, &after.checkpointer) {
+            (Some(b), Some(a)) => Some(row_delta(b, a)),
+            _ => None,
+        },
+    }
+}
+
+async fn one_row(s: &Session, sql: &str) -> Result<Row> {
+    let rows = s.named_rows(sql).await?;
+    Ok(rows.into_iter().next().unwrap_or_default())
+}
+
+pub async fn snapshot(s: &Session, pg_major: u32) -> Result<Snapshot> {
+    Ok(Snapshot {
+        wal_lsn: s.value("SELECT pg_current_wal_lsn()::text").await?,
+        database: one_row(
+            s,
+            "SELECT * FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .await?,
+        bgwriter: one_row(s, "SELECT * FROM pg_stat_bgwriter").await?,
+        checkpointer: if pg_major >= 17 {
+            Some(one_row(s, "SELECT * FROM pg_stat_checkpointer").await?)
+        } else {
+            None
+        },
+    })
+}
+
+/// Resets the database and shared statistics a point reports, so each point starts clean.
+pub async fn reset(s: &Session, pg_major: u32) -> Result<()> {
+    s.execute("SELECT pg_stat_reset()").await?;
+    s.execute("SELECT pg_stat_reset_shared('bgwriter')").await?;
+    if pg_major >= 17 {
+        s.execute("SELECT pg_stat_reset_shared('checkpointer')")
+            .await?;
+    }
+    if pg_major >= 14 {
+        s.execute("SELECT pg_stat_reset_shared('wal')").await?;
+    }
+    Ok(())
+}
+
+/// WAL bytes between two LSNs, computed by the server.
+pub async fn wal_bytes(s: &Session, from: &str, to: &str) -> Result<Option<f64>> {
+    Ok(s.value(&format!(
+        "SELECT pg_wal_lsn_diff({}, {})",
+        super::sql::literal(to),
+        super::sql::literal(from)
+    ))
+    .await?
+    .and_then(|v| v.parse().ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pairs: &[(&str, &str)]) -> Row {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn deltas_of_numeric_columns_only() {
+        let before = row(&[
+            ("datid", "5"),
+            ("datname", "pgbench"),
+            ("xact_commit", "100"),
+            ("blks_hit", "10"),
+        ]);
+        let after = row(&[
+            ("datid", "5"),
+            ("datname", "pgbench"),
+            ("xact_commit", "350"),
+            ("blks_hit", "40"),
+            ("stats_reset", "2026-11-29 21:00:00+00"),
+        ]);
+        let d = row_delta(&before, &after);
+        assert_eq!(d.get("xact_commit"), Some(&250.0));
+        assert_eq!(d.get("blks_hit"), Some(&30.0));
+        assert!(
+            !d.contains_key("datid")
+                && !d.contains_key("datname")
+                && !d.contains_key("stats_reset")
+        );
+    }
+
+    #[test]
+    fn checkpointer_only_when_both_sides_have_it() {
+        let a = Snapshot {
+            checkpointer: Some(row(&[("num_timed", "3")])),
+            ..Default::default()
+        };
+        let b = Snapshot {
+            checkpointer: Some(row(&[("num_timed", "5")])),
+            ..Default::default()
+        };
+        assert_eq!(
+            delta(&a, &b, Some(8.0))
+                .checkpointer
+                .and_then(|c| c.get("num_timed").copied()),
+            Some(2.0)
+        );
+        assert!(delta(&Snapshot::default(), &b, None).checkpointer.is_none());
+    }
+}

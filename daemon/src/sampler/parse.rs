@@ -1,0 +1,111 @@
+//! Pure parsers for the /proc files the OS sampler reads.
+
+/// Aggregate CPU jiffies from the first line of /proc/stat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTimes {
+    pub busy: u64,
+    pub iowait: u64,
+    pub total: u64,
+}
+
+/// `cpu  user nice system idle iowait irq softirq steal guest guest_nice`; guest time is
+/// already counted in user/nice, so it is left out of the total.
+pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if v.len() < 4 {
+        return None;
+    }
+    let get = |i: usize| v.get(i).copied().unwrap_or(0);
+    let idle = get(3);
+    let iowait = get(4);
+    let total: u64 = v.iter().sum();
+    Some(CpuTimes {
+        busy: total - idle - iowait,
+        iowait,
+        total,
+    })
+}
+
+/// Sectors (512 bytes) read and written, summed over whole disks (`is_disk` decides which
+/// names count, so partitions and holders are not counted twice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DiskTotals {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+pub fn parse_diskstats(text: &str, is_disk: impl Fn(&str) -> bool) -> DiskTotals {
+    let mut t = DiskTotals::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 10 || !is_disk(f[2]) {
+            continue;
+        }
+        let sectors_read: u64 = f[5].parse().unwrap_or(0);
+        let sectors_written: u64 = f[9].parse().unwrap_or(0);
+        t.read_bytes += sectors_read * 512;
+        t.write_bytes += sectors_written * 512;
+    }
+    t
+}
+
+/// MemTotal, MemAvailable and Dirty from /proc/meminfo, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Memory {
+    pub total: u64,
+    pub available: u64,
+    pub dirty: u64,
+}
+
+pub fn parse_meminfo(text: &str) -> Option<Memory> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    };
+    Some(Memory {
+        total: field("MemTotal:")?,
+        available: field("MemAvailable:")?,
+        dirty: field("Dirty:").unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat() {
+        let t = parse_proc_stat("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 1 2 3 4\n").expect("cpu");
+        assert_eq!(t.total, 1000);
+        assert_eq!(t.iowait, 40);
+        assert_eq!(t.busy, 160);
+        assert!(parse_proc_stat("intr 1 2 3").is_none());
+    }
+
+    #[test]
+    fn diskstats_counts_whole_disks_only() {
+        let text = " 259 0 nvme0n1 10 0 200 5 20 0 400 9 0 0 0\n 259 1 nvme0n1p1 10 0 200 5 20 0 400 9 0 0 0\n   7 0 loop0 1 0 8 0 0 0 0 0 0 0 0\n";
+        let t = parse_diskstats(text, |n| n == "nvme0n1");
+        assert_eq!(t.read_bytes, 200 * 512);
+        assert_eq!(t.write_bytes, 400 * 512);
+    }
+
+    #[test]
+    fn meminfo() {
+        let m =
+            parse_meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 600 kB\nDirty: 2 kB\n")
+                .expect("mem");
+        assert_eq!(m.total, 1_024_000);
+        assert_eq!(m.available, 614_400);
+        assert_eq!(m.dirty, 2048);
+    }
+}
