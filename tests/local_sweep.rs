@@ -208,6 +208,25 @@ fn quick_plan_runs_and_results_match_raw_output() {
     let html = std::fs::read_to_string(run_dir.join("report.html")).expect("report");
     assert!(html.contains("<svg") && html.contains("tps vs clients"));
     assert!(!html.contains("http://") || html.contains("http://www.w3.org/2000/svg"));
+    // The run arrived in the file store, manifest last, every object as on disk.
+    let stored = w.path().join("store/quick");
+    let machine = std::fs::read_dir(&stored)
+        .expect("appliance dir")
+        .next()
+        .expect("machine")
+        .expect("entry")
+        .path();
+    let run_id = run_dir.file_name().expect("run id");
+    let manifest = read_json(&machine.join(run_id).join("manifest.json"));
+    let objects = manifest["objects"].as_array().expect("objects");
+    assert!(objects.iter().any(|o| o["path"] == "results.json"));
+    for o in objects {
+        let rel = o["path"].as_str().expect("path");
+        let local = std::fs::read(run_dir.join(rel)).expect("local file");
+        let remote = std::fs::read(machine.join(run_id).join(rel)).expect("stored file");
+        assert_eq!(local, remote, "{rel}");
+        assert_eq!(o["size"].as_u64(), Some(local.len() as u64));
+    }
     // A second invocation finds the run complete and changes nothing.
     let before = std::fs::read(run_dir.join("results.json")).expect("results");
     let again = w.run(&example("quick.toml"));

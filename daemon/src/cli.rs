@@ -26,6 +26,15 @@ pub enum Command {
     /// Parse a program's output and print it as JSON.
     #[command(subcommand)]
     Parse(ParseCommand),
+    /// Upload the finished run of a work directory (again): complete, verified, never
+    /// overwriting; a no-op once the store has its manifest.
+    Upload {
+        /// Work directory of the run.
+        #[arg(long, default_value = "/var/lib/pgappliance")]
+        workdir: PathBuf,
+        #[command(flatten)]
+        upload: UploadArgs,
+    },
     /// Show the journal of a run: steps done, the current step, points done/total.
     Status {
         /// Work directory of the run.
@@ -54,6 +63,29 @@ pub struct RunArgs {
     /// Leave the cluster running at the end.
     #[arg(long)]
     pub keep_running: bool,
+    #[command(flatten)]
+    pub upload: UploadArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UploadArgs {
+    /// Store URL overriding the plan's upload.store (s3://bucket/prefix or file:///dir).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Multipart part size in MiB (at least 5); files of two parts or more go multipart.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(5..=1024))]
+    pub part_size_mib: u32,
+}
+
+impl UploadArgs {
+    fn options(&self) -> crate::upload::UploadOptions {
+        let part = (self.part_size_mib as usize) << 20;
+        crate::upload::UploadOptions {
+            part_size: part,
+            multipart_threshold: 2 * part as u64,
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -86,6 +118,19 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Status { workdir } => status(&workdir),
+        Command::Upload { workdir, upload } => {
+            let (run_id, m) = crate::steps::upload::upload_finished(
+                &workdir,
+                upload.store.as_deref(),
+                upload.options(),
+            )
+            .await?;
+            println!(
+                "run {run_id}: {} objects and manifest.json in the store",
+                m.objects.len()
+            );
+            Ok(0)
+        }
     }
 }
 
@@ -99,6 +144,8 @@ async fn run(args: RunArgs) -> Result<i32> {
         pg_bin: args.pg_bin,
         cluster_user: args.cluster_user,
         keep_running: args.keep_running,
+        store: args.upload.store.clone(),
+        upload: args.upload.options(),
     })
     .await?;
     if outcome.already_complete {
@@ -107,6 +154,9 @@ async fn run(args: RunArgs) -> Result<i32> {
     println!("results: {}", outcome.results.display());
     println!("summary: {}", outcome.summary_csv.display());
     println!("report:  {}", outcome.report.display());
+    if let Some((store, n)) = &outcome.uploaded {
+        println!("stored:  {n} objects and manifest.json in {store}");
+    }
     if outcome.failed_points.is_empty() {
         println!("{} points, all ok", outcome.points);
         Ok(0)

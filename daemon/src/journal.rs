@@ -24,16 +24,18 @@ pub enum StepName {
     Dataset,
     Sweep,
     Report,
+    Upload,
 }
 
 impl StepName {
-    pub const ALL: [StepName; 6] = [
+    pub const ALL: [StepName; 7] = [
         StepName::Inventory,
         StepName::Postgres,
         StepName::Tuning,
         StepName::Dataset,
         StepName::Sweep,
         StepName::Report,
+        StepName::Upload,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +46,7 @@ impl StepName {
             StepName::Dataset => "dataset",
             StepName::Sweep => "sweep",
             StepName::Report => "report",
+            StepName::Upload => "upload",
         }
     }
 }

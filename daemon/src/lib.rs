@@ -18,3 +18,4 @@ pub mod sampler;
 pub mod steps;
 pub mod sweep;
 pub mod sys;
+pub mod upload;

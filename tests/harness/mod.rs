@@ -60,13 +60,25 @@ impl Workdir {
         runs.into_iter().next().expect("one run")
     }
 
-    /// `pgapplianced run --local` on a plan in this work directory.
+    /// The file store inside this work directory that runs upload to by default.
+    pub fn file_store(&self) -> String {
+        format!("file://{}/store", self.path().display())
+    }
+
+    /// `pgapplianced run --local` on a plan in this work directory, uploading to
+    /// [`Workdir::file_store`].
     pub fn run_command(&self, plan: &Path) -> Command {
+        self.run_command_to(plan, &self.file_store())
+    }
+
+    pub fn run_command_to(&self, plan: &Path, store: &str) -> Command {
         let mut c = Command::new(daemon_binary());
         c.args(["run", "--local", "--plan"])
             .arg(plan)
             .arg("--workdir")
             .arg(self.path())
+            .arg("--store")
+            .arg(store)
             .env("RUST_LOG", "info");
         c
     }

@@ -11,6 +11,7 @@ mod postgres;
 mod report;
 mod sweep;
 mod tuning;
+pub mod upload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,9 @@ pub struct LocalRunOptions {
     pub cluster_user: Option<String>,
     /// Leave the cluster running when the run ends.
     pub keep_running: bool,
+    /// Store URL overriding the plan's `upload.store`.
+    pub store: Option<String>,
+    pub upload: crate::upload::UploadOptions,
 }
 
 /// Where a finished run left its results.
@@ -48,6 +52,8 @@ pub struct RunOutcome {
     pub report: PathBuf,
     pub points: usize,
     pub failed_points: Vec<String>,
+    /// Where the run was uploaded, and how many objects the manifest lists.
+    pub uploaded: Option<(String, usize)>,
     /// The run was already complete before this invocation.
     pub already_complete: bool,
 }
@@ -123,6 +129,7 @@ impl Run {
                 .map(|p| p.id.clone())
                 .collect(),
             already_complete,
+            uploaded: None,
         }
     }
 }
@@ -172,25 +179,46 @@ pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
         }
     }
     crate::notify::ready();
-    for step in StepName::ALL {
-        crate::notify::status(&format!("step {}", step.as_str()));
-        match step {
-            StepName::Inventory => inventory::run(&mut run).await,
-            StepName::Postgres => postgres::run(&mut run).await,
-            StepName::Tuning => tuning::run(&mut run).await,
-            StepName::Dataset => dataset::run(&mut run).await,
-            StepName::Sweep => sweep::run(&mut run).await,
-            StepName::Report => Ok(()),
+    let results = match report::finished_results(&run) {
+        Some(results) => {
+            // Measuring is over; only the upload is left. Leave the cluster as planned.
+            if !run.options.keep_running {
+                postgres::stop_if_running(&mut run).await?;
+            }
+            results
         }
-        .with_context(|| format!("step {} failed", step.as_str()))?;
-    }
-    let results = report::run(&mut run).await.context("step report failed")?;
-    if !run.options.keep_running {
-        run.cluster()?.stop().await?;
-    }
+        None => {
+            for step in StepName::ALL {
+                crate::notify::status(&format!("step {}", step.as_str()));
+                match step {
+                    StepName::Inventory => inventory::run(&mut run).await,
+                    StepName::Postgres => postgres::run(&mut run).await,
+                    StepName::Tuning => tuning::run(&mut run).await,
+                    StepName::Dataset => dataset::run(&mut run).await,
+                    StepName::Sweep => sweep::run(&mut run).await,
+                    StepName::Report | StepName::Upload => Ok(()),
+                }
+                .with_context(|| format!("step {} failed", step.as_str()))?;
+            }
+            let results = report::run(&mut run).await.context("step report failed")?;
+            if !run.options.keep_running {
+                run.cluster()?.stop().await?;
+            }
+            results
+        }
+    };
+    crate::notify::status("step upload");
+    let manifest = upload::run(&mut run).await.context("step upload failed")?;
     run.journal.state.finished_at = Some(crate::journal::now());
     run.journal.save()?;
-    let outcome = run.outcome(&results, false);
+    let mut outcome = run.outcome(&results, false);
+    outcome.uploaded = Some((
+        run.options
+            .store
+            .clone()
+            .unwrap_or_else(|| run.plan.upload.store.clone()),
+        manifest.objects.len(),
+    ));
     crate::notify::status(&format!(
         "done: {} points, {} failed; report {}",
         outcome.points,

@@ -27,11 +27,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
         run.options.pg_bin.as_deref(),
     )
     .await?;
-    let os_user = match &run.options.cluster_user {
-        Some(u) => Some(u.clone()),
-        None if crate::sys::is_root() => Some("postgres".to_string()),
-        None => None,
-    };
+    let os_user = cluster_user(run);
     let cluster_dir = run.workdir.join("cluster");
     if let Some(u) = &os_user {
         check_reachable_by(&run.workdir, u)?;
@@ -89,4 +85,40 @@ pub async fn run(run: &mut Run) -> Result<()> {
             .finish(StepName::Postgres, t0.elapsed().as_secs_f64())?;
     }
     Ok(())
+}
+
+/// Stops the run's cluster if it is still running (after a restart that found the
+/// measuring finished). Nothing to do when no cluster was ever made.
+pub async fn stop_if_running(run: &mut Run) -> Result<()> {
+    let Some(port) = run.journal.fact(FACT_PORT).and_then(|p| p.parse().ok()) else {
+        return Ok(());
+    };
+    let cluster_dir = run.workdir.join("cluster");
+    if !cluster_dir.join("data/postmaster.pid").exists() {
+        return Ok(());
+    }
+    let bin = PgBin::find(
+        &run.runner,
+        run.plan.postgres.version,
+        run.options.pg_bin.as_deref(),
+    )
+    .await?;
+    LocalCluster::new(
+        bin,
+        &cluster_dir,
+        port,
+        cluster_user(run),
+        run.runner.clone(),
+    )?
+    .stop()
+    .await
+}
+
+/// The OS user owning the cluster: as asked, else `postgres` when running as root.
+fn cluster_user(run: &Run) -> Option<String> {
+    match &run.options.cluster_user {
+        Some(u) => Some(u.clone()),
+        None if crate::sys::is_root() => Some("postgres".to_string()),
+        None => None,
+    }
 }

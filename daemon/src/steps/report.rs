@@ -21,6 +21,14 @@ pub fn load_results(run: &Run) -> Result<RunResults> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
+/// The results of a run whose report step already finished (nothing left to measure).
+pub fn finished_results(run: &Run) -> Option<RunResults> {
+    if !run.journal.is_done(StepName::Report) {
+        return None;
+    }
+    load_results(run).ok()
+}
+
 fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

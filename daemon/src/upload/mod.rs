@@ -1,0 +1,581 @@
+//! Upload of a finished run to object storage, losing nothing:
+//!
+//! * every file of the run dir goes to `<prefix>/<appliance>/<machine id>/<run id>/<path>`;
+//! * objects already there are never overwritten: identical ones are skipped, different
+//!   ones stop the upload with an error naming them;
+//! * large files go multipart, one part in memory at a time; the upload id and finished
+//!   parts are journaled (`upload-state.json` in the work dir) so a restarted daemon
+//!   resumes the same multipart upload;
+//! * every object is read back and its size and sha256 compared with the local file;
+//! * `manifest.json` (every object with size and sha256) is written last and verified, so a
+//!   reader never sees half a run; once it is there a re-upload is a no-op;
+//! * transient failures (5xx, timeouts, dropped connections, store down) are retried with
+//!   backoff, forever, with a bounded interval; permanent ones (refused credentials, a
+//!   conflicting object, a missing bucket) end the upload with a clear error. Local files
+//!   are never removed.
+
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use futures::StreamExt;
+use object_store::multipart::PartId;
+use object_store::{ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use store::{Store, StoreConfig};
+
+pub const MANIFEST: &str = "manifest.json";
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy)]
+pub struct UploadOptions {
+    /// Part size for multipart uploads (S3 requires at least 5 MiB but for the last part).
+    pub part_size: usize,
+    /// Files at least this large go multipart.
+    pub multipart_threshold: u64,
+    /// Longest wait between two attempts while the store is unreachable.
+    pub max_retry_interval: Duration,
+}
+
+impl Default for UploadOptions {
+    fn default() -> Self {
+        UploadOptions {
+            part_size: 8 << 20,
+            multipart_threshold: 16 << 20,
+            max_retry_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema_version: u32,
+    pub appliance: String,
+    pub machine_id: String,
+    pub run_id: String,
+    pub created_at: String,
+    pub objects: Vec<ManifestEntry>,
+}
+
+/// What the upload journal remembers per object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct UploadJournal {
+    pub run_id: String,
+    pub key: String,
+    /// Objects known to be in the store with this size and sha256.
+    pub done: BTreeMap<String, ManifestEntry>,
+    /// Multipart uploads in flight: object → upload id, part size, finished parts.
+    pub multipart: BTreeMap<String, MultipartProgress>,
+    /// Multipart uploads that a restart resumed (evidence for operators and tests).
+    pub resumed: BTreeMap<String, String>,
+    pub manifest_done: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultipartProgress {
+    pub upload_id: String,
+    pub part_size: usize,
+    pub parts: Vec<String>,
+}
+
+/// A failure with whether waiting could fix it.
+#[derive(Debug)]
+pub struct UploadError {
+    pub permanent: bool,
+    pub error: anyhow::Error,
+}
+
+impl std::fmt::Display for UploadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}
+
+fn classify(e: object_store::Error, what: String) -> UploadError {
+    use object_store::Error as E;
+    let permanent = matches!(
+        e,
+        E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotSupported { .. }
+            | E::InvalidPath { .. }
+            | E::NotFound { .. }
+    );
+    UploadError {
+        permanent,
+        error: anyhow!(e).context(what),
+    }
+}
+
+fn permanent(e: anyhow::Error) -> UploadError {
+    UploadError {
+        permanent: true,
+        error: e,
+    }
+}
+
+fn local(e: anyhow::Error) -> UploadError {
+    // Local I/O problems (disk, permissions) do not heal by waiting for the store.
+    permanent(e)
+}
+
+/// sha256 and size of a local file, streamed.
+pub fn hash_file(path: &Path) -> Result<(u64, String)> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        size += n as u64;
+    }
+    Ok((size, format!("{:x}", h.finalize())))
+}
+
+/// Every regular file under `dir`, as sorted relative paths with `/`.
+pub fn list_files(dir: &Path) -> Result<Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+        for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+            let e = e?;
+            let ft = e.file_type()?;
+            let p = e.path();
+            if ft.is_dir() {
+                walk(root, &p, out)?;
+            } else if ft.is_file() {
+                let name = e.file_name();
+                // Temp files of an atomic write in progress are not part of the run.
+                if name.to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let rel = p.strip_prefix(root).unwrap_or(&p);
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// Where a run goes in the store.
+#[derive(Debug, Clone)]
+pub struct RunKey {
+    pub appliance: String,
+    pub machine_id: String,
+    pub run_id: String,
+}
+
+impl RunKey {
+    pub fn parts(&self) -> [&str; 3] {
+        [&self.appliance, &self.machine_id, &self.run_id]
+    }
+}
+
+/// This machine's id: /etc/machine-id, else the hostname.
+pub fn machine_id() -> String {
+    std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+struct Uploader<'a> {
+    store: &'a Store,
+    key: &'a RunKey,
+    run_dir: &'a Path,
+    journal_path: PathBuf,
+    journal: UploadJournal,
+    options: UploadOptions,
+}
+
+impl Uploader<'_> {
+    fn save(&self) -> Result<(), UploadError> {
+        crate::fsutil::write_json(&self.journal_path, &self.journal)
+            .context("saving the upload journal")
+            .map_err(local)
+    }
+
+    fn object(&self, rel: &str) -> object_store::path::Path {
+        let [a, m, r] = self.key.parts();
+        self.store.path(&[a, m, r, rel])
+    }
+
+    /// Size and sha256 of an object as the store returns it.
+    async fn read_back(&self, rel: &str) -> Result<Option<(u64, String)>, UploadError> {
+        let path = self.object(rel);
+        let got = match self.store.objects.get(&path).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(classify(e, format!("reading back {path}"))),
+        };
+        let mut stream = got.into_stream();
+        let mut h = Sha256::new();
+        let mut size = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| classify(e, format!("reading back {path}")))?;
+            size += chunk.len() as u64;
+            h.update(&chunk);
+        }
+        Ok(Some((size, format!("{:x}", h.finalize()))))
+    }
+
+    async fn put_small(&self, rel: &str, file: &Path) -> Result<(), UploadError> {
+        let bytes = std::fs::read(file)
+            .with_context(|| format!("reading {}", file.display()))
+            .map_err(local)?;
+        let path = self.object(rel);
+        self.store
+            .objects
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .map_err(|e| classify(e, format!("uploading {path}")))?;
+        Ok(())
+    }
+
+    async fn put_multipart(
+        &mut self,
+        rel: &str,
+        file: &Path,
+        size: u64,
+    ) -> Result<(), UploadError> {
+        let path = self.object(rel);
+        let Some(mp) = self.store.multipart.clone() else {
+            // Stores without a resumable API (file://) stream through object_store's writer.
+            let mut upload = self
+                .store
+                .objects
+                .put_multipart(&path)
+                .await
+                .map_err(|e| classify(e, format!("starting {path}")))?;
+            let mut f = std::fs::File::open(file)
+                .with_context(|| format!("reading {}", file.display()))
+                .map_err(local)?;
+            let mut buf = vec![0u8; self.options.part_size];
+            loop {
+                let n = read_full(&mut f, &mut buf).map_err(local)?;
+                if n == 0 {
+                    break;
+                }
+                upload
+                    .put_part(PutPayload::from(buf[..n].to_vec()))
+                    .await
+                    .map_err(|e| classify(e, format!("uploading {path}")))?;
+            }
+            upload
+                .complete()
+                .await
+                .map_err(|e| classify(e, format!("completing {path}")))?;
+            return Ok(());
+        };
+        let progress = match self.journal.multipart.get(rel).cloned() {
+            Some(p) => {
+                self.journal.resumed.insert(
+                    rel.to_string(),
+                    format!("{} from part {}", p.upload_id, p.parts.len()),
+                );
+                tracing::info!(object = rel, upload_id = %p.upload_id, parts_done = p.parts.len(), "resuming multipart upload");
+                p
+            }
+            None => {
+                let id = mp
+                    .create_multipart(&path)
+                    .await
+                    .map_err(|e| classify(e, format!("starting multipart upload of {path}")))?;
+                let p = MultipartProgress {
+                    upload_id: id,
+                    part_size: self.options.part_size,
+                    parts: Vec::new(),
+                };
+                self.journal.multipart.insert(rel.to_string(), p.clone());
+                self.save()?;
+                p
+            }
+        };
+        let part_size = progress.part_size;
+        let parts_total = size.div_ceil(part_size as u64) as usize;
+        let mut f = std::fs::File::open(file)
+            .with_context(|| format!("reading {}", file.display()))
+            .map_err(local)?;
+        let mut buf = vec![0u8; part_size];
+        for idx in progress.parts.len()..parts_total {
+            use std::io::Seek;
+            f.seek(std::io::SeekFrom::Start(idx as u64 * part_size as u64))
+                .map_err(|e| local(e.into()))?;
+            let n = read_full(&mut f, &mut buf).map_err(local)?;
+            let part = mp
+                .put_part(
+                    &path,
+                    &progress.upload_id,
+                    idx,
+                    PutPayload::from(buf[..n].to_vec()),
+                )
+                .await;
+            let part = match part {
+                Ok(p) => p,
+                Err(object_store::Error::NotFound { .. }) => {
+                    // The store no longer knows the upload (expired or aborted): start over.
+                    self.journal.multipart.remove(rel);
+                    self.save()?;
+                    return Err(UploadError {
+                        permanent: false,
+                        error: anyhow!(
+                            "multipart upload of {path} was forgotten by the store; restarting it"
+                        ),
+                    });
+                }
+                Err(e) => return Err(classify(e, format!("uploading part {idx} of {path}"))),
+            };
+            if let Some(p) = self.journal.multipart.get_mut(rel) {
+                p.parts.push(part.content_id);
+            }
+            self.save()?;
+            crate::notify::status(&format!("upload: {rel} part {}/{parts_total}", idx + 1));
+        }
+        let parts: Vec<PartId> = self
+            .journal
+            .multipart
+            .get(rel)
+            .map(|p| {
+                p.parts
+                    .iter()
+                    .map(|c| PartId {
+                        content_id: c.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        mp.complete_multipart(&path, &progress.upload_id, parts)
+            .await
+            .map_err(|e| classify(e, format!("completing multipart upload of {path}")))?;
+        self.journal.multipart.remove(rel);
+        self.save()?;
+        Ok(())
+    }
+
+    async fn upload_object(&mut self, rel: &str) -> Result<ManifestEntry, UploadError> {
+        let file = self.run_dir.join(rel);
+        let (size, sha256) = hash_file(&file).map_err(local)?;
+        let entry = ManifestEntry {
+            path: rel.to_string(),
+            size,
+            sha256: sha256.clone(),
+        };
+        if self.journal.done.get(rel) == Some(&entry) {
+            return Ok(entry);
+        }
+        let in_flight = self.journal.multipart.contains_key(rel);
+        if !in_flight {
+            if let Some((s, h)) = self.read_back(rel).await? {
+                if s == size && h == sha256 {
+                    self.journal.done.insert(rel.to_string(), entry.clone());
+                    self.save()?;
+                    return Ok(entry);
+                }
+                return Err(permanent(anyhow!(
+                    "{} already exists in the store with different content ({s} bytes, sha256 {}…); refusing to overwrite it",
+                    self.object(rel),
+                    &h[..12]
+                )));
+            }
+        }
+        if size >= self.options.multipart_threshold {
+            self.put_multipart(rel, &file, size).await?;
+        } else {
+            self.put_small(rel, &file).await?;
+        }
+        match self.read_back(rel).await? {
+            Some((s, h)) if s == size && h == sha256 => {}
+            Some((s, h)) => return Err(UploadError {
+                permanent: false,
+                error: anyhow!(
+                    "{} read back as {s} bytes sha256 {h}, expected {size} bytes sha256 {sha256}",
+                    self.object(rel)
+                ),
+            }),
+            None => {
+                return Err(UploadError {
+                    permanent: false,
+                    error: anyhow!("{} is missing right after its upload", self.object(rel)),
+                })
+            }
+        }
+        self.journal.done.insert(rel.to_string(), entry.clone());
+        self.save()?;
+        Ok(entry)
+    }
+
+    async fn manifest_in_store(&self) -> Result<Option<Manifest>, UploadError> {
+        let path = self.object(MANIFEST);
+        match self.store.objects.get(&path).await {
+            Ok(g) => {
+                let bytes = g
+                    .bytes()
+                    .await
+                    .map_err(|e| classify(e, format!("reading {path}")))?;
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .with_context(|| format!("{path} is not a manifest"))
+                    .map_err(permanent)
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(classify(e, format!("reading {path}"))),
+        }
+    }
+
+    async fn run(&mut self) -> Result<Manifest, UploadError> {
+        if let Some(m) = self.manifest_in_store().await? {
+            self.journal.manifest_done = true;
+            self.save()?;
+            return Ok(m);
+        }
+        let files = list_files(self.run_dir).map_err(local)?;
+        let total = files.len();
+        let mut objects = Vec::with_capacity(total);
+        for (i, rel) in files.iter().enumerate() {
+            if rel == MANIFEST {
+                continue;
+            }
+            if i % 25 == 0 {
+                crate::notify::status(&format!(
+                    "upload: {}/{total} objects to {}",
+                    i, self.store.url
+                ));
+            }
+            objects.push(self.upload_object(rel).await?);
+        }
+        let manifest = Manifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            appliance: self.key.appliance.clone(),
+            machine_id: self.key.machine_id.clone(),
+            run_id: self.key.run_id.clone(),
+            created_at: crate::journal::now(),
+            objects,
+        };
+        let mut bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| local(e.into()))?;
+        bytes.push(b'\n');
+        let want = format!("{:x}", Sha256::digest(&bytes));
+        let path = self.object(MANIFEST);
+        self.store
+            .objects
+            .put(&path, PutPayload::from(bytes.clone()))
+            .await
+            .map_err(|e| classify(e, format!("uploading {path}")))?;
+        match self.read_back(MANIFEST).await? {
+            Some((s, h)) if s == bytes.len() as u64 && h == want => {}
+            _ => {
+                return Err(UploadError {
+                    permanent: false,
+                    error: anyhow!("{path} did not read back as written"),
+                })
+            }
+        }
+        self.journal.manifest_done = true;
+        self.save()?;
+        Ok(manifest)
+    }
+}
+
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        let m = f.read(&mut buf[n..])?;
+        if m == 0 {
+            break;
+        }
+        n += m;
+    }
+    Ok(n)
+}
+
+/// The upload journal of a work dir.
+pub fn journal_path(workdir: &Path) -> PathBuf {
+    workdir.join("upload-state.json")
+}
+
+/// Uploads a run dir, retrying transient failures until it is complete and verified.
+pub async fn upload_run(
+    store: &Store,
+    key: &RunKey,
+    run_dir: &Path,
+    workdir: &Path,
+    options: UploadOptions,
+) -> Result<Manifest> {
+    let journal_path = journal_path(workdir);
+    let journal = match std::fs::read_to_string(&journal_path) {
+        Ok(t) => serde_json::from_str::<UploadJournal>(&t)
+            .with_context(|| format!("parsing {}", journal_path.display()))?,
+        Err(_) => UploadJournal::default(),
+    };
+    let key_text = key.parts().join("/");
+    let journal =
+        if journal.run_id == key.run_id && journal.key == format!("{}|{key_text}", store.url) {
+            journal
+        } else {
+            UploadJournal {
+                run_id: key.run_id.clone(),
+                key: format!("{}|{key_text}", store.url),
+                ..Default::default()
+            }
+        };
+    let mut up = Uploader {
+        store,
+        key,
+        run_dir,
+        journal_path,
+        journal,
+        options,
+    };
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match up.run().await {
+            Ok(m) => return Ok(m),
+            Err(e) if e.permanent => {
+                return Err(e.error.context(format!(
+                    "uploading run {} to {} (results stay in {})",
+                    key.run_id,
+                    store.url,
+                    run_dir.display()
+                )))
+            }
+            Err(e) => {
+                crate::notify::status(&format!(
+                    "upload: store {} unreachable or failing ({e}); results kept in {}; retrying in {}s",
+                    store.url,
+                    run_dir.display(),
+                    wait.as_secs()
+                ));
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(options.max_retry_interval);
+            }
+        }
+    }
+}
