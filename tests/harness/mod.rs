@@ -3,6 +3,9 @@
 //! directories that the cluster user can reach, and clean-up of clusters left running
 //! by a failed test.
 
+pub mod proxy;
+pub mod seaweed;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -145,4 +148,64 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
         }
     }
     pids
+}
+
+/// A current-thread runtime for the async checks the tests make.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// sha256 of every object under `key` in the store, by path relative to `key`.
+pub fn stored_hashes(
+    store: &pgappliance::upload::Store,
+    key: &str,
+) -> std::collections::BTreeMap<String, (u64, String)> {
+    use futures::TryStreamExt;
+    use object_store::{ObjectStore, ObjectStoreExt};
+    use sha2::Digest;
+    let rt = runtime();
+    rt.block_on(async {
+        let base = store.path(&[key]);
+        let metas: Vec<object_store::ObjectMeta> = store
+            .objects
+            .list(Some(&base))
+            .try_collect()
+            .await
+            .expect("list");
+        let mut out = std::collections::BTreeMap::new();
+        for m in metas {
+            let bytes = store
+                .objects
+                .get(&m.location)
+                .await
+                .expect("get")
+                .bytes()
+                .await
+                .expect("bytes");
+            let rel = m.location.as_ref()[base.as_ref().len() + 1..].to_string();
+            out.insert(
+                rel,
+                (
+                    bytes.len() as u64,
+                    format!("{:x}", sha2::Sha256::digest(&bytes)),
+                ),
+            );
+        }
+        out
+    })
+}
+
+/// sha256 of every file under a local directory, by relative path.
+pub fn local_hashes(dir: &Path) -> std::collections::BTreeMap<String, (u64, String)> {
+    pgappliance::upload::list_files(dir)
+        .expect("list")
+        .into_iter()
+        .map(|rel| {
+            let h = pgappliance::upload::hash_file(&dir.join(&rel)).expect("hash");
+            (rel, h)
+        })
+        .collect()
 }

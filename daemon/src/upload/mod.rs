@@ -373,9 +373,20 @@ impl Uploader<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        mp.complete_multipart(&path, &progress.upload_id, parts)
+        match mp
+            .complete_multipart(&path, &progress.upload_id, parts)
             .await
-            .map_err(|e| classify(e, format!("completing multipart upload of {path}")))?;
+        {
+            Ok(_) => {}
+            // A completion whose answer was lost: the store finished it and forgot the id.
+            Err(object_store::Error::NotFound { .. }) if self.read_back(rel).await?.is_some() => {}
+            Err(e) => {
+                return Err(classify(
+                    e,
+                    format!("completing multipart upload of {path}"),
+                ))
+            }
+        }
         self.journal.multipart.remove(rel);
         self.save()?;
         Ok(())
@@ -414,13 +425,15 @@ impl Uploader<'_> {
         }
         match self.read_back(rel).await? {
             Some((s, h)) if s == size && h == sha256 => {}
-            Some((s, h)) => return Err(UploadError {
-                permanent: false,
-                error: anyhow!(
+            Some((s, h)) => {
+                return Err(UploadError {
+                    permanent: false,
+                    error: anyhow!(
                     "{} read back as {s} bytes sha256 {h}, expected {size} bytes sha256 {sha256}",
                     self.object(rel)
                 ),
-            }),
+                })
+            }
             None => {
                 return Err(UploadError {
                     permanent: false,

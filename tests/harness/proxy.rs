@@ -1,0 +1,157 @@
+//! A misbehaving HTTP proxy on loopback for fault tests: in front of a real server it
+//! answers some connections with `503 Slow Down`, cuts others right after the request
+//! starts, and cuts forwarded connections after a short life. It counts what it did and
+//! stops when dropped (all loops are bounded by that flag and by socket timeouts).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+pub struct Counters {
+    pub connections: AtomicUsize,
+    pub answered_503: AtomicUsize,
+    pub cut: AtomicUsize,
+    pub forwarded: AtomicUsize,
+}
+
+pub struct FaultyProxy {
+    pub port: u16,
+    pub counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FaultyProxy {
+    /// Proxies 127.0.0.1:<port> → 127.0.0.1:`upstream`. Connection n: n % 4 == 1 gets a
+    /// 503, n % 4 == 2 is cut after the request head, the rest are forwarded and live at
+    /// most `max_life`.
+    pub fn start(upstream: u16, max_life: Duration) -> FaultyProxy {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let counters = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, s) = (counters.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let n = c.connections.fetch_add(1, Ordering::Relaxed);
+                        let (c2, s2) = (c.clone(), s.clone());
+                        std::thread::spawn(move || handle(client, n, upstream, max_life, &c2, &s2));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        FaultyProxy {
+            port,
+            counters,
+            stop,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FaultyProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn read_head(client: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 64 * 1024 || client.read(&mut byte).ok()? == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(head)
+}
+
+fn handle(
+    mut client: TcpStream,
+    n: usize,
+    upstream: u16,
+    max_life: Duration,
+    c: &Counters,
+    stop: &AtomicBool,
+) {
+    let _ = client.set_nonblocking(false);
+    let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
+    let Some(head) = read_head(&mut client) else {
+        return;
+    };
+    match n % 4 {
+        1 => {
+            c.answered_503.fetch_add(1, Ordering::Relaxed);
+            let body =
+                "<Error><Code>SlowDown</Code><Message>injected by the test proxy</Message></Error>";
+            let _ = write!(
+                client,
+                "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.shutdown(Shutdown::Both);
+        }
+        2 => {
+            c.cut.fetch_add(1, Ordering::Relaxed);
+            let _ = client.shutdown(Shutdown::Both);
+        }
+        _ => {
+            c.forwarded.fetch_add(1, Ordering::Relaxed);
+            let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                return;
+            };
+            if server.write_all(&head).is_err() {
+                return;
+            }
+            let started = Instant::now();
+            let (Ok(mut c_in), Ok(mut s_out)) = (client.try_clone(), server.try_clone()) else {
+                return;
+            };
+            let _ = c_in.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = server.set_read_timeout(Some(Duration::from_millis(200)));
+            let up = std::thread::spawn(move || pump(&mut c_in, &mut s_out, started, max_life));
+            let _ = pump(&mut server, &mut client, started, max_life);
+            let _ = up.join();
+            if started.elapsed() >= max_life && !stop.load(Ordering::Relaxed) {
+                c.cut.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = client.shutdown(Shutdown::Both);
+            let _ = server.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Copies until EOF, an error, or the connection's life is over.
+fn pump(
+    from: &mut TcpStream,
+    to: &mut TcpStream,
+    started: Instant,
+    max_life: Duration,
+) -> std::io::Result<()> {
+    let mut buf = [0u8; 16 * 1024];
+    while started.elapsed() < max_life {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => to.write_all(&buf[..n])?,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+    let _ = from.shutdown(Shutdown::Read);
+    Ok(())
+}
