@@ -3,6 +3,7 @@
 //! and parsing, and results.
 
 pub mod cli;
+pub mod compare;
 pub mod fsutil;
 pub mod inventory;
 pub mod journal;

@@ -198,6 +198,70 @@ pub fn scaling_series(r: &RunResults) -> Vec<Series> {
         .collect()
 }
 
+/// Mean latency percentiles per client count, one chart's series per percentile, for each
+/// workload × checksum state.
+pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
+    type Pick = fn(&crate::pgbench::LatencyStats) -> Option<f64>;
+    let picks: [(&str, Pick); 4] = [
+        ("p50", |l| l.p50_ms),
+        ("p95", |l| l.p95_ms),
+        ("p99", |l| l.p99_ms),
+        ("p99.9", |l| l.p99_9_ms),
+    ];
+    let mut groups: BTreeMap<String, Vec<&crate::results::PointResult>> = BTreeMap::new();
+    for p in r.points.iter().filter(|p| p.status == PointStatus::Ok) {
+        groups
+            .entry(series_name(&p.workload, p.checksums))
+            .or_default()
+            .push(p);
+    }
+    groups
+        .into_iter()
+        .filter_map(|(name, points)| {
+            let series: Vec<Series> = picks
+                .iter()
+                .map(|(label, pick)| {
+                    let mut by_clients: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+                    for p in &points {
+                        if let Some(v) = p.latency.as_ref().and_then(pick) {
+                            by_clients.entry(p.clients).or_default().push(v);
+                        }
+                    }
+                    Series {
+                        name: label.to_string(),
+                        points: by_clients
+                            .into_iter()
+                            .map(|(c, v)| (f64::from(c), v.iter().sum::<f64>() / v.len() as f64))
+                            .collect(),
+                    }
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect();
+            (!series.is_empty()).then_some((name, series))
+        })
+        .collect()
+}
+
+/// tps over time for every point of each workload × checksum state (one series a point).
+pub fn tps_over_time_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
+    let mut groups: BTreeMap<String, Vec<Series>> = BTreeMap::new();
+    for p in r.points.iter().filter(|p| !p.tps_series.is_empty()) {
+        let label = if p.repeat > 1 {
+            format!("{} clients #{}", p.clients, p.repeat)
+        } else {
+            format!("{} clients", p.clients)
+        };
+        groups
+            .entry(series_name(&p.workload, p.checksums))
+            .or_default()
+            .push(Series {
+                name: label,
+                points: p.tps_series.iter().map(|s| (s.elapsed_s, s.tps)).collect(),
+            });
+    }
+    groups.into_iter().collect()
+}
+
 pub fn render(r: &RunResults) -> String {
     let mut html = String::new();
     let title = format!("pgappliance run {} on {}", r.run_id, r.appliance);
@@ -245,6 +309,26 @@ pub fn render(r: &RunResults) -> String {
         &scaling_series(r),
         true,
     ));
+    html.push_str("<h2>Latency percentiles by clients</h2>");
+    for (name, series) in latency_series(r) {
+        html.push_str(&line_chart(
+            &format!("{name}: latency percentiles"),
+            "clients",
+            "ms",
+            &series,
+            true,
+        ));
+    }
+    html.push_str("<h2>Throughput over time</h2>");
+    for (name, series) in tps_over_time_series(r) {
+        html.push_str(&line_chart(
+            &format!("{name}: tps per interval"),
+            "seconds",
+            "tps",
+            &series,
+            false,
+        ));
+    }
     if let Some(d) = &r.dataset {
         let _ = write!(
             html,

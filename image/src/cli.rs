@@ -23,4 +23,20 @@ pub enum Command {
         #[arg(required = true)]
         plans: Vec<PathBuf>,
     },
+    /// Compare every uploaded run under a store prefix: index.html and summary.csv.
+    Collect {
+        /// s3://bucket/prefix or file:///dir
+        store: String,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// S3 endpoint (path-style); default from AWS_ENDPOINT_URL or AWS.
+        #[arg(long)]
+        endpoint: Option<String>,
+        #[arg(long, default_value = "us-east-1")]
+        region: String,
+        /// A 0600 file with access_key_id/secret_access_key; default: the environment.
+        #[arg(long)]
+        credentials_file: Option<PathBuf>,
+    },
 }

@@ -2,6 +2,7 @@
 
 mod check;
 mod cli;
+mod collect;
 
 use clap::Parser;
 
@@ -9,6 +10,13 @@ fn main() {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
+        cli::Command::Collect {
+            store,
+            out,
+            endpoint,
+            region,
+            credentials_file,
+        } => collect_command(store, &out, endpoint, region, credentials_file),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -17,4 +25,29 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+fn collect_command(
+    url: String,
+    out: &std::path::Path,
+    endpoint: Option<String>,
+    region: String,
+    credentials_file: Option<std::path::PathBuf>,
+) -> anyhow::Result<i32> {
+    use pgappliance::plan::Credentials;
+    let store = pgappliance::upload::StoreConfig {
+        url,
+        endpoint,
+        region,
+        credentials: if credentials_file.is_some() {
+            Credentials::File
+        } else {
+            Credentials::Environment
+        },
+        credentials_file: credentials_file.map(|p| p.display().to_string()),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(collect::collect(collect::CollectArgs { store, out }))
 }

@@ -209,3 +209,60 @@ pub fn local_hashes(dir: &Path) -> std::collections::BTreeMap<String, (u64, Stri
         })
         .collect()
 }
+
+/// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.
+pub fn image_binary() -> PathBuf {
+    let p = daemon_binary().with_file_name("pgappliance");
+    assert!(
+        p.exists(),
+        "{} is not built: run the tests with `cargo test --workspace`",
+        p.display()
+    );
+    p
+}
+
+/// Loads a page in headless Chromium: a PNG screenshot into `png`, the rendered DOM, and
+/// the console messages Chromium logged (empty for a clean page).
+pub fn chromium_render(page: &Path, png: &Path) -> (String, Vec<String>) {
+    let profile = tempfile::tempdir().expect("profile dir");
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let url = format!("file://{}", page.display());
+    let shot = Command::new("chromium")
+        .args(base)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args([
+            "--window-size=1200,2400",
+            &format!("--screenshot={}", png.display()),
+            &url,
+        ])
+        .output()
+        .expect("run chromium (apt-get install chromium)");
+    let dom = Command::new("chromium")
+        .args(base)
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .expect("run chromium");
+    let console: Vec<String> = [&shot.stderr, &dom.stderr]
+        .iter()
+        .flat_map(|e| {
+            String::from_utf8_lossy(e)
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect();
+    (String::from_utf8_lossy(&dom.stdout).into_owned(), console)
+}

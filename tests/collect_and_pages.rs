@@ -1,0 +1,202 @@
+//! `pgappliance collect` over a store holding two machines' runs and three runs it must
+//! skip (no manifest, checksum mismatch, newer schema), and the per-run report and the
+//! comparison page rendered in headless Chromium (screenshots kept in target/artifacts/).
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use harness::{describe, example, Workdir};
+
+fn plan_named(dir: &Path, name: &str, price: f64) -> PathBuf {
+    let text = std::fs::read_to_string(example("quick.toml")).expect("quick.toml");
+    let text = text
+        .replace("name = \"quick\"", &format!("name = \"{name}\""))
+        .replace(
+            "hourly_price_usd = 0.10",
+            &format!("hourly_price_usd = {price}"),
+        );
+    let p = dir.join(format!("{name}.toml"));
+    std::fs::write(&p, text).expect("plan");
+    p
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("ls") {
+        let e = e.expect("entry");
+        let dst = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).expect("copy");
+        }
+    }
+}
+
+fn artifacts() -> PathBuf {
+    let d = harness::workspace().join("target/artifacts");
+    std::fs::create_dir_all(&d).expect("artifacts dir");
+    d
+}
+
+#[test]
+fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
+    let plans = tempfile::tempdir().expect("plans");
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = format!("file://{}", store_dir.path().display());
+    let mut run_dirs = Vec::new();
+    let mut workdirs = Vec::new();
+    for (name, price) in [("graviton-like", 1.4464), ("x86-like", 1.808)] {
+        let w = Workdir::new(name);
+        let out = w
+            .run_command_to(&plan_named(plans.path(), name, price), &store)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", describe(&out));
+        run_dirs.push(w.run_dir());
+        workdirs.push(w);
+    }
+    // Runs the collector must skip, made from a real uploaded run.
+    let machine = pgappliance::upload::machine_id();
+    let run1 = run_dirs[0]
+        .file_name()
+        .expect("id")
+        .to_string_lossy()
+        .into_owned();
+    let uploaded = store_dir
+        .path()
+        .join("graviton-like")
+        .join(&machine)
+        .join(&run1);
+    let fake = |run: &str| {
+        store_dir
+            .path()
+            .join("graviton-like")
+            .join(&machine)
+            .join(run)
+    };
+    copy_dir(&uploaded, &fake("no-manifest"));
+    std::fs::remove_file(fake("no-manifest").join("manifest.json")).expect("rm");
+    copy_dir(&uploaded, &fake("tampered"));
+    let results = fake("tampered").join("results.json");
+    let text = std::fs::read_to_string(&results).expect("results");
+    // Same size, one digit of a tps figure changed.
+    let at = text.find("\"tps\": ").expect("a tps figure") + "\"tps\": ".len();
+    let digit = text.as_bytes()[at];
+    let other = if digit == b'9' { '1' } else { '9' };
+    let tampered = format!("{}{other}{}", &text[..at], &text[at + 1..]);
+    assert_eq!(tampered.len(), text.len());
+    std::fs::write(&results, tampered).expect("write");
+    copy_dir(&uploaded, &fake("future"));
+    let future = fake("future");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(future.join("results.json")).expect("r"))
+            .expect("json");
+    v["schema_version"] = 99.into();
+    let bytes = serde_json::to_vec_pretty(&v).expect("ser");
+    std::fs::write(future.join("results.json"), &bytes).expect("write");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(future.join("manifest.json")).expect("m"))
+            .expect("json");
+    for o in m["objects"].as_array_mut().expect("objects") {
+        if o["path"] == "results.json" {
+            let (size, sha) =
+                pgappliance::upload::hash_file(&future.join("results.json")).expect("hash");
+            o["size"] = size.into();
+            o["sha256"] = sha.into();
+        }
+    }
+    std::fs::write(
+        future.join("manifest.json"),
+        serde_json::to_vec_pretty(&m).expect("ser"),
+    )
+    .expect("write");
+
+    let out_dir = tempfile::tempdir().expect("out");
+    let out = Command::new(harness::image_binary())
+        .args(["collect", &store, "--out"])
+        .arg(out_dir.path())
+        .output()
+        .expect("collect");
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("collected 2 run(s), skipped 3"),
+        "{stdout}{stderr}"
+    );
+    assert!(stderr.contains("no-manifest: no manifest yet"), "{stderr}");
+    assert!(stderr.contains("tampered: checksum mismatch"), "{stderr}");
+    assert!(
+        stderr.contains("future: results.json has schema version 99"),
+        "{stderr}"
+    );
+
+    let csv = std::fs::read_to_string(out_dir.path().join("summary.csv")).expect("csv");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(
+        rows.len(),
+        2 * (3 + 2),
+        "machine × workload × clients:\n{csv}"
+    );
+    for row in &rows {
+        let f: Vec<&str> = row.split(',').collect();
+        let tps: f64 = f[7].parse().expect("tps");
+        let price: f64 = f[14].parse().expect("price");
+        let per: f64 = f[15].parse().expect("tps per $/h");
+        assert!((per - tps / price).abs() < 0.01 * per, "{row}");
+    }
+    let index = out_dir.path().join("index.html");
+    let html = std::fs::read_to_string(&index).expect("index");
+    assert!(html.contains("graviton-like") && html.contains("x86-like"));
+    assert!(html.contains("tps per $/hour"));
+
+    let report = run_dirs[0].join("report.html");
+    for (page, png, min_svgs) in [
+        (index.as_path(), artifacts().join("collect-index.png"), 3),
+        (report.as_path(), artifacts().join("run-report.png"), 4),
+    ] {
+        let (dom, console) = harness::chromium_render(page, &png);
+        assert!(
+            console.is_empty(),
+            "{}: console messages: {console:?}",
+            page.display()
+        );
+        let svgs = dom.matches("<svg").count();
+        assert!(
+            svgs >= min_svgs,
+            "{}: {svgs} charts rendered",
+            page.display()
+        );
+        let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
+        assert!(
+            size > 10_000,
+            "{}: screenshot {} is {size} bytes",
+            page.display(),
+            png.display()
+        );
+        eprintln!("screenshot kept: {}", png.display());
+    }
+    drop(workdirs);
+}
+
+#[test]
+fn the_console_check_catches_a_broken_page() {
+    let dir = tempfile::tempdir().expect("dir");
+    let page = dir.path().join("broken.html");
+    std::fs::write(
+        &page,
+        "<!DOCTYPE html><html><body><script>console.error('boom'); missing();</script></body></html>",
+    )
+    .expect("write");
+    let (_, console) = harness::chromium_render(&page, &dir.path().join("broken.png"));
+    assert!(
+        console
+            .iter()
+            .any(|l| l.contains("Uncaught ReferenceError")),
+        "{console:?}"
+    );
+}
