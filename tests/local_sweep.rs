@@ -153,6 +153,16 @@ fn quick_plan_runs_and_results_match_raw_output() {
         assert!(run_dir.join(f).exists(), "{f} missing");
     }
     let r = read_json(&run_dir.join("results.json"));
+    harness::validate_results_schema(&run_dir.join("results.json")).expect("matches the schema");
+    // The schema check can fail: a result without a required field is rejected.
+    let mut broken = r.clone();
+    broken["points"][0]
+        .as_object_mut()
+        .expect("point")
+        .remove("latency");
+    let broken_path = w.path().join("broken-results.json");
+    std::fs::write(&broken_path, broken.to_string()).expect("write");
+    assert!(harness::validate_results_schema(&broken_path).is_err());
     let points = r["points"].as_array().expect("points");
     assert_eq!(points.len(), 5);
     for p in points {
@@ -246,6 +256,7 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
     assert!(out.status.success(), "{}", describe(&out));
     let run_dir = w.run_dir();
     let r = read_json(&run_dir.join("results.json"));
+    harness::validate_results_schema(&run_dir.join("results.json")).expect("matches the schema");
     let points = r["points"].as_array().expect("points");
     // rw: 2 clients × 2 repeats × 2 checksum states; ro: 1 point with checksums on.
     assert_eq!(
@@ -309,6 +320,7 @@ fn a_point_pgbench_cannot_run_is_recorded_as_failed_and_the_run_goes_on() {
     assert!(stdout.contains("1 failed: p002-rw-c00150-r1"), "{stdout}");
     let run_dir = w.run_dir();
     let r = read_json(&run_dir.join("results.json"));
+    harness::validate_results_schema(&run_dir.join("results.json")).expect("matches the schema");
     let points = r["points"].as_array().expect("points");
     assert_eq!(points[0]["status"], "ok");
     check_point_against_raw(&run_dir, &points[0]);

@@ -266,3 +266,26 @@ pub fn chromium_render(page: &Path, png: &Path) -> (String, Vec<String>) {
         .collect();
     (String::from_utf8_lossy(&dom.stdout).into_owned(), console)
 }
+
+/// Validates a results.json against docs/results.schema.json with Python's jsonschema
+/// (from the venv tools/install-deps fills); returns the validator's complaint on failure.
+pub fn validate_results_schema(results: &Path) -> Result<(), String> {
+    let python = seaweed::venv().join("bin/python");
+    let out = Command::new(&python)
+        .args([
+            "-c",
+            "import json,sys,jsonschema\n\
+             schema=json.load(open(sys.argv[1]))\n\
+             jsonschema.Draft202012Validator.check_schema(schema)\n\
+             jsonschema.validate(json.load(open(sys.argv[2])), schema)",
+        ])
+        .arg(workspace().join("docs/results.schema.json"))
+        .arg(results)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e} (run tools/install-deps)", python.display()));
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
