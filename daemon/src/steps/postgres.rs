@@ -13,6 +13,8 @@ use crate::postgres::{LocalCluster, PgBin};
 
 const FACT_PORT: &str = "port";
 const FACT_INITDB: &str = "initdb_done";
+/// How long initdb took, reported among the step timings.
+pub const FACT_INITDB_SECONDS: &str = "initdb_s";
 const PENDING_INITDB: &str = "initdb";
 
 pub async fn run(run: &mut Run) -> Result<()> {
@@ -59,6 +61,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
         run.journal
             .begin(StepName::Postgres, Some(PENDING_INITDB))?;
         crate::notify::status("postgres: initdb");
+        let initdb_started = Instant::now();
         let raw = run.run_dir.join("raw");
         cluster
             .initdb(
@@ -68,6 +71,10 @@ pub async fn run(run: &mut Run) -> Result<()> {
             )
             .await?;
         run.journal.set_fact(FACT_INITDB, crate::journal::now())?;
+        run.journal.set_fact(
+            FACT_INITDB_SECONDS,
+            format!("{:.3}", initdb_started.elapsed().as_secs_f64()),
+        )?;
         run.journal.begin(StepName::Postgres, Some("start"))?;
     }
     if !cluster.is_running().await? {

@@ -68,6 +68,13 @@ pub async fn run(run: &mut Run) -> Result<RunResults> {
         .filter_map(|(k, v)| v.duration_s.map(|d| (k.as_str().to_string(), d)))
         .collect();
     timings.remove(StepName::Report.as_str());
+    if let Some(s) = run
+        .journal
+        .fact(super::postgres::FACT_INITDB_SECONDS)
+        .and_then(|v| v.parse().ok())
+    {
+        timings.insert("initdb".to_string(), s);
+    }
     let r = RunResults {
         schema_version: RESULTS_SCHEMA_VERSION,
         run_id: run.journal.state.run_id.clone(),
