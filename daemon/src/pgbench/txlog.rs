@@ -52,6 +52,35 @@ pub enum TxLogError {
     },
 }
 
+/// Calls `record` with the fields of every non-empty line (at least six, as both log
+/// formats have), and a constructor for the error naming that line.
+fn for_each_record(
+    file: &str,
+    reader: impl BufRead,
+    mut record: impl FnMut(&[&str], &dyn Fn() -> TxLogError) -> Result<(), TxLogError>,
+) -> Result<(), TxLogError> {
+    for (idx, line) in reader.lines().enumerate() {
+        let line = line.map_err(|source| TxLogError::Io {
+            file: file.to_string(),
+            source,
+        })?;
+        let malformed = || TxLogError::Malformed {
+            file: file.to_string(),
+            line_no: idx + 1,
+            line: line.clone(),
+        };
+        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
+        if fields.is_empty() {
+            continue;
+        }
+        if fields.len() < 6 {
+            return Err(malformed());
+        }
+        record(&fields, &malformed)?;
+    }
+    Ok(())
+}
+
 /// Highest latency the histogram tracks: one hour in µs (longer values are clamped).
 const MAX_TRACKED_US: u64 = 3_600_000_000;
 
@@ -80,23 +109,7 @@ impl TransactionLog {
 
     /// Adds one log file's lines; `file` names it in errors.
     pub fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
-        for (idx, line) in reader.lines().enumerate() {
-            let line = line.map_err(|source| TxLogError::Io {
-                file: file.to_string(),
-                source,
-            })?;
-            let malformed = || TxLogError::Malformed {
-                file: file.to_string(),
-                line_no: idx + 1,
-                line: line.clone(),
-            };
-            let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-            if fields.is_empty() {
-                continue;
-            }
-            if fields.len() < 6 {
-                return Err(malformed());
-            }
+        for_each_record(file, reader, |fields, malformed| {
             match fields[2] {
                 "failed" | "serialization" | "deadlock" => self.failed += 1,
                 "skipped" => self.skipped += 1,
@@ -105,8 +118,8 @@ impl TransactionLog {
                     self.hist.saturating_record(us.clamp(1, MAX_TRACKED_US));
                 }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     pub fn stats(&self) -> LatencyStats {
@@ -157,23 +170,7 @@ impl AggregateLog {
     }
 
     pub fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
-        for (idx, line) in reader.lines().enumerate() {
-            let line = line.map_err(|source| TxLogError::Io {
-                file: file.to_string(),
-                source,
-            })?;
-            let malformed = || TxLogError::Malformed {
-                file: file.to_string(),
-                line_no: idx + 1,
-                line: line.clone(),
-            };
-            let f: Vec<&str> = line.split_ascii_whitespace().collect();
-            if f.is_empty() {
-                continue;
-            }
-            if f.len() < 6 {
-                return Err(malformed());
-            }
+        for_each_record(file, reader, |f, malformed| {
             let parse = |s: &str| s.parse::<f64>().map_err(|_| malformed());
             let count = parse(f[1])? as u64;
             self.transactions += count;
@@ -192,8 +189,8 @@ impl AggregateLog {
             } else if self.client_major >= 15 && f.len() == 7 {
                 self.failed += parse(f[6])? as u64;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     pub fn stats(&self) -> LatencyStats {

@@ -41,19 +41,29 @@ impl Session {
             .with_context(|| format!("`{sql}` on {}", self.target))
     }
 
-    /// First column of every row, as text.
-    pub async fn column(&self, sql: &str) -> Result<Vec<Option<String>>> {
-        let rows = self
+    /// The rows of a simple-protocol query (all values as text).
+    async fn simple_rows(&self, sql: &str) -> Result<Vec<tokio_postgres::SimpleQueryRow>> {
+        let messages = self
             .client
             .simple_query(sql)
             .await
             .with_context(|| format!("`{sql}` on {}", self.target))?;
-        Ok(rows
+        Ok(messages
             .into_iter()
             .filter_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(r) => Some(r.get(0).map(str::to_string)),
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
                 _ => None,
             })
+            .collect())
+    }
+
+    /// First column of every row, as text.
+    pub async fn column(&self, sql: &str) -> Result<Vec<Option<String>>> {
+        Ok(self
+            .simple_rows(sql)
+            .await?
+            .iter()
+            .map(|r| r.get(0).map(str::to_string))
             .collect())
     }
 
@@ -64,40 +74,26 @@ impl Session {
 
     /// All rows as text columns.
     pub async fn rows(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
-        let rows = self
-            .client
-            .simple_query(sql)
-            .await
-            .with_context(|| format!("`{sql}` on {}", self.target))?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                }
-                _ => None,
-            })
+        Ok(self
+            .simple_rows(sql)
+            .await?
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
             .collect())
     }
 
     /// All rows as column name → text (NULLs left out).
     pub async fn named_rows(&self, sql: &str) -> Result<Vec<BTreeMap<String, String>>> {
-        let rows = self
-            .client
-            .simple_query(sql)
-            .await
-            .with_context(|| format!("`{sql}` on {}", self.target))?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(r) => Some(
-                    r.columns()
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, c)| Some((c.name().to_string(), r.get(i)?.to_string())))
-                        .collect(),
-                ),
-                _ => None,
+        Ok(self
+            .simple_rows(sql)
+            .await?
+            .iter()
+            .map(|r| {
+                r.columns()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| Some((c.name().to_string(), r.get(i)?.to_string())))
+                    .collect()
             })
             .collect())
     }
