@@ -83,11 +83,7 @@ pub fn rows(runs: &[CollectedRun]) -> Vec<Row> {
         let mut groups: BTreeMap<(String, String, u32), Vec<&crate::results::PointResult>> =
             BTreeMap::new();
         for p in r.points.iter().filter(|p| p.status == PointStatus::Ok) {
-            let cs = match p.checksums {
-                Some(Checksums::On) => "on",
-                Some(Checksums::Off) => "off",
-                None => "",
-            };
+            let cs = Checksums::label(p.checksums);
             groups
                 .entry((p.workload.clone(), cs.to_string(), p.clients))
                 .or_default()

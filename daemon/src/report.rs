@@ -167,8 +167,7 @@ fn fmt_num(v: f64) -> String {
 
 fn series_name(workload: &str, checksums: Option<Checksums>) -> String {
     match checksums {
-        Some(Checksums::On) => format!("{workload} (checksums on)"),
-        Some(Checksums::Off) => format!("{workload} (checksums off)"),
+        Some(_) => format!("{workload} (checksums {})", Checksums::label(checksums)),
         None => workload.to_string(),
     }
 }

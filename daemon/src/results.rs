@@ -138,11 +138,7 @@ pub fn summary_csv(r: &RunResults) -> String {
             (Some(t), price) if price > 0.0 => format!("{}", t / price),
             _ => String::new(),
         };
-        let checksums = match p.checksums {
-            Some(Checksums::On) => "on",
-            Some(Checksums::Off) => "off",
-            None => "",
-        };
+        let checksums = Checksums::label(p.checksums);
         let _ = writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",

@@ -412,6 +412,17 @@ pub enum Checksums {
     On,
 }
 
+impl Checksums {
+    /// `"on"`/`"off"` for a required state, `""` for none.
+    pub fn label(state: Option<Checksums>) -> &'static str {
+        match state {
+            Some(Checksums::On) => "on",
+            Some(Checksums::Off) => "off",
+            None => "",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LatencyLog {
