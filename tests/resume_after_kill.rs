@@ -74,6 +74,16 @@ fn kill_when(
     );
 }
 
+/// Whether a process named `comm` whose command line mentions the work dir (and `arg`)
+/// is running.
+fn running(workdir: &str, comm: &str, arg: &str) -> bool {
+    processes_mentioning(workdir).into_iter().any(|pid| {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        name.trim() == comm && String::from_utf8_lossy(&cmd).contains(arg)
+    })
+}
+
 fn assert_no_orphan_pgbench(w: &Workdir) {
     let needle = w.path().display().to_string();
     let deadline = Instant::now() + Duration::from_secs(5);
