@@ -112,21 +112,22 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
     let logs = tempfile::tempdir().expect("logs");
     let logs = logs.path();
 
+    let workdir = w.path().display().to_string();
     kill_when(
         &w,
         logs,
         1,
         "inside initdb",
-        Duration::from_millis(150),
-        |j| pending(j) == ("postgres".into(), "initdb".into()),
+        Duration::from_millis(100),
+        |j| pending(j) == ("postgres".into(), "initdb".into()) && running(&workdir, "initdb", ""),
     );
     kill_when(
         &w,
         logs,
         2,
         "inside pgbench -i",
-        Duration::from_millis(300),
-        |j| pending(j).0 == "dataset",
+        Duration::from_millis(100),
+        |j| pending(j).0 == "dataset" && running(&workdir, "pgbench", "--initialize"),
     );
     kill_when(
         &w,

@@ -9,7 +9,7 @@ mod dataset;
 mod inventory;
 mod postgres;
 mod report;
-mod sweep;
+pub mod sweep;
 mod tuning;
 pub mod upload;
 
@@ -90,7 +90,7 @@ pub fn journal_path(workdir: &Path) -> PathBuf {
 }
 
 impl Run {
-    fn cluster(&self) -> Result<&LocalCluster> {
+    pub fn cluster(&self) -> Result<&LocalCluster> {
         self.cluster
             .as_ref()
             .context("internal: the postgres step has not run")
@@ -102,7 +102,7 @@ impl Run {
             .context("internal: the inventory step has not run")
     }
 
-    fn bin(&self) -> Result<&PgBin> {
+    pub fn bin(&self) -> Result<&PgBin> {
         self.bin
             .as_ref()
             .context("internal: the postgres step has not run")
@@ -134,8 +134,8 @@ impl Run {
     }
 }
 
-/// Runs (or resumes) the plan in local mode.
-pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
+/// Opens (or creates) the run of a work directory: plan, journal, run dir.
+pub fn open_run(options: LocalRunOptions) -> Result<Run> {
     let plan_text = std::fs::read_to_string(&options.plan_path)
         .with_context(|| format!("reading plan {}", options.plan_path.display()))?;
     let plan = Plan::load(&options.plan_path)?;
@@ -157,7 +157,7 @@ pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
             "resuming: the previous process stopped during this step"
         );
     }
-    let mut run = Run {
+    Ok(Run {
         plan,
         workdir,
         run_dir,
@@ -168,7 +168,33 @@ pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
         bin: None,
         cluster: None,
         applied_settings: BTreeMap::new(),
-    };
+    })
+}
+
+/// The steps that bring a cluster with the dataset into the plan's state (inventory,
+/// postgres, tuning, dataset): what a sweep, or a benchmark of the harness, starts from.
+pub async fn prepare(run: &mut Run) -> Result<()> {
+    for step in [
+        StepName::Inventory,
+        StepName::Postgres,
+        StepName::Tuning,
+        StepName::Dataset,
+    ] {
+        crate::notify::status(&format!("step {}", step.as_str()));
+        match step {
+            StepName::Inventory => inventory::run(run).await,
+            StepName::Postgres => postgres::run(run).await,
+            StepName::Tuning => tuning::run(run).await,
+            _ => dataset::run(run).await,
+        }
+        .with_context(|| format!("step {} failed", step.as_str()))?;
+    }
+    Ok(())
+}
+
+/// Runs (or resumes) the plan in local mode.
+pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
+    let mut run = open_run(options)?;
     if run.journal.state.finished_at.is_some() {
         if let Ok(results) = report::load_results(&run) {
             crate::notify::status(&format!(
@@ -188,18 +214,9 @@ pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
             results
         }
         None => {
-            for step in StepName::ALL {
-                crate::notify::status(&format!("step {}", step.as_str()));
-                match step {
-                    StepName::Inventory => inventory::run(&mut run).await,
-                    StepName::Postgres => postgres::run(&mut run).await,
-                    StepName::Tuning => tuning::run(&mut run).await,
-                    StepName::Dataset => dataset::run(&mut run).await,
-                    StepName::Sweep => sweep::run(&mut run).await,
-                    StepName::Report | StepName::Upload => Ok(()),
-                }
-                .with_context(|| format!("step {} failed", step.as_str()))?;
-            }
+            prepare(&mut run).await?;
+            crate::notify::status("step sweep");
+            sweep::run(&mut run).await.context("step sweep failed")?;
             let results = report::run(&mut run).await.context("step report failed")?;
             if !run.options.keep_running {
                 run.cluster()?.stop().await?;

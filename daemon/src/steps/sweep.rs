@@ -2,6 +2,7 @@
 //! its JSON on disk is never run again; an interrupted point is rerun as a new attempt in a
 //! fresh raw directory, so each point appears exactly once in the results.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -121,36 +122,69 @@ async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
         .join("points")
         .join(&p.id)
         .join(format!("attempt-{attempt}"));
-    if raw.exists() {
-        std::fs::remove_dir_all(&raw).with_context(|| format!("clearing {}", raw.display()))?;
+    let result = measure_point(run, p, &raw, attempt).await?;
+    let rel = format!("points/{}.json", p.id);
+    crate::fsutil::write_json(&run.run_dir.join(&rel), &result)?;
+    run.journal.finish_point(&p.id, &rel)?;
+    Ok(result)
+}
+
+/// The pgbench command line of a point, logs going to `raw`.
+pub fn point_command(run: &Run, p: &SweepPoint, raw: &Path) -> Result<CommandSpec> {
+    let bin = run.bin()?;
+    let mut args = conn_args(run)?;
+    args.extend(pgbench_args(p, &raw.join(LOG_NAME).display().to_string()));
+    args.push(run.plan.dataset.database.clone());
+    let mut spec = CommandSpec::new(bin.tool("pgbench"))
+        .args(args)
+        .cwd(raw)
+        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
+        .limit_nofile(nofile_for(p.clients));
+    if let Limit::DurationS(s) = p.limit {
+        spec = spec.timeout(Duration::from_secs(s + 600));
     }
-    crate::fsutil::create_dir_all(&raw)?;
+    Ok(spec)
+}
+
+/// CHECKPOINT (when the point asks), statistics reset and snapshot; returns the snapshot.
+pub async fn before_point(run: &Run, p: &SweepPoint) -> Result<stats::Snapshot> {
+    let cluster = run.cluster()?;
+    let major = run.bin()?.major;
+    let s = Session::connect(
+        &cluster.socket_dir(),
+        cluster.port,
+        SUPERUSER,
+        &run.plan.dataset.database,
+    )
+    .await?;
+    if p.checkpoint {
+        s.execute("CHECKPOINT").await?;
+    }
+    stats::reset(&s, major).await?;
+    stats::snapshot(&s, major).await
+}
+
+/// Runs one point into a fresh `raw` directory with the OS sampler and statistics, and
+/// parses everything pgbench left there. Writes nothing else.
+pub async fn measure_point(
+    run: &Run,
+    p: &SweepPoint,
+    raw: &Path,
+    attempt: u32,
+) -> Result<PointResult> {
+    if raw.exists() {
+        std::fs::remove_dir_all(raw).with_context(|| format!("clearing {}", raw.display()))?;
+    }
+    crate::fsutil::create_dir_all(raw)?;
     let cluster = run.cluster()?.clone();
     let bin = run.bin()?.clone();
     let db = run.plan.dataset.database.clone();
     let socket_dir = cluster.socket_dir();
     let connect = || Session::connect(&socket_dir, cluster.port, SUPERUSER, &db);
     // The session is closed before pgbench starts so every connection slot is pgbench's.
-    let before = {
-        let s = connect().await?;
-        if p.checkpoint {
-            s.execute("CHECKPOINT").await?;
-        }
-        stats::reset(&s, bin.major).await?;
-        stats::snapshot(&s, bin.major).await?
-    };
-    let mut args = conn_args(run)?;
-    args.extend(pgbench_args(p, &raw.join(LOG_NAME).display().to_string()));
-    args.push(run.plan.dataset.database.clone());
+    let before = before_point(run, p).await?;
+    let spec = point_command(run, p, raw)?;
     let (stdout, stderr) = (raw.join("stdout.txt"), raw.join("stderr.txt"));
-    let mut spec = CommandSpec::new(bin.tool("pgbench"))
-        .args(args)
-        .cwd(&raw)
-        .output_files(&stdout, &stderr)
-        .limit_nofile(nofile_for(p.clients));
-    if let Limit::DurationS(s) = p.limit {
-        spec = spec.timeout(Duration::from_secs(s + 600));
-    }
     let started_at = crate::journal::now();
     let t0 = Instant::now();
     let sampler = Sampler::start(Duration::from_secs(1));
@@ -188,7 +222,7 @@ async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
     let latency = if p.warmup || summary.is_none() {
         None
     } else {
-        let files = log_files(&raw, LOG_NAME)?;
+        let files = log_files(raw, LOG_NAME)?;
         match latency_from_logs(&files, p.latency_log == LatencyLog::Aggregate, bin.major) {
             Ok(l) => Some(l),
             Err(e) => {
@@ -220,15 +254,12 @@ async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
         finished_at: crate::journal::now(),
         wall_s,
         command: spec.display(),
-        raw_dir: run.rel(&raw),
+        raw_dir: run.rel(raw),
         summary,
         latency,
         tps_series: parse_progress(&err_text),
         stats: Some(stats),
         os,
     };
-    let rel = format!("points/{}.json", p.id);
-    crate::fsutil::write_json(&run.run_dir.join(&rel), &result)?;
-    run.journal.finish_point(&p.id, &rel)?;
     Ok(result)
 }
