@@ -202,6 +202,20 @@ fn quick_plan_runs_and_results_match_raw_output() {
     assert!(r["dataset"]["init"]["phases"]
         .as_array()
         .is_some_and(|p| !p.is_empty()));
+    for step in [
+        "inventory",
+        "postgres",
+        "initdb",
+        "tuning",
+        "dataset",
+        "sweep",
+    ] {
+        assert!(
+            r["step_timings_s"][step].is_number(),
+            "timing of {step}: {}",
+            r["step_timings_s"]
+        );
+    }
     // summary.csv has a row per point with the same tps.
     let csv = std::fs::read_to_string(run_dir.join("summary.csv")).expect("csv");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
