@@ -249,7 +249,7 @@ fn killed_in_the_middle_of_a_multipart_upload_resumes_the_same_upload() {
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or_default();
         let mp = &state["multipart"]["raw/big.bin"];
-        if mp["parts"].as_array().is_some_and(|p| p.len() >= 2) {
+        if mp["parts"].as_object().is_some_and(|p| p.len() >= 2) {
             break mp["upload_id"].as_str().expect("upload id").to_string();
         }
         assert!(

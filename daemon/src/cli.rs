@@ -35,6 +35,9 @@ pub enum Command {
         #[command(flatten)]
         upload: UploadArgs,
     },
+    /// Benchmarks that print their ratio against a baseline (docs/performance.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Show the journal of a run: steps done, the current step, points done/total.
     Status {
         /// Work directory of the run.
@@ -89,6 +92,49 @@ impl UploadArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// tps of the plan's points run directly vs through the appliance; daemon CPU cost.
+    Overhead {
+        #[arg(long)]
+        plan: PathBuf,
+        /// Where the benchmark's cluster lives.
+        #[arg(long, default_value = "/var/tmp/pgappliance-bench")]
+        workdir: PathBuf,
+        /// Rounds over all points (the order alternates each round).
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
+    /// Upload throughput and peak memory vs `aws s3 cp` to the same S3 store.
+    Upload {
+        #[arg(long, default_value_t = 1024)]
+        size_mib: u64,
+        /// s3://bucket/prefix; credentials and endpoint from AWS_* variables.
+        #[arg(long)]
+        store: String,
+        /// The awscli executable.
+        #[arg(long, default_value = "aws")]
+        aws: PathBuf,
+        #[arg(long, default_value_t = 8)]
+        part_size_mib: u32,
+        /// Where the test file is written.
+        #[arg(long, default_value = "/var/tmp")]
+        workdir: PathBuf,
+    },
+    /// The measured side of `bench upload` (run by it in a child process).
+    #[command(hide = true)]
+    UploadChild {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        store: String,
+        #[arg(long)]
+        part_size_mib: u32,
+        #[arg(long)]
+        tag: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ParseCommand {
     /// A pgbench run's output (stdout, or stdout and stderr merged).
     Pgbench { file: PathBuf },
@@ -118,6 +164,45 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Status { workdir } => status(&workdir),
+        Command::Bench(BenchCommand::Overhead {
+            plan,
+            workdir,
+            rounds,
+        }) => {
+            crate::bench::overhead::run(crate::bench::overhead::OverheadOptions {
+                plan,
+                workdir,
+                rounds,
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::Bench(BenchCommand::Upload {
+            size_mib,
+            store,
+            aws,
+            part_size_mib,
+            workdir,
+        }) => {
+            crate::bench::upload::run(crate::bench::upload::UploadBenchOptions {
+                size_mib,
+                store,
+                aws,
+                part_size_mib,
+                workdir,
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::Bench(BenchCommand::UploadChild {
+            dir,
+            store,
+            part_size_mib,
+            tag,
+        }) => {
+            crate::bench::upload::child(&dir, &store, part_size_mib, &tag).await?;
+            Ok(0)
+        }
         Command::Upload { workdir, upload } => {
             let (run_id, m) = crate::steps::upload::upload_finished(
                 &workdir,

@@ -41,6 +41,8 @@ pub struct UploadOptions {
     pub multipart_threshold: u64,
     /// Longest wait between two attempts while the store is unreachable.
     pub max_retry_interval: Duration,
+    /// Parts in flight at once (memory is bounded by this × part_size).
+    pub parallel_parts: usize,
 }
 
 impl Default for UploadOptions {
@@ -49,6 +51,7 @@ impl Default for UploadOptions {
             part_size: 8 << 20,
             multipart_threshold: 16 << 20,
             max_retry_interval: Duration::from_secs(60),
+            parallel_parts: 4,
         }
     }
 }
@@ -88,7 +91,8 @@ pub struct UploadJournal {
 pub struct MultipartProgress {
     pub upload_id: String,
     pub part_size: usize,
-    pub parts: Vec<String>,
+    /// Finished parts: part index → the store's id (ETag) for it.
+    pub parts: BTreeMap<usize, String>,
 }
 
 /// A failure with whether waiting could fix it.
@@ -313,7 +317,7 @@ impl Uploader<'_> {
                 let p = MultipartProgress {
                     upload_id: id,
                     part_size: self.options.part_size,
-                    parts: Vec::new(),
+                    parts: BTreeMap::new(),
                 };
                 self.journal.multipart.insert(rel.to_string(), p.clone());
                 self.save()?;
@@ -322,27 +326,40 @@ impl Uploader<'_> {
         };
         let part_size = progress.part_size;
         let parts_total = size.div_ceil(part_size as u64) as usize;
-        let mut f = std::fs::File::open(file)
-            .with_context(|| format!("reading {}", file.display()))
-            .map_err(local)?;
-        let mut buf = vec![0u8; part_size];
-        for idx in progress.parts.len()..parts_total {
-            use std::io::Seek;
-            f.seek(std::io::SeekFrom::Start(idx as u64 * part_size as u64))
-                .map_err(|e| local(e.into()))?;
-            let n = read_full(&mut f, &mut buf).map_err(local)?;
-            let part = mp
-                .put_part(
-                    &path,
-                    &progress.upload_id,
-                    idx,
-                    PutPayload::from(buf[..n].to_vec()),
-                )
-                .await;
-            let part = match part {
-                Ok(p) => p,
-                Err(object_store::Error::NotFound { .. }) => {
+        let missing: Vec<usize> = (0..parts_total)
+            .filter(|i| !progress.parts.contains_key(i))
+            .collect();
+        let upload_id = progress.upload_id.clone();
+        let mut in_flight = futures::stream::iter(missing)
+            .map(|idx| {
+                let (mp, path, upload_id) = (mp.clone(), path.clone(), upload_id.clone());
+                async move {
+                    let data = read_part(file, idx, part_size).map_err(|e| Some(local(e)))?;
+                    match mp
+                        .put_part(&path, &upload_id, idx, PutPayload::from(data))
+                        .await
+                    {
+                        Ok(part) => Ok((idx, part)),
+                        Err(object_store::Error::NotFound { .. }) => Err(None),
+                        Err(e) => Err(Some(classify(e, format!("uploading part {idx} of {path}")))),
+                    }
+                }
+            })
+            .buffer_unordered(self.options.parallel_parts.max(1));
+        while let Some(done) = in_flight.next().await {
+            match done {
+                Ok((idx, part)) => {
+                    if let Some(p) = self.journal.multipart.get_mut(rel) {
+                        p.parts.insert(idx, part.content_id);
+                    }
+                    self.save()?;
+                    let finished = self.journal.multipart.get(rel).map_or(0, |p| p.parts.len());
+                    crate::notify::status(&format!("upload: {rel} part {finished}/{parts_total}"));
+                }
+                Err(Some(e)) => return Err(e),
+                Err(None) => {
                     // The store no longer knows the upload (expired or aborted): start over.
+                    drop(in_flight);
                     self.journal.multipart.remove(rel);
                     self.save()?;
                     return Err(UploadError {
@@ -352,21 +369,16 @@ impl Uploader<'_> {
                         ),
                     });
                 }
-                Err(e) => return Err(classify(e, format!("uploading part {idx} of {path}"))),
-            };
-            if let Some(p) = self.journal.multipart.get_mut(rel) {
-                p.parts.push(part.content_id);
             }
-            self.save()?;
-            crate::notify::status(&format!("upload: {rel} part {}/{parts_total}", idx + 1));
         }
+        drop(in_flight);
         let parts: Vec<PartId> = self
             .journal
             .multipart
             .get(rel)
             .map(|p| {
                 p.parts
-                    .iter()
+                    .values()
                     .map(|c| PartId {
                         content_id: c.clone(),
                     })
@@ -515,6 +527,17 @@ impl Uploader<'_> {
         self.save()?;
         Ok(manifest)
     }
+}
+
+/// Part `idx` of a file cut into `part_size` pieces (the last one shorter).
+fn read_part(file: &Path, idx: usize, part_size: usize) -> Result<Vec<u8>> {
+    use std::io::Seek;
+    let mut f = std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
+    f.seek(std::io::SeekFrom::Start(idx as u64 * part_size as u64))?;
+    let mut buf = vec![0u8; part_size];
+    let n = read_full(&mut f, &mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
 }
 
 fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {

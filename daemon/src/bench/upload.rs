@@ -1,0 +1,139 @@
+//! `pgapplianced bench upload`: one file of `--size-mib` random bytes uploaded by the
+//! appliance's uploader (in a child process, so its peak resident memory is its own) and
+//! by `aws s3 cp` (awscli), to the same store, in the same invocation. The appliance's
+//! figure includes what it always does: sha256 of the file, multipart with journaled
+//! parts, and reading the object back to verify it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::upload::{upload_run, RunKey, Store, StoreConfig, UploadOptions};
+
+pub struct UploadBenchOptions {
+    pub size_mib: u64,
+    pub store: String,
+    pub aws: PathBuf,
+    pub part_size_mib: u32,
+    pub workdir: PathBuf,
+}
+
+const FILE: &str = "data.bin";
+
+fn write_random(path: &Path, mib: u64) -> Result<()> {
+    let mut src = std::fs::File::open("/dev/urandom")?;
+    let mut out = std::fs::File::create(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..mib {
+        std::io::Read::read_exact(&mut src, &mut buf)?;
+        out.write_all(&buf)?;
+    }
+    out.sync_all()?;
+    Ok(())
+}
+
+fn max_rss_of_children_mib() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map(|u| u.max_rss() as f64 / 1024.0)
+        .unwrap_or(0.0)
+}
+
+pub async fn run(o: UploadBenchOptions) -> Result<()> {
+    if !o.store.starts_with("s3://") {
+        bail!("bench upload needs an s3:// store to compare with aws s3 cp");
+    }
+    let tag = format!(
+        "{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    );
+    let run_dir = o.workdir.join(format!("bench-upload-{tag}"));
+    crate::fsutil::create_dir_all(&run_dir)?;
+    let file = run_dir.join(FILE);
+    write_random(&file, o.size_mib).with_context(|| format!("writing {}", file.display()))?;
+    let exe = std::env::current_exe().context("locating pgapplianced")?;
+
+    let t0 = Instant::now();
+    let status = std::process::Command::new(&exe)
+        .args(["bench", "upload-child", "--dir"])
+        .arg(&run_dir)
+        .arg("--store")
+        .arg(&o.store)
+        .arg("--part-size-mib")
+        .arg(o.part_size_mib.to_string())
+        .arg("--tag")
+        .arg(&tag)
+        .status()
+        .context("starting the upload child")?;
+    let ours = t0.elapsed().as_secs_f64();
+    let rss = max_rss_of_children_mib();
+    if !status.success() {
+        bail!("the appliance upload failed ({status})");
+    }
+
+    let target = format!("{}/awscli-{tag}/{FILE}", o.store.trim_end_matches('/'));
+    let mut aws = std::process::Command::new(&o.aws);
+    aws.args(["s3", "cp", "--only-show-errors"])
+        .arg(&file)
+        .arg(&target);
+    if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
+        aws.args(["--endpoint-url", &endpoint]);
+    }
+    let t1 = Instant::now();
+    let status = aws
+        .status()
+        .with_context(|| format!("running {} (pip install awscli)", o.aws.display()))?;
+    let theirs = t1.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!("aws s3 cp failed ({status})");
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+    let mib = o.size_mib as f64;
+    println!(
+        "pgappliance upload: {mib:.0} MiB in {ours:.2} s = {:.1} MiB/s (sha256, multipart, read-back verified), peak RSS {rss:.1} MiB",
+        mib / ours
+    );
+    println!(
+        "aws s3 cp: {mib:.0} MiB in {theirs:.2} s = {:.1} MiB/s",
+        mib / theirs
+    );
+    println!("upload throughput vs awscli: {:.2}", theirs / ours);
+    Ok(())
+}
+
+/// The measured side: uploads `dir` with the appliance's uploader.
+pub async fn child(dir: &Path, store: &str, part_size_mib: u32, tag: &str) -> Result<()> {
+    let store = Store::open(&StoreConfig {
+        url: store.to_string(),
+        endpoint: None,
+        region: std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+        credentials: crate::plan::Credentials::Environment,
+        credentials_file: None,
+    })?;
+    let part = (part_size_mib as usize) << 20;
+    let key = RunKey {
+        appliance: "bench".into(),
+        machine_id: "upload".into(),
+        run_id: tag.to_string(),
+    };
+    let workdir = dir.join(".journal");
+    crate::fsutil::create_dir_all(&workdir)?;
+    upload_run(
+        &store,
+        &key,
+        dir,
+        &workdir,
+        UploadOptions {
+            part_size: part,
+            multipart_threshold: 2 * part as u64,
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(())
+}

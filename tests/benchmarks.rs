@@ -1,0 +1,75 @@
+//! The benchmark commands run and print their result line (at a tiny size; the figures
+//! themselves are in docs/performance.md, not asserted).
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+use std::process::Command;
+
+use harness::{describe, Workdir};
+
+fn last_line(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn number_after(line: &str, prefix: &str) -> f64 {
+    line.strip_prefix(prefix)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("\"{line}\" is not \"{prefix}<number>\""))
+}
+
+#[test]
+fn bench_overhead_prints_the_harness_ratio() {
+    let w = Workdir::new("bench-overhead");
+    let out = Command::new(harness::daemon_binary())
+        .args(["bench", "overhead", "--rounds", "1", "--plan"])
+        .arg(harness::workspace().join("tests/plans/tiny-bench.toml"))
+        .arg("--workdir")
+        .arg(w.path())
+        .output()
+        .expect("bench overhead");
+    assert!(out.status.success(), "{}", describe(&out));
+    let ratio = number_after(&last_line(&out), "harness tps ratio: ");
+    assert!(ratio > 0.0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("daemon CPU per minute of sweep: "),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("round 1 p00").count(), 2, "{stdout}");
+}
+
+#[test]
+fn bench_upload_prints_the_ratio_against_awscli() {
+    let weed = harness::seaweed::SeaweedFs::start();
+    let w = Workdir::new("bench-upload");
+    let mut cmd = Command::new(harness::daemon_binary());
+    cmd.args([
+        "bench",
+        "upload",
+        "--size-mib",
+        "12",
+        "--part-size-mib",
+        "5",
+    ])
+    .args([
+        "--store",
+        &format!("s3://{}/bench", harness::seaweed::BUCKET),
+    ])
+    .arg("--aws")
+    .arg(harness::seaweed::venv().join("bin/aws"))
+    .arg("--workdir")
+    .arg(w.path());
+    for (k, v) in weed.env() {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("bench upload");
+    assert!(out.status.success(), "{}", describe(&out));
+    let ratio = number_after(&last_line(&out), "upload throughput vs awscli: ");
+    assert!(ratio > 0.0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("peak RSS"));
+}
