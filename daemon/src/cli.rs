@@ -104,6 +104,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: u32,
     },
+    /// pgbench's init modes vs the parallel loader: medians and the speedup.
+    Init {
+        #[arg(long)]
+        scale: u32,
+        /// The plan whose cluster configuration is used.
+        #[arg(long, default_value = "examples/quick.toml")]
+        plan: PathBuf,
+        #[arg(long, default_value = "/var/tmp/pgappliance-bench-init")]
+        workdir: PathBuf,
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// Other worker counts of the parallel loader to report (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        workers: Vec<u32>,
+    },
     /// Upload throughput and peak memory vs `aws s3 cp` to the same S3 store.
     Upload {
         #[arg(long, default_value_t = 1024)]
@@ -173,6 +188,23 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                 plan,
                 workdir,
                 rounds,
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::Bench(BenchCommand::Init {
+            scale,
+            plan,
+            workdir,
+            rounds,
+            workers,
+        }) => {
+            crate::bench::init::run(crate::bench::init::InitBenchOptions {
+                plan,
+                workdir,
+                scale,
+                rounds,
+                workers,
             })
             .await?;
             Ok(0)

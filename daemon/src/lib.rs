@@ -8,6 +8,7 @@ pub mod compare;
 pub mod fsutil;
 pub mod inventory;
 pub mod journal;
+pub mod loader;
 pub mod logging;
 pub mod notify;
 pub mod pgbench;

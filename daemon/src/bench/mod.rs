@@ -2,6 +2,7 @@
 //! the ratio against the named baseline as its last line. They measure; they assert
 //! nothing (docs/performance.md has the figures and how to reproduce them).
 
+pub mod init;
 pub mod overhead;
 pub mod upload;
 

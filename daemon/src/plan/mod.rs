@@ -268,6 +268,9 @@ pub struct Dataset {
     /// Database that holds the dataset.
     #[serde(default = "Dataset::default_database")]
     pub database: String,
+    /// Connections for `init = "parallel"` (default: the machine's CPUs).
+    #[serde(default)]
+    pub parallel_degree: Option<u32>,
 }
 
 impl Dataset {
@@ -287,6 +290,9 @@ pub enum InitMode {
     Client,
     /// `pgbench -i -I dtGvp` (server-side generate).
     Server,
+    /// The appliance's own loader: the same tables, several connections, load settings
+    /// (docs/performance.md).
+    Parallel,
 }
 
 /// One workload: a pgbench script swept over a list of client counts.

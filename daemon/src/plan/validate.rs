@@ -228,6 +228,19 @@ fn dataset(plan: &Plan, p: &mut Problems) {
     if d.scale == 0 {
         p.push((at.key("scale"), "scale must be at least 1".into()));
     }
+    if let Some(n) = d.parallel_degree {
+        if !(1..=1024).contains(&n) {
+            p.push((
+                at.key("parallel_degree"),
+                format!("parallel_degree must be from 1 to 1024, found {n}"),
+            ));
+        } else if d.init != super::InitMode::Parallel {
+            p.push((
+                at.key("parallel_degree"),
+                "parallel_degree only applies with init = \"parallel\"".into(),
+            ));
+        }
+    }
     if !(10..=100).contains(&d.fillfactor) {
         p.push((
             at.key("fillfactor"),

@@ -34,6 +34,11 @@ impl Session {
         Ok(Session { client, target })
     }
 
+    /// The underlying client, for COPY.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     pub async fn execute(&self, sql: &str) -> Result<()> {
         self.client
             .batch_execute(sql)

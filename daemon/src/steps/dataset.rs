@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 
 use super::Run;
 use crate::journal::StepName;
+use crate::loader;
+use crate::pgbench::init::{InitBreakdown, InitPhase};
 use crate::pgbench::parse_init;
 use crate::plan::InitMode;
 use crate::postgres::cluster::SUPERUSER;
@@ -62,8 +64,19 @@ async fn dataset_present(run: &Run) -> Result<bool> {
     Ok(branches.as_deref() == Some(run.plan.dataset.scale.to_string().as_str()))
 }
 
+/// Journal fact present while the parallel loader's load settings are in force.
+const FACT_LOAD_SETTINGS: &str = "load_settings";
+
 pub async fn run(run: &mut Run) -> Result<()> {
     let info_path = run.run_dir.join("dataset.json");
+    if let Some(degree) = run.journal.fact(FACT_LOAD_SETTINGS).and_then(|d| d.parse().ok()) {
+        // A parallel load was interrupted: the plan's settings come back first.
+        tracing::warn!("restoring the plan's settings after an interrupted parallel load");
+        let ram = run.inventory()?.memory_bytes;
+        loader::restore_settings(run.cluster()?, degree, ram, &run.applied_settings).await?;
+        run.journal.remove_fact(FACT_LOAD_SETTINGS)?;
+        run.journal.remove_fact(FACT_DATASET)?;
+    }
     if dataset_present(run).await? {
         if !run.journal.is_done(StepName::Dataset) {
             run.journal.begin(StepName::Dataset, None)?;
@@ -90,18 +103,31 @@ pub async fn run(run: &mut Run) -> Result<()> {
             .await?;
     }
     drop(admin);
+    let info = match d.init {
+        InitMode::Parallel => parallel(run).await?,
+        InitMode::Client | InitMode::Server => with_pgbench(run).await?,
+    };
+    crate::fsutil::write_json(&info_path, &info)?;
+    let fact = dataset_fact(run);
+    run.journal.set_fact(FACT_DATASET, fact)?;
+    tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
+    run.journal
+        .finish(StepName::Dataset, t0.elapsed().as_secs_f64())
+}
+
+async fn with_pgbench(run: &Run) -> Result<DatasetInfo> {
+    let d = &run.plan.dataset;
     crate::notify::status(&format!("dataset: pgbench -i -s {}", d.scale));
     let bin = run.bin()?;
     let mut args = vec!["--initialize".to_string()];
     args.extend(conn_args(run)?);
     args.push(format!("--scale={}", d.scale));
     args.push(format!("--fillfactor={}", d.fillfactor));
-    let mode = match d.init {
-        InitMode::Client => "client",
-        InitMode::Server => {
-            args.push("--init-steps=dtGvp".into());
-            "server"
-        }
+    let mode = if d.init == InitMode::Server {
+        args.push("--init-steps=dtGvp".into());
+        "server"
+    } else {
+        "client"
     };
     args.push(d.database.clone());
     let raw = run.run_dir.join("raw");
@@ -117,7 +143,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
     let wall_s = started.elapsed().as_secs_f64();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     let breakdown = parse_init(&stderr).with_context(|| format!("reading {}", err.display()))?;
-    let info = DatasetInfo {
+    Ok(DatasetInfo {
         database: d.database.clone(),
         scale: d.scale,
         fillfactor: d.fillfactor,
@@ -125,11 +151,46 @@ pub async fn run(run: &mut Run) -> Result<()> {
         command: spec.display(),
         wall_s,
         init: Some(breakdown),
-    };
-    crate::fsutil::write_json(&info_path, &info)?;
-    let fact = dataset_fact(run);
-    run.journal.set_fact(FACT_DATASET, fact)?;
-    tracing::info!(scale = d.scale, seconds = wall_s, "dataset ready");
-    run.journal
-        .finish(StepName::Dataset, t0.elapsed().as_secs_f64())
+    })
+}
+
+async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
+    let d = run.plan.dataset.clone();
+    let inv = run.inventory()?;
+    let degree = d.parallel_degree.unwrap_or(inv.cpu.cpus).max(1);
+    let ram = inv.memory_bytes;
+    crate::notify::status(&format!(
+        "dataset: parallel init of scale {} over {degree} connections",
+        d.scale
+    ));
+    run.journal.set_fact(FACT_LOAD_SETTINGS, degree.to_string())?;
+    let c = run.cluster()?.clone();
+    let started = Instant::now();
+    let result = loader::parallel_init(
+        &c,
+        &d.database,
+        d.scale,
+        d.fillfactor,
+        degree,
+        ram,
+        &run.applied_settings,
+    )
+    .await?;
+    run.journal.remove_fact(FACT_LOAD_SETTINGS)?;
+    Ok(DatasetInfo {
+        database: d.database.clone(),
+        scale: d.scale,
+        fillfactor: d.fillfactor,
+        init_mode: "parallel".into(),
+        command: format!("parallel init, {degree} connections"),
+        wall_s: started.elapsed().as_secs_f64(),
+        init: Some(InitBreakdown {
+            total_s: result.total_s,
+            phases: result
+                .phases
+                .into_iter()
+                .map(|(phase, seconds)| InitPhase { phase, seconds })
+                .collect(),
+        }),
+    })
 }

@@ -26,6 +26,8 @@ use crate::postgres::{LocalCluster, PgBin};
 use crate::results::RunResults;
 use crate::runner::Runner;
 
+pub use dataset::conn_args as dataset_conn_args;
+
 /// Options of `pgapplianced run --local`.
 #[derive(Debug, Clone)]
 pub struct LocalRunOptions {
@@ -96,10 +98,15 @@ impl Run {
             .context("internal: the postgres step has not run")
     }
 
-    fn inventory(&self) -> Result<&Inventory> {
+    pub fn inventory(&self) -> Result<&Inventory> {
         self.inventory
             .as_ref()
             .context("internal: the inventory step has not run")
+    }
+
+    /// The settings the tuning step applied (what a load restores).
+    pub fn applied_settings(&self) -> &BTreeMap<String, String> {
+        &self.applied_settings
     }
 
     pub fn bin(&self) -> Result<&PgBin> {

@@ -1,0 +1,127 @@
+//! The parallel loader produces exactly pgbench's tables: same columns and types,
+//! fillfactor, row counts, values (a content checksum per table), primary keys, vacuumed
+//! and analysed; and the server is back in the plan's configuration afterwards.
+
+#[path = "harness/mod.rs"]
+mod harness;
+
+use std::path::Path;
+use std::process::Command;
+
+use harness::{describe, Workdir};
+
+/// One query against the cluster a run left running in `w`.
+fn query(w: &Workdir, db: &str, sql: &str) -> String {
+    let j = w.journal().expect("journal");
+    let port = j["facts"]["port"].as_str().expect("port").to_string();
+    let out = Command::new("psql")
+        .args(["-X", "-A", "-t", "-U", "postgres", "-h"])
+        .arg(w.path().join("cluster/socket"))
+        .args(["-p", &port, "-d", db, "-c", sql])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{sql}: {}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
+    let mut f = Vec::new();
+    for (table, key) in [
+        ("pgbench_branches", "bid"),
+        ("pgbench_tellers", "tid"),
+        ("pgbench_accounts", "aid"),
+        ("pgbench_history", "tid"),
+    ] {
+        let checks = [
+            ("rows", format!("select count(*) from {table}")),
+            (
+                "content",
+                format!("select md5(coalesce(string_agg(t::text, '|' order by {key}), '')) from {table} t"),
+            ),
+            (
+                "nulls",
+                format!("select count(*) filter (where filler is null) from {table}"),
+            ),
+            (
+                "columns",
+                format!(
+                    "select string_agg(attname || ' ' || format_type(atttypid, atttypmod) || case when attnotnull then ' not null' else '' end, ', ' order by attnum) \
+                     from pg_attribute where attrelid = '{table}'::regclass and attnum > 0 and not attisdropped"
+                ),
+            ),
+            (
+                "reloptions",
+                format!("select coalesce(array_to_string(reloptions, ','), '') from pg_class where oid = '{table}'::regclass"),
+            ),
+            (
+                "indexes",
+                format!("select coalesce(string_agg(regexp_replace(indexdef, 'INDEX \\S+ ON', 'INDEX ON'), '; '), '') from pg_indexes where tablename = '{table}'"),
+            ),
+            (
+                "vacuumed and analysed",
+                format!("select (last_vacuum is not null)::text || (last_analyze is not null)::text from pg_stat_user_tables where relname = '{table}'"),
+            ),
+        ];
+        for (what, sql) in checks {
+            f.push((format!("{table} {what}"), query(w, "pgbench", &sql)));
+        }
+    }
+    f
+}
+
+fn run_plan(w: &Workdir, plan: &Path) {
+    let out = w
+        .run_command(plan)
+        .arg("--keep-running")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", describe(&out));
+}
+
+#[test]
+fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
+    let plans = harness::workspace().join("tests/plans");
+    let theirs = Workdir::new("pgbench-init");
+    run_plan(&theirs, &plans.join("pgbench-init.toml"));
+    let ours = Workdir::new("parallel-init");
+    run_plan(&ours, &plans.join("parallel-init.toml"));
+
+    let a = fingerprint(&theirs);
+    let b = fingerprint(&ours);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x, y, "pgbench -i vs parallel");
+    }
+    assert!(a.iter().any(|(k, v)| k == "pgbench_accounts rows" && v == "300000"));
+
+    // Back in the plan's configuration: durable settings, nothing pending.
+    for (setting, want) in [
+        ("fsync", "on"),
+        ("full_page_writes", "on"),
+        ("wal_level", "replica"),
+        ("synchronous_commit", "on"),
+        ("autovacuum", "on"),
+    ] {
+        assert_eq!(query(&ours, "postgres", &format!("show {setting}")), want, "{setting}");
+    }
+    assert_eq!(
+        query(&ours, "postgres", "select count(*) from pg_settings where pending_restart"),
+        "0"
+    );
+    let journal = ours.journal().expect("journal");
+    assert!(journal["facts"]["load_settings"].is_null(), "load settings recorded as restored");
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ours.run_dir().join("results.json")).expect("results"),
+    )
+    .expect("json");
+    assert_eq!(r["dataset"]["init_mode"], "parallel");
+    let phases: Vec<&str> = r["dataset"]["init"]["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        phases,
+        ["load settings", "create tables", "generate", "vacuum", "primary keys", "restore settings"]
+    );
+}
