@@ -73,3 +73,36 @@ fn bench_upload_prints_the_ratio_against_awscli() {
     assert!(ratio > 0.0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("peak RSS"));
 }
+
+#[test]
+fn bench_init_prints_the_speedup() {
+    let w = Workdir::new("bench-init");
+    let out = Command::new(harness::daemon_binary())
+        .args([
+            "bench",
+            "init",
+            "--scale",
+            "1",
+            "--rounds",
+            "1",
+            "--workers",
+            "1",
+            "--plan",
+        ])
+        .arg(harness::workspace().join("tests/plans/tiny-bench.toml"))
+        .arg("--workdir")
+        .arg(w.path())
+        .output()
+        .expect("bench init");
+    assert!(out.status.success(), "{}", describe(&out));
+    let speedup = number_after(&last_line(&out), "init speedup vs best pgbench mode: ");
+    assert!(speedup > 0.0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for label in [
+        "pgbench -i (client-side): ",
+        "pgbench -i -I dtGvp (server-side): ",
+        "parallel, 1 worker(s): ",
+    ] {
+        assert!(stdout.contains(label), "{label} missing:\n{stdout}");
+    }
+}

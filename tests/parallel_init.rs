@@ -91,7 +91,9 @@ fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(x, y, "pgbench -i vs parallel");
     }
-    assert!(a.iter().any(|(k, v)| k == "pgbench_accounts rows" && v == "300000"));
+    assert!(a
+        .iter()
+        .any(|(k, v)| k == "pgbench_accounts rows" && v == "300000"));
 
     // Back in the plan's configuration: durable settings, nothing pending.
     for (setting, want) in [
@@ -101,14 +103,25 @@ fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
         ("synchronous_commit", "on"),
         ("autovacuum", "on"),
     ] {
-        assert_eq!(query(&ours, "postgres", &format!("show {setting}")), want, "{setting}");
+        assert_eq!(
+            query(&ours, "postgres", &format!("show {setting}")),
+            want,
+            "{setting}"
+        );
     }
     assert_eq!(
-        query(&ours, "postgres", "select count(*) from pg_settings where pending_restart"),
+        query(
+            &ours,
+            "postgres",
+            "select count(*) from pg_settings where pending_restart"
+        ),
         "0"
     );
     let journal = ours.journal().expect("journal");
-    assert!(journal["facts"]["load_settings"].is_null(), "load settings recorded as restored");
+    assert!(
+        journal["facts"]["load_settings"].is_null(),
+        "load settings recorded as restored"
+    );
     let r: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(ours.run_dir().join("results.json")).expect("results"),
     )
@@ -122,6 +135,60 @@ fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
         .collect();
     assert_eq!(
         phases,
-        ["load settings", "create tables", "generate", "vacuum", "primary keys", "restore settings"]
+        [
+            "load settings",
+            "create tables",
+            "generate",
+            "vacuum",
+            "primary keys",
+            "restore settings"
+        ]
+    );
+}
+
+#[test]
+fn a_parallel_load_killed_midway_is_redone_with_the_plan_settings_restored() {
+    let plan = harness::workspace().join("tests/plans/parallel-init.toml");
+    let w = Workdir::new("parallel-kill");
+    let mut child = w
+        .run_command(&plan)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        if w.journal()
+            .is_some_and(|j| j["facts"]["load_settings"].is_string())
+        {
+            break;
+        }
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "run ended before the load"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    run_plan(&w, &plan);
+    assert_eq!(query(&w, "postgres", "show fsync"), "on");
+    assert_eq!(query(&w, "postgres", "show wal_level"), "replica");
+    assert_eq!(
+        query(&w, "pgbench", "select count(*) from pgbench_accounts"),
+        "300000"
+    );
+    let j = w.journal().expect("journal");
+    assert!(j["facts"]["load_settings"].is_null());
+    assert!(
+        j["steps"]["dataset"]["attempts"]
+            .as_u64()
+            .expect("attempts")
+            >= 2
     );
 }

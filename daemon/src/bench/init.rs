@@ -68,16 +68,22 @@ async fn time_candidate(run: &Run, cand: &Candidate, scale: u32) -> Result<f64> 
                 .await?;
         }
         Candidate::Parallel(n) => {
-            crate::loader::parallel_init(
-                c,
-                DB,
+            let inv = run.inventory()?;
+            let spec = crate::loader::LoadSpec {
+                database: DB,
                 scale,
-                run.plan.dataset.fillfactor,
-                *n,
-                run.inventory()?.memory_bytes,
-                run.applied_settings(),
-            )
-            .await?;
+                fillfactor: run.plan.dataset.fillfactor,
+                degree: *n,
+                cores: inv.cpu.cpus,
+                ram_bytes: inv.memory_bytes,
+            };
+            let r = crate::loader::parallel_init(c, &spec, run.applied_settings()).await?;
+            let phases: Vec<String> = r
+                .phases
+                .iter()
+                .map(|(p, s)| format!("{p} {s:.2} s"))
+                .collect();
+            println!("  parallel, {n} worker(s) phases: {}", phases.join(", "));
         }
     }
     Ok(t0.elapsed().as_secs_f64())
@@ -133,8 +139,15 @@ pub async fn run(o: InitBenchOptions) -> Result<()> {
     }
     let best_pgbench = medians[0].min(medians[1]);
     for (cand, m) in candidates.iter().zip(&medians).skip(2) {
-        println!("  {} speedup vs best pgbench mode: {:.2}", cand.label(), best_pgbench / m);
+        println!(
+            "  {} speedup vs best pgbench mode: {:.2}",
+            cand.label(),
+            best_pgbench / m
+        );
     }
-    println!("init speedup vs best pgbench mode: {:.2}", best_pgbench / medians[2]);
+    println!(
+        "init speedup vs best pgbench mode: {:.2}",
+        best_pgbench / medians[2]
+    );
     Ok(())
 }

@@ -33,9 +33,9 @@ const TELLERS_PER_SCALE: u64 = 10;
 /// pgbench switches aid to bigint from this scale on.
 const BIGINT_SCALE: u32 = 20_000;
 
-/// Settings in force during the load (name, value).
-pub fn load_settings(degree: u32, ram_bytes: u64) -> Vec<(&'static str, String)> {
-    let maintenance_mb = (ram_bytes / 8 / (1 << 20)).clamp(64, 4096) / u64::from(degree.max(1));
+/// Settings in force during the load (name, value). Index builds use every core.
+pub fn load_settings(cores: u32, ram_bytes: u64) -> Vec<(&'static str, String)> {
+    let maintenance_mb = (ram_bytes / 8 / (1 << 20)).clamp(64, 4096);
     vec![
         ("fsync", "off".into()),
         ("full_page_writes", "off".into()),
@@ -46,8 +46,11 @@ pub fn load_settings(degree: u32, ram_bytes: u64) -> Vec<(&'static str, String)>
         ("archive_mode", "off".into()),
         ("checkpoint_timeout", "1h".into()),
         ("max_wal_size", "16GB".into()),
-        ("maintenance_work_mem", format!("{}MB", maintenance_mb.max(64))),
-        ("max_parallel_maintenance_workers", degree.max(1).to_string()),
+        (
+            "maintenance_work_mem",
+            format!("{}MB", maintenance_mb.max(64)),
+        ),
+        ("max_parallel_maintenance_workers", cores.max(1).to_string()),
     ]
 }
 
@@ -88,19 +91,32 @@ async fn apply_settings(
 /// OS-level sync, CHECKPOINT.
 pub async fn restore_settings(
     c: &LocalCluster,
-    degree: u32,
+    cores: u32,
     ram_bytes: u64,
     planned: &BTreeMap<String, String>,
 ) -> Result<()> {
-    apply_settings(c, &load_settings(degree, ram_bytes), Some(planned)).await?;
+    apply_settings(c, &load_settings(cores, ram_bytes), Some(planned)).await?;
     // Pages written while fsync was off may sit in the OS cache: flush them all, then
     // checkpoint so the dataset is as durable as one pgbench loaded with fsync on.
-    nix::unistd::sync();
+    let data_dir = c.data_dir();
+    tokio::task::spawn_blocking(move || sync_filesystem(&data_dir))
+        .await
+        .context("syncing the data directory")??;
     connect(c, "postgres").await?.execute("CHECKPOINT").await
 }
 
+/// `syncfs` on the filesystem holding `dir`: every dirty page of it reaches the disk.
+fn sync_filesystem(dir: &std::path::Path) -> Result<()> {
+    let f = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    nix::unistd::syncfs(&f).with_context(|| format!("syncfs on {}", dir.display()))
+}
+
 fn ddl(scale: u32, fillfactor: u32) -> Vec<String> {
-    let aid = if scale >= BIGINT_SCALE { "bigint" } else { "int" };
+    let aid = if scale >= BIGINT_SCALE {
+        "bigint"
+    } else {
+        "int"
+    };
     vec![
         format!("create table pgbench_history(tid int,bid int,aid {aid},delta int,mtime timestamp,filler char(22))"),
         format!("create table pgbench_tellers(tid int not null,bid int,tbalance int,filler char(84)) with (fillfactor={fillfactor})"),
@@ -111,15 +127,32 @@ fn ddl(scale: u32, fillfactor: u32) -> Vec<String> {
 
 /// Loads the pgbench tables into `db` with `degree` connections. The caller has applied
 /// nothing; this applies and restores the load settings itself.
+/// What to load and with how much of the machine.
+#[derive(Debug, Clone)]
+pub struct LoadSpec<'a> {
+    pub database: &'a str,
+    pub scale: u32,
+    pub fillfactor: u32,
+    /// Connections loading pgbench_accounts.
+    pub degree: u32,
+    /// CPUs, for the parallel index builds.
+    pub cores: u32,
+    pub ram_bytes: u64,
+}
+
 pub async fn parallel_init(
     c: &LocalCluster,
-    db: &str,
-    scale: u32,
-    fillfactor: u32,
-    degree: u32,
-    ram_bytes: u64,
+    spec: &LoadSpec<'_>,
     planned: &BTreeMap<String, String>,
 ) -> Result<ParallelInit> {
+    let LoadSpec {
+        database: db,
+        scale,
+        fillfactor,
+        degree,
+        cores,
+        ram_bytes,
+    } = *spec;
     let started = Instant::now();
     let mut phases = Vec::new();
     let mut mark = Instant::now();
@@ -128,14 +161,16 @@ pub async fn parallel_init(
         *mark = Instant::now();
     };
     let degree = degree.max(1);
-    apply_settings(c, &load_settings(degree, ram_bytes), None)
+    apply_settings(c, &load_settings(cores, ram_bytes), None)
         .await
         .context("applying the load settings")?;
     phase("load settings", &mut mark);
 
     let s = connect(c, db).await?;
-    s.execute("drop table if exists pgbench_accounts, pgbench_branches, pgbench_history, pgbench_tellers")
-        .await?;
+    s.execute(
+        "drop table if exists pgbench_accounts, pgbench_branches, pgbench_history, pgbench_tellers",
+    )
+    .await?;
     let tables = ddl(scale, fillfactor);
     // accounts is created by its loader when one connection loads it (same transaction).
     for (i, t) in tables.iter().enumerate() {
@@ -190,9 +225,15 @@ pub async fn parallel_init(
         .context("loading pgbench_accounts")?;
     phase("generate", &mut mark);
 
-    s.execute("vacuum analyze pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history")
-        .await?;
+    s.execute(
+        "vacuum analyze pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history",
+    )
+    .await?;
     phase("vacuum", &mut mark);
+    // The table files are final now: write them to disk while the keys are built (CPU),
+    // so the sync that makes the load durable finds little left to do.
+    let data_dir = c.data_dir();
+    let early_sync = tokio::task::spawn_blocking(move || sync_filesystem(&data_dir));
 
     let mut keys = Vec::new();
     for (table, col) in [
@@ -208,10 +249,14 @@ pub async fn parallel_init(
         });
     }
     futures::future::try_join_all(keys).await?;
+    early_sync
+        .await
+        .context("syncing the loaded tables")?
+        .context("syncing the loaded tables")?;
     phase("primary keys", &mut mark);
     drop(s);
 
-    restore_settings(c, degree, ram_bytes, planned)
+    restore_settings(c, cores, ram_bytes, planned)
         .await
         .context("restoring the plan's settings")?;
     phase("restore settings", &mut mark);

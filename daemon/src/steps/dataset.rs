@@ -69,11 +69,12 @@ const FACT_LOAD_SETTINGS: &str = "load_settings";
 
 pub async fn run(run: &mut Run) -> Result<()> {
     let info_path = run.run_dir.join("dataset.json");
-    if let Some(degree) = run.journal.fact(FACT_LOAD_SETTINGS).and_then(|d| d.parse().ok()) {
+    if run.journal.fact(FACT_LOAD_SETTINGS).is_some() {
         // A parallel load was interrupted: the plan's settings come back first.
         tracing::warn!("restoring the plan's settings after an interrupted parallel load");
-        let ram = run.inventory()?.memory_bytes;
-        loader::restore_settings(run.cluster()?, degree, ram, &run.applied_settings).await?;
+        let inv = run.inventory()?;
+        let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
+        loader::restore_settings(run.cluster()?, cores, ram, &run.applied_settings).await?;
         run.journal.remove_fact(FACT_LOAD_SETTINGS)?;
         run.journal.remove_fact(FACT_DATASET)?;
     }
@@ -158,24 +159,24 @@ async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
     let d = run.plan.dataset.clone();
     let inv = run.inventory()?;
     let degree = d.parallel_degree.unwrap_or(inv.cpu.cpus).max(1);
-    let ram = inv.memory_bytes;
+    let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
     crate::notify::status(&format!(
         "dataset: parallel init of scale {} over {degree} connections",
         d.scale
     ));
-    run.journal.set_fact(FACT_LOAD_SETTINGS, degree.to_string())?;
+    run.journal
+        .set_fact(FACT_LOAD_SETTINGS, degree.to_string())?;
     let c = run.cluster()?.clone();
     let started = Instant::now();
-    let result = loader::parallel_init(
-        &c,
-        &d.database,
-        d.scale,
-        d.fillfactor,
+    let spec = loader::LoadSpec {
+        database: &d.database,
+        scale: d.scale,
+        fillfactor: d.fillfactor,
         degree,
-        ram,
-        &run.applied_settings,
-    )
-    .await?;
+        cores,
+        ram_bytes: ram,
+    };
+    let result = loader::parallel_init(&c, &spec, &run.applied_settings).await?;
     run.journal.remove_fact(FACT_LOAD_SETTINGS)?;
     Ok(DatasetInfo {
         database: d.database.clone(),
