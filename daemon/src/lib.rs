@@ -19,6 +19,7 @@ pub mod results;
 pub mod runner;
 pub mod sampler;
 pub mod steps;
+pub mod storage;
 pub mod sweep;
 pub mod sys;
 pub mod upload;

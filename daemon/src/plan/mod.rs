@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use location::KeyPath;
+pub use validate::parse_size;
 
 /// A parsed and validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
