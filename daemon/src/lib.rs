@@ -2,6 +2,7 @@
 //! builder. Plans, the step engine and its journal, the command runner, pgbench invocation
 //! and parsing, and results.
 
+pub mod assets;
 pub mod bench;
 pub mod cli;
 pub mod compare;

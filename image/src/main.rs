@@ -1,5 +1,6 @@
 //! pgappliance: parses the command line and dispatches to the command modules.
 
+mod build;
 mod check;
 mod cli;
 mod collect;
@@ -10,6 +11,19 @@ fn main() {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
+        cli::Command::Build {
+            plan,
+            out,
+            daemon_binary,
+            payload_url,
+            units,
+        } => build::run(build::BuildArgs {
+            plan,
+            out,
+            daemon_binary,
+            payload_url,
+            units,
+        }),
         cli::Command::Collect {
             store,
             out,

@@ -35,6 +35,42 @@ pub struct Plan {
     pub upload: Upload,
     #[serde(default)]
     pub finish: Finish,
+    /// How the builder's kickstart installs the OS (bare metal).
+    #[serde(default)]
+    pub install: Install,
+}
+
+/// The OS installation the kickstart performs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Install {
+    /// Disk (kernel name, e.g. `sda`) that receives /boot/efi, /boot and the OS volume group.
+    #[serde(default = "Install::default_os_disk")]
+    pub os_disk: String,
+    /// Public keys allowed to log in as root (the root password is locked).
+    #[serde(default)]
+    pub ssh_authorized_keys: Vec<String>,
+    #[serde(default = "Install::default_timezone")]
+    pub timezone: String,
+}
+
+impl Install {
+    fn default_os_disk() -> String {
+        "sda".to_string()
+    }
+    fn default_timezone() -> String {
+        "UTC".to_string()
+    }
+}
+
+impl Default for Install {
+    fn default() -> Self {
+        Install {
+            os_disk: Install::default_os_disk(),
+            ssh_authorized_keys: Vec::new(),
+            timezone: Install::default_timezone(),
+        }
+    }
 }
 
 /// Who this machine is in the comparison, and what it costs to run.

@@ -16,7 +16,58 @@ pub fn validate(plan: &Plan) -> Problems {
     dataset(plan, &mut p);
     workloads(plan, &mut p);
     upload(plan, &mut p);
+    install(plan, &mut p);
     p
+}
+
+fn install(plan: &Plan, p: &mut Problems) {
+    let i = &plan.install;
+    let at = root().key("install");
+    let disk = i.os_disk.trim_start_matches("/dev/");
+    if disk.is_empty() || !disk.chars().all(|c| c.is_ascii_alphanumeric()) {
+        p.push((
+            at.key("os_disk"),
+            format!(
+                "\"{}\" is not a disk name such as \"sda\" or \"nvme0n1\"",
+                i.os_disk
+            ),
+        ));
+    }
+    if let Devices::List(devs) = &plan.storage.devices {
+        if devs.iter().any(|d| d.trim_start_matches("/dev/") == disk) {
+            p.push((
+                at.key("os_disk"),
+                format!("{disk} is also listed in storage.devices for the data volume"),
+            ));
+        }
+    }
+    for (n, key) in i.ssh_authorized_keys.iter().enumerate() {
+        let mut fields = key.split_whitespace();
+        let kind = fields.next().unwrap_or("");
+        let ok =
+            (kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-"))
+                && fields.next().is_some_and(|b| b.len() > 16)
+                && !key.contains(['"', '\n']);
+        if !ok {
+            p.push((
+                at.key("ssh_authorized_keys").index(n),
+                "not an OpenSSH public key line (type, base64 key, optional comment)".into(),
+            ));
+        }
+    }
+    let tz_ok = !i.timezone.is_empty()
+        && i.timezone
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/_-+".contains(c));
+    if !tz_ok {
+        p.push((
+            at.key("timezone"),
+            format!(
+                "\"{}\" is not a time zone name such as \"UTC\" or \"Europe/Berlin\"",
+                i.timezone
+            ),
+        ));
+    }
 }
 
 fn root() -> KeyPath {

@@ -1,0 +1,7 @@
+//! Files the appliance installs, embedded so the payload and the daemon carry the same copy.
+
+/// The tuned profile of scenario A, installed as `/usr/lib/tuned/postgresql/tuned.conf`.
+pub const TUNED_POSTGRESQL: &str = include_str!("../assets/tuned/postgresql/tuned.conf");
+
+/// Where tuned profiles live on the appliance.
+pub const TUNED_PROFILE_DIR: &str = "usr/lib/tuned";

@@ -1,0 +1,147 @@
+//! `pgappliance build PLAN --out DIR`: everything needed to boot a server into the
+//! benchmark, checked on the way: the payload (daemon for the plan's architecture, units,
+//! plan, tuned profile), its sha256, the Rocky 8 kickstart and, given `--payload-url`, the
+//! cloud-init user-data. Written to a temporary directory and moved into place at the end,
+//! so DIR never holds half a build.
+
+pub mod elf;
+pub mod payload;
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use pgappliance::plan::Plan;
+use sha2::{Digest, Sha256};
+
+use payload::Member;
+
+pub struct BuildArgs {
+    pub plan: PathBuf,
+    pub out: PathBuf,
+    pub daemon_binary: Option<PathBuf>,
+    pub payload_url: Option<String>,
+    /// Folder of systemd units to ship (default: the repository's units/).
+    pub units: PathBuf,
+}
+
+/// The payload's members for a plan.
+pub fn members(
+    plan_text: &str,
+    plan: &Plan,
+    daemon: &[u8],
+    units: &Path,
+) -> Result<BTreeMap<String, Member>> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        "usr/bin/pgapplianced".to_string(),
+        Member {
+            mode: 0o755,
+            data: daemon.to_vec(),
+        },
+    );
+    m.insert(
+        "etc/pgappliance/plan.toml".to_string(),
+        Member {
+            mode: 0o644,
+            data: plan_text.as_bytes().to_vec(),
+        },
+    );
+    if plan.tuning.tuned_profile == "postgresql" {
+        m.insert(
+            format!(
+                "{}/postgresql/tuned.conf",
+                pgappliance::assets::TUNED_PROFILE_DIR
+            ),
+            Member {
+                mode: 0o644,
+                data: pgappliance::assets::TUNED_POSTGRESQL.as_bytes().to_vec(),
+            },
+        );
+    }
+    if units.is_dir() {
+        for e in std::fs::read_dir(units).with_context(|| format!("listing {}", units.display()))? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if [".service", ".mount", ".target", ".timer"]
+                .iter()
+                .any(|s| name.ends_with(s))
+            {
+                m.insert(
+                    format!("usr/lib/systemd/system/{name}"),
+                    Member {
+                        mode: 0o644,
+                        data: std::fs::read(e.path())?,
+                    },
+                );
+            }
+        }
+    }
+    Ok(m)
+}
+
+pub fn run(args: BuildArgs) -> Result<i32> {
+    let plan = Plan::load(&args.plan)?;
+    let plan_text = std::fs::read_to_string(&args.plan)
+        .with_context(|| format!("reading {}", args.plan.display()))?;
+    let Some(daemon_path) = args.daemon_binary.as_deref() else {
+        bail!(
+            "give the daemon built for {} with --daemon-binary (tools/cross-build-aarch64 builds it on an x86_64 host)",
+            elf::arch_name(plan.appliance.arch)
+        );
+    };
+    elf::check_daemon_binary(daemon_path, plan.appliance.arch)?;
+    let daemon =
+        std::fs::read(daemon_path).with_context(|| format!("reading {}", daemon_path.display()))?;
+    let members = members(&plan_text, &plan, &daemon, &args.units)?;
+    let tarball = payload::build(&members, payload::mtime()?)?;
+    let sha = format!("{:x}", Sha256::digest(&tarball));
+    let ks = render::kickstart(&plan, &sha, args.payload_url.as_deref())?;
+    let user_data = match &args.payload_url {
+        Some(url) => Some(render::user_data(&plan, &sha, url)?),
+        None => None,
+    };
+
+    let out = &args.out;
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".pgappliance-build-")
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    let write = |name: &str, data: &[u8]| {
+        std::fs::write(tmp.path().join(name), data).with_context(|| format!("writing {name}"))
+    };
+    write("payload.tar.gz", &tarball)?;
+    write(
+        "payload.tar.gz.sha256",
+        format!("{sha}  payload.tar.gz\n").as_bytes(),
+    )?;
+    write("ks.cfg", ks.as_bytes())?;
+    if let Some(u) = &user_data {
+        write("user-data.yaml", u.as_bytes())?;
+    }
+    if out.exists() {
+        std::fs::remove_dir_all(out).with_context(|| format!("replacing {}", out.display()))?;
+    }
+    let kept = tmp.keep();
+    std::fs::rename(&kept, out)
+        .with_context(|| format!("moving the build to {}", out.display()))?;
+    println!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
+    println!(
+        "ks.cfg           Rocky 8 {} kickstart, OS on {}",
+        elf::arch_name(plan.appliance.arch),
+        plan.install.os_disk
+    );
+    if user_data.is_some() {
+        println!("user-data.yaml   cloud-config fetching the payload from the given URL");
+    } else {
+        println!("user-data.yaml   not written: give --payload-url for cloud instances");
+    }
+    println!("built into {}", out.display());
+    Ok(0)
+}
