@@ -12,7 +12,7 @@ use super::median;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::runner::CommandSpec;
-use crate::steps::{open_run, prepare, LocalRunOptions, Run};
+use crate::steps::Run;
 
 pub struct InitBenchOptions {
     pub plan: PathBuf,
@@ -90,16 +90,7 @@ async fn time_candidate(run: &Run, cand: &Candidate, scale: u32) -> Result<f64> 
 }
 
 pub async fn run(o: InitBenchOptions) -> Result<()> {
-    let mut run = open_run(LocalRunOptions {
-        plan_path: o.plan.clone(),
-        workdir: o.workdir.clone(),
-        pg_bin: None,
-        cluster_user: None,
-        keep_running: false,
-        store: None,
-        upload: Default::default(),
-    })?;
-    prepare(&mut run).await?;
+    let run = super::prepared_cluster(&o.plan, &o.workdir).await?;
     let cores = run.inventory()?.cpu.cpus.max(1);
     let mut candidates = vec![
         Candidate::PgbenchClient,

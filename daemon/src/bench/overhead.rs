@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 use super::{geometric_mean, own_cpu_seconds};
 use crate::pgbench::parse_summary;
 use crate::steps::sweep::{before_point, measure_point, point_command, points};
-use crate::steps::{open_run, prepare, LocalRunOptions};
 
 pub struct OverheadOptions {
     pub plan: PathBuf,
@@ -20,16 +19,7 @@ pub struct OverheadOptions {
 }
 
 pub async fn run(o: OverheadOptions) -> Result<()> {
-    let mut run = open_run(LocalRunOptions {
-        plan_path: o.plan.clone(),
-        workdir: o.workdir.clone(),
-        pg_bin: None,
-        cluster_user: None,
-        keep_running: false,
-        store: None,
-        upload: Default::default(),
-    })?;
-    prepare(&mut run).await?;
+    let run = super::prepared_cluster(&o.plan, &o.workdir).await?;
     let points: Vec<_> = points(&run)?.into_iter().filter(|p| !p.warmup).collect();
     let bench_dir = run.workdir.join("bench-overhead");
     let mut ratios = Vec::new();
