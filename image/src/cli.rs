@@ -37,6 +37,9 @@ pub enum Command {
         /// systemd units to ship.
         #[arg(long, default_value = "units")]
         units: PathBuf,
+        /// The Rocky 8 boot ISO to remaster into appliance.iso (BMC virtual media).
+        #[arg(long)]
+        iso: Option<PathBuf>,
     },
     /// Compare every uploaded run under a store prefix: index.html and summary.csv.
     Collect {

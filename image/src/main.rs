@@ -17,12 +17,14 @@ fn main() {
             daemon_binary,
             payload_url,
             units,
+            iso,
         } => build::run(build::BuildArgs {
             plan,
             out,
             daemon_binary,
             payload_url,
             units,
+            iso,
         }),
         cli::Command::Collect {
             store,

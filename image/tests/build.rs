@@ -253,3 +253,188 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A small ISO with the Rocky 8 aarch64 boot layout: volume id, EFI/BOOT/grub.cfg with the
+/// install, media-test and troubleshooting entries, images/efiboot.img (FAT) holding its own
+/// grub.cfg, images/pxeboot/vmlinuz; El Torito EFI boot; Joliet; an implanted md5.
+fn synthetic_rocky_iso(dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("EFI/BOOT")).expect("mkdir");
+    std::fs::create_dir_all(tree.join("images/pxeboot")).expect("mkdir");
+    let label = "Rocky-8-6-aarch64-dvd";
+    let grub = format!(
+        "set default=\"1\"\n\nset timeout=60\nsearch --no-floppy --set=root -l '{label}'\n\
+         menuentry 'Install Rocky Linux 8.6' --class red --class gnu-linux --class gnu --class os {{\n\
+         \tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL={label} ro\n\tinitrd /images/pxeboot/initrd.img\n}}\n\
+         menuentry 'Test this media & install Rocky Linux 8.6' --class red --class gnu-linux --class gnu --class os {{\n\
+         \tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL={label} rd.live.check\n\tinitrd /images/pxeboot/initrd.img\n}}\n\
+         submenu 'Troubleshooting -->' {{\n\tmenuentry 'Rescue a Rocky Linux system' --class red {{\n\
+         \t\tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL={label} inst.rescue\n\t\tinitrd /images/pxeboot/initrd.img\n\t}}\n}}\n"
+    );
+    std::fs::write(tree.join("EFI/BOOT/grub.cfg"), &grub).expect("grub");
+    std::fs::write(tree.join("EFI/BOOT/BOOTAA64.EFI"), "efi").expect("efi");
+    std::fs::write(tree.join("images/pxeboot/vmlinuz"), "kernel").expect("kernel");
+    std::fs::write(tree.join("images/pxeboot/initrd.img"), "initrd").expect("initrd");
+    let img = tree.join("images/efiboot.img");
+    let sh = |script: &str| {
+        let o = Command::new("bash")
+            .args(["-ec", script])
+            .current_dir(dir)
+            .output()
+            .expect("bash");
+        assert!(o.status.success(), "{script}: {}", describe(&o));
+    };
+    sh(&format!(
+        "mkfs.fat -C {img} 2048 >/dev/null; mmd -i {img} ::/EFI ::/EFI/BOOT; \
+         mcopy -i {img} tree/EFI/BOOT/grub.cfg tree/EFI/BOOT/BOOTAA64.EFI ::/EFI/BOOT/; \
+         xorriso -as mkisofs -quiet -V {label} -J -joliet-long -r -e images/efiboot.img -no-emul-boot -o rocky.iso tree; \
+         implantisomd5 rocky.iso >/dev/null",
+        img = img.display()
+    ));
+    dir.join("rocky.iso")
+}
+
+fn xorriso(args: &[&str]) -> String {
+    let o = Command::new("xorriso")
+        .args(args)
+        .output()
+        .expect("xorriso");
+    assert!(o.status.success(), "{}", describe(&o));
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Whether the ISO has a Joliet supplementary volume descriptor.
+fn has_joliet(iso: &Path) -> bool {
+    let bytes = std::fs::read(iso).expect("iso");
+    (16..32).any(|sector| {
+        let d = &bytes[sector * 2048..sector * 2048 + 2048];
+        d[0] == 2
+            && &d[1..6] == b"CD001"
+            && [b"%/@", b"%/C", b"%/E"].iter().any(|e| &d[88..91] == *e)
+    })
+}
+
+#[test]
+fn rocky_iso_is_remastered_to_boot_the_kickstart() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = synthetic_rocky_iso(dir.path());
+    let out = dir.path().join("out");
+    let daemon = fake_aarch64_binary(dir.path());
+    let o = build(
+        &plan_with_keys(dir.path()),
+        &out,
+        &daemon,
+        &["--iso", &input.display().to_string()],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let iso = out.join("appliance.iso");
+    let path = iso.display().to_string();
+    let pvd = xorriso(&["-indev", &path, "-pvd_info"]);
+    assert!(
+        pvd.contains("Volume Id    : Rocky-8-6-aarch64-dvd"),
+        "{pvd}"
+    );
+    let boot = xorriso(&["-indev", &path, "-report_el_torito", "plain"]);
+    assert!(
+        boot.contains("UEFI") && boot.contains("/images/efiboot.img"),
+        "{boot}"
+    );
+    let files = xorriso(&["-indev", &path, "-find", "/", "-type", "f"]);
+    for f in [
+        "/ks.cfg",
+        "/pgappliance/payload.tar.gz",
+        "/pgappliance/payload.tar.gz.sha256",
+        "/images/pxeboot/vmlinuz",
+    ] {
+        assert!(files.contains(&format!("'{f}'")), "{f} missing:\n{files}");
+    }
+    assert!(has_joliet(&iso), "Joliet kept");
+    assert!(has_joliet(&input), "(the fixture has Joliet too)");
+    let x = dir.path().join("x");
+    std::fs::create_dir_all(&x).expect("mkdir");
+    xorriso(&[
+        "-osirrox",
+        "on",
+        "-indev",
+        &path,
+        "-extract",
+        "/EFI/BOOT/grub.cfg",
+        &x.join("grub.cfg").display().to_string(),
+        "-extract",
+        "/images/efiboot.img",
+        &x.join("efiboot.img").display().to_string(),
+        "-extract",
+        "/ks.cfg",
+        &x.join("ks.cfg").display().to_string(),
+    ]);
+    let ks_in_iso = std::fs::read(x.join("ks.cfg")).expect("ks");
+    assert_eq!(ks_in_iso, std::fs::read(out.join("ks.cfg")).expect("ks"));
+    let o = Command::new("mcopy")
+        .args(["-n", "-i"])
+        .arg(x.join("efiboot.img"))
+        .arg("::/EFI/BOOT/grub.cfg")
+        .arg(x.join("efi-grub.cfg"))
+        .output()
+        .expect("mcopy");
+    assert!(o.status.success(), "{}", describe(&o));
+    for cfg in ["grub.cfg", "efi-grub.cfg"] {
+        let g = std::fs::read_to_string(x.join(cfg)).expect("grub");
+        let ks_lines: Vec<&str> = g.lines().filter(|l| l.contains("inst.ks=")).collect();
+        assert_eq!(ks_lines.len(), 1, "{cfg}: only the install entry:\n{g}");
+        assert!(
+            ks_lines[0].contains("inst.ks=hd:LABEL=Rocky-8-6-aarch64-dvd:/ks.cfg"),
+            "{cfg}"
+        );
+        assert!(
+            ks_lines[0].contains(" ro "),
+            "{cfg}: it is the install entry"
+        );
+        assert!(g.contains("set default=\"0\""), "{cfg}:\n{g}");
+        assert!(g.contains("set timeout=5"), "{cfg}");
+    }
+    let md5 = Command::new("checkisomd5")
+        .arg(&iso)
+        .output()
+        .expect("checkisomd5");
+    assert!(
+        md5.status.success(),
+        "implanted media checksum verifies: {}",
+        describe(&md5)
+    );
+}
+
+#[test]
+fn an_iso_that_is_not_a_rocky_boot_iso_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::create_dir_all(dir.path().join("plain")).expect("mkdir");
+    std::fs::write(dir.path().join("plain/readme.txt"), "data").expect("write");
+    let o = Command::new("xorriso")
+        .args(["-as", "mkisofs", "-quiet", "-V", "DATA", "-o"])
+        .arg(dir.path().join("data.iso"))
+        .arg(dir.path().join("plain"))
+        .output()
+        .expect("xorriso");
+    assert!(o.status.success(), "{}", describe(&o));
+    let out = dir.path().join("out");
+    let daemon = fake_aarch64_binary(dir.path());
+    let altra = repo().join("examples/altra-q80.toml");
+    let o = build(
+        &altra,
+        &out,
+        &daemon,
+        &["--iso", &dir.path().join("data.iso").display().to_string()],
+    );
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a Rocky/RHEL boot ISO"),
+        "{}",
+        describe(&o)
+    );
+    let o = build(&altra, &out, &daemon, &["--iso", "/nonexistent/rocky.iso"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/rocky.iso"));
+    assert!(!out.exists(), "nothing half written");
+}

@@ -5,6 +5,7 @@
 //! so DIR never holds half a build.
 
 pub mod elf;
+pub mod iso;
 pub mod payload;
 pub mod render;
 
@@ -24,6 +25,8 @@ pub struct BuildArgs {
     pub payload_url: Option<String>,
     /// Folder of systemd units to ship (default: the repository's units/).
     pub units: PathBuf,
+    /// The user's Rocky boot ISO to remaster into appliance.iso.
+    pub iso: Option<PathBuf>,
 }
 
 /// The payload's members for a plan.
@@ -125,6 +128,20 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(u) = &user_data {
         write("user-data.yaml", u.as_bytes())?;
     }
+    let iso_volid = match &args.iso {
+        Some(input) => {
+            let work = tempfile::tempdir().context("creating a work directory for the ISO")?;
+            Some(iso::remaster(
+                input,
+                &tmp.path().join("appliance.iso"),
+                &tmp.path().join("ks.cfg"),
+                &tmp.path().join("payload.tar.gz"),
+                &tmp.path().join("payload.tar.gz.sha256"),
+                work.path(),
+            )?)
+        }
+        None => None,
+    };
     if out.exists() {
         std::fs::remove_dir_all(out).with_context(|| format!("replacing {}", out.display()))?;
     }
@@ -141,6 +158,12 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         println!("user-data.yaml   cloud-config fetching the payload from the given URL");
     } else {
         println!("user-data.yaml   not written: give --payload-url for cloud instances");
+    }
+    match iso_volid {
+        Some(v) => println!("appliance.iso    remastered, volume id {v}, boots the kickstart"),
+        None => {
+            println!("appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media")
+        }
     }
     println!("built into {}", out.display());
     Ok(0)

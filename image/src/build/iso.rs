@@ -1,0 +1,268 @@
+//! Remastering the user's Rocky boot ISO for BMC virtual media, the way lorax's mkksiso
+//! does it but with xorriso directly (mkksiso refuses an aarch64 ISO on an x86_64 host):
+//! the volume id is kept, `ks.cfg` and the payload are added, `inst.ks=hd:LABEL=…:/ks.cfg`
+//! goes on the install entries of both grub.cfg copies (the ISO's `EFI/BOOT/grub.cfg` and
+//! the one inside `images/efiboot.img`, edited with mtools), the install entry becomes the
+//! default with a short timeout, the El Torito boot images are replayed, Joliet is kept, and
+//! the media checksum is implanted again when the input had one.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use pgappliance::runner::{CommandOutput, CommandSpec, Runner};
+
+/// ISO 9660 volume ids are at most 32 characters.
+pub const MAX_VOLUME_ID: usize = 32;
+/// Seconds the remastered menu waits before booting the install entry.
+pub const MENU_TIMEOUT_S: u32 = 5;
+
+fn run(spec: CommandSpec, ok: &[i32]) -> Result<CommandOutput> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(rt.block_on(Runner::local().run_accepting(&spec, ok))?)
+}
+
+/// `Volume Id    : Rocky-8-6-aarch64-dvd` from `xorriso -pvd_info`.
+pub fn parse_volume_id(pvd_info: &str) -> Option<String> {
+    pvd_info
+        .lines()
+        .find_map(|l| l.strip_prefix("Volume Id"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// A volume id as dracut's `hd:LABEL=` wants it (spaces and specials as \xNN).
+pub fn escape_label(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c.to_string()
+            } else {
+                format!("\\x{:02x}", c as u32)
+            }
+        })
+        .collect()
+}
+
+/// Adds `inst.ks=` to the install entries, makes the first top-level install entry (one
+/// that does not check the media) the default, and shortens the timeout.
+pub fn add_kickstart(grub: &str, label: &str) -> Result<String> {
+    let ks = format!("inst.ks=hd:LABEL={}:/ks.cfg", escape_label(label));
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut top_index = -1i32;
+    let mut default_entry: Option<i32> = None;
+    for line in grub.lines() {
+        let t = line.trim_start();
+        if depth == 0 && (t.starts_with("menuentry ") || t.starts_with("submenu ")) {
+            top_index += 1;
+        }
+        let is_kernel = t.starts_with("linux ") || t.starts_with("linuxefi ");
+        let mut line = line.to_string();
+        if is_kernel
+            && t.contains("inst.stage2=")
+            && !t.contains("rd.live.check")
+            && !t.contains("inst.rescue")
+        {
+            if !t.contains("inst.ks=") {
+                line.push(' ');
+                line.push_str(&ks);
+            }
+            if depth == 1 && default_entry.is_none() {
+                default_entry = Some(top_index);
+            }
+        }
+        depth += t.matches('{').count() as i32 - t.matches('}').count() as i32;
+        out.push(line);
+    }
+    let Some(default_entry) = default_entry else {
+        bail!("grub.cfg has no install entry (a top-level menuentry whose linux line has inst.stage2=)");
+    };
+    let mut saw_default = false;
+    let mut saw_timeout = false;
+    for line in out.iter_mut() {
+        let t = line.trim_start();
+        if t.starts_with("set default=") {
+            *line = format!("set default=\"{default_entry}\"");
+            saw_default = true;
+        } else if t.starts_with("set timeout=") {
+            *line = format!("set timeout={MENU_TIMEOUT_S}");
+            saw_timeout = true;
+        }
+    }
+    let mut head = Vec::new();
+    if !saw_default {
+        head.push(format!("set default=\"{default_entry}\""));
+    }
+    if !saw_timeout {
+        head.push(format!("set timeout={MENU_TIMEOUT_S}"));
+    }
+    Ok(head.into_iter().chain(out).collect::<Vec<_>>().join("\n") + "\n")
+}
+
+/// Writes `output` from `input` plus the kickstart and payload files.
+pub fn remaster(
+    input: &Path,
+    output: &Path,
+    ks: &Path,
+    payload: &Path,
+    payload_sha: &Path,
+    work: &Path,
+) -> Result<String> {
+    if !input.is_file() {
+        bail!("{}: no such ISO file", input.display());
+    }
+    let inp = input.display().to_string();
+    let pvd = run(
+        CommandSpec::new("xorriso").args(["-indev", &inp, "-pvd_info"]),
+        &[0],
+    )
+    .with_context(|| format!("{inp} is not a readable ISO image"))?;
+    let volid = parse_volume_id(&pvd.stdout)
+        .with_context(|| format!("{inp}: no volume id in its primary volume descriptor"))?;
+    if volid.len() > MAX_VOLUME_ID {
+        bail!("{inp}: volume id \"{volid}\" is over {MAX_VOLUME_ID} characters; xorriso would refuse it");
+    }
+    let grub = work.join("grub.cfg");
+    let efiboot = work.join("efiboot.img");
+    run(
+        CommandSpec::new("xorriso").args([
+            "-osirrox",
+            "on",
+            "-indev",
+            &inp,
+            "-extract",
+            "/EFI/BOOT/grub.cfg",
+            &grub.display().to_string(),
+            "-extract",
+            "/images/efiboot.img",
+            &efiboot.display().to_string(),
+        ]),
+        &[0],
+    )
+    .with_context(|| {
+        format!(
+            "{inp} is not a Rocky/RHEL boot ISO: it needs EFI/BOOT/grub.cfg and images/efiboot.img"
+        )
+    })?;
+    for f in [&grub, &efiboot] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644))?;
+    }
+    let text = std::fs::read_to_string(&grub).context("reading the ISO's grub.cfg")?;
+    std::fs::write(
+        &grub,
+        add_kickstart(&text, &volid).context("the ISO's EFI/BOOT/grub.cfg")?,
+    )?;
+    let img = efiboot.display().to_string();
+    let efi_grub = work.join("efiboot-grub.cfg");
+    run(
+        CommandSpec::new("mcopy").args([
+            "-n",
+            "-i",
+            &img,
+            "::/EFI/BOOT/grub.cfg",
+            &efi_grub.display().to_string(),
+        ]),
+        &[0],
+    )
+    .context("images/efiboot.img holds no EFI/BOOT/grub.cfg")?;
+    let text = std::fs::read_to_string(&efi_grub)?;
+    std::fs::write(
+        &efi_grub,
+        add_kickstart(&text, &volid).context("the grub.cfg inside images/efiboot.img")?,
+    )?;
+    run(
+        CommandSpec::new("mcopy").args([
+            "-o",
+            "-i",
+            &img,
+            &efi_grub.display().to_string(),
+            "::/EFI/BOOT/grub.cfg",
+        ]),
+        &[0],
+    )?;
+    let had_md5 = run(
+        CommandSpec::new("checkisomd5").args(["--md5sumonly", &inp]),
+        &[0, 1, 2],
+    )
+    .map(|o| o.success() && o.stdout.contains(&inp))
+    .unwrap_or(false);
+    let out = output.display().to_string();
+    let map = |from: &Path, to: &str| {
+        vec![
+            "-map".to_string(),
+            from.display().to_string(),
+            to.to_string(),
+        ]
+    };
+    let mut args: Vec<String> = vec![
+        "-indev".into(),
+        inp.clone(),
+        "-outdev".into(),
+        out.clone(),
+        "-boot_image".into(),
+        "any".into(),
+        "replay".into(),
+        "-joliet".into(),
+        "on".into(),
+    ];
+    args.extend(map(&grub, "/EFI/BOOT/grub.cfg"));
+    args.extend(map(&efiboot, "/images/efiboot.img"));
+    args.extend(map(ks, "/ks.cfg"));
+    args.extend(map(payload, "/pgappliance/payload.tar.gz"));
+    args.extend(map(payload_sha, "/pgappliance/payload.tar.gz.sha256"));
+    run(CommandSpec::new("xorriso").args(args), &[0]).context("writing the remastered ISO")?;
+    if had_md5 {
+        run(
+            CommandSpec::new("implantisomd5").args(["--force", &out]),
+            &[0],
+        )
+        .context("implanting the media checksum")?;
+    }
+    Ok(volid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRUB: &str = "set default=\"1\"\nset timeout=60\nmenuentry 'Install Rocky Linux 8.6' {\n\tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL=R ro\n\tinitrd /i\n}\nmenuentry 'Test this media & install' {\n\tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL=R rd.live.check\n}\nsubmenu 'Troubleshooting -->' {\n\tmenuentry 'basic graphics' {\n\t\tlinux /v inst.stage2=hd:LABEL=R nomodeset\n\t}\n}\n";
+
+    #[test]
+    fn kickstart_on_install_entries_default_and_timeout() {
+        let g = add_kickstart(GRUB, "Rocky-8-6-aarch64-dvd").expect("grub");
+        assert!(g.contains("set default=\"0\""));
+        assert!(g.contains("set timeout=5"));
+        assert_eq!(
+            g.matches("inst.ks=hd:LABEL=Rocky-8-6-aarch64-dvd:/ks.cfg")
+                .count(),
+            2
+        );
+        assert!(!g
+            .lines()
+            .any(|l| l.contains("rd.live.check") && l.contains("inst.ks")));
+        // Idempotent.
+        assert_eq!(
+            add_kickstart(&g, "Rocky-8-6-aarch64-dvd").expect("again"),
+            g
+        );
+    }
+
+    #[test]
+    fn no_install_entry_is_an_error() {
+        assert!(add_kickstart("set timeout=5\n", "X").is_err());
+    }
+
+    #[test]
+    fn labels_and_volume_ids() {
+        assert_eq!(escape_label("Rocky 8 x"), "Rocky\\x208\\x20x");
+        assert_eq!(
+            parse_volume_id("Volume Id    : Rocky-8-6-aarch64-dvd\nVolume Set Id: x\n").as_deref(),
+            Some("Rocky-8-6-aarch64-dvd")
+        );
+    }
+}
