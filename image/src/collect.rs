@@ -34,7 +34,6 @@ async fn get(store: &Store, path: &object_store::path::Path) -> Result<Vec<u8>> 
 /// Checks one run and loads its results, or says why not.
 async fn load_run(
     store: &Store,
-    prefix_len: usize,
     key: &str,
     objects: &BTreeMap<String, u64>,
 ) -> std::result::Result<RunResults, String> {
@@ -84,7 +83,6 @@ async fn load_run(
             "results.json has schema version {version}, newer than this collector's {RESULTS_SCHEMA_VERSION}: upgrade pgappliance"
         ));
     }
-    let _ = prefix_len;
     serde_json::from_value(value)
         .map_err(|e| format!("results.json does not match schema version {version}: {e}"))
 }
@@ -130,7 +128,7 @@ pub async fn collect(args: CollectArgs<'_>) -> Result<i32> {
         if let Some(b) = &bar {
             b.set_message(key.clone());
         }
-        match load_run(&store, prefix_len, key, objects).await {
+        match load_run(&store, key, objects).await {
             Ok(results) => collected.push(CollectedRun {
                 key: key.clone(),
                 results,

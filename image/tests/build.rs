@@ -140,11 +140,16 @@ fn kickstart_passes_ksvalidator_and_bash_n() {
     assert!(text.contains("ignoredisk --only-use=sda"));
     assert!(text.contains("sshkey --username=root \"ssh-ed25519 "));
     assert!(text.contains("timezone Europe/Berlin --utc"));
-    let unfilled = text
-        .split('@')
-        .skip(1)
-        .step_by(2)
-        .any(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+    // A marker is @NAME@ with NAME in capitals: look after every '@', not just in pairs
+    // (the ssh key comment "ops@lab" holds one too).
+    let unfilled = text.match_indices('@').any(|(at, _)| {
+        let rest = &text[at + 1..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+            .collect();
+        !name.is_empty() && rest[name.len()..].starts_with('@')
+    });
     assert!(!unfilled, "every marker filled");
     let v = Command::new(venv_bin("ksvalidator"))
         .args(["-v", "RHEL8"])
