@@ -23,24 +23,8 @@ pub enum Command {
         #[arg(required = true)]
         plans: Vec<PathBuf>,
     },
-    /// Build the payload, kickstart and user-data that boot a server into the plan.
-    Build {
-        plan: PathBuf,
-        #[arg(long)]
-        out: PathBuf,
-        /// pgapplianced built for the plan's architecture (its ELF machine is checked).
-        #[arg(long)]
-        daemon_binary: Option<PathBuf>,
-        /// Where instances fetch the payload (e.g. a presigned URL); enables user-data.yaml.
-        #[arg(long)]
-        payload_url: Option<String>,
-        /// systemd units to ship.
-        #[arg(long, default_value = "units")]
-        units: PathBuf,
-        /// The Rocky 8 boot ISO to remaster into appliance.iso (BMC virtual media).
-        #[arg(long)]
-        iso: Option<PathBuf>,
-    },
+    /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
+    Build(crate::build::BuildArgs),
     /// Compare every uploaded run under a store prefix: index.html and summary.csv.
     Collect {
         /// s3://bucket/prefix or file:///dir

@@ -11,21 +11,7 @@ fn main() {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
-        cli::Command::Build {
-            plan,
-            out,
-            daemon_binary,
-            payload_url,
-            units,
-            iso,
-        } => build::run(build::BuildArgs {
-            plan,
-            out,
-            daemon_binary,
-            payload_url,
-            units,
-            iso,
-        }),
+        cli::Command::Build(args) => build::run(args),
         cli::Command::Collect {
             store,
             out,

@@ -18,14 +18,24 @@ use sha2::{Digest, Sha256};
 
 use payload::Member;
 
+#[derive(Debug, clap::Args)]
 pub struct BuildArgs {
+    /// The plan file.
     pub plan: PathBuf,
+    /// Output directory (replaced as a whole when the build succeeds).
+    #[arg(long)]
     pub out: PathBuf,
+    /// pgapplianced built for the plan's architecture (its ELF machine is checked).
+    #[arg(long)]
     pub daemon_binary: Option<PathBuf>,
+    /// Where instances fetch the payload (e.g. a presigned URL); enables user-data.yaml.
+    #[arg(long)]
     pub payload_url: Option<String>,
-    /// Folder of systemd units to ship (default: the repository's units/).
+    /// systemd units to ship.
+    #[arg(long, default_value = "units")]
     pub units: PathBuf,
-    /// The user's Rocky boot ISO to remaster into appliance.iso.
+    /// The Rocky 8 boot ISO to remaster into appliance.iso (BMC virtual media).
+    #[arg(long)]
     pub iso: Option<PathBuf>,
 }
 
