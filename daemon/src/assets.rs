@@ -5,3 +5,7 @@ pub const TUNED_POSTGRESQL: &str = include_str!("../assets/tuned/postgresql/tune
 
 /// Where tuned profiles live on the appliance.
 pub const TUNED_PROFILE_DIR: &str = "usr/lib/tuned";
+
+/// A PGDG-RPM-style PostgreSQL unit for platforms whose packages ship none (`@VERSION@`,
+/// `@BINDIR@` filled in by [`crate::platform`]).
+pub const POSTGRESQL_UNIT_TEMPLATE: &str = include_str!("../assets/units/postgresql-NN.service.in");

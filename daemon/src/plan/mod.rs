@@ -178,29 +178,45 @@ impl Default for Storage {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(untagged)]
+/// Which block devices carry the data volume.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Devices {
+    /// Every empty NVMe namespace.
     #[default]
-    #[serde(with = "auto_marker")]
     Auto,
+    /// No data volume: PGDATA lives in `mount_point` on the root filesystem (containers,
+    /// machines without spare drives).
+    None,
     List(Vec<String>),
 }
 
-mod auto_marker {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("auto")
+impl Serialize for Devices {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Devices::Auto => s.serialize_str("auto"),
+            Devices::None => s.serialize_str("none"),
+            Devices::List(l) => l.serialize(s),
+        }
     }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-        let s = String::deserialize(d)?;
-        if s == "auto" {
-            Ok(())
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "expected \"auto\" or a list of devices, found \"{s}\""
-            )))
+}
+
+impl<'de> Deserialize<'de> for Devices {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            List(Vec<String>),
+        }
+        match Raw::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected \"auto\", \"none\" or a list of devices")
+        })? {
+            Raw::Word(w) if w == "auto" => Ok(Devices::Auto),
+            Raw::Word(w) if w == "none" => Ok(Devices::None),
+            Raw::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected \"auto\", \"none\" or a list of devices, found \"{w}\""
+            ))),
+            Raw::List(l) => Ok(Devices::List(l)),
         }
     }
 }
@@ -416,6 +432,24 @@ impl Builtin {
             Builtin::TpcbLike => "tpcb-like",
             Builtin::SimpleUpdate => "simple-update",
             Builtin::SelectOnly => "select-only",
+        }
+    }
+}
+
+mod auto_marker {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("auto")
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "auto" {
+            Ok(())
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "expected \"auto\" or a number, found \"{s}\""
+            )))
         }
     }
 }

@@ -16,6 +16,8 @@ pub const LV: &str = "data";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoragePlan {
+    /// `devices = "none"`: PGDATA is a directory on the root filesystem.
+    Directory,
     /// The volume from an earlier boot is there (every device a PV of our VG, the LV on it).
     AlreadyBuilt { devices: Vec<String> },
     /// Commands to run, in order, and the mount unit to write.
@@ -130,6 +132,7 @@ pub fn plan_storage(
 ) -> Result<StoragePlan, StorageRefusal> {
     let mut chosen: Vec<&BlockDevice> = Vec::new();
     match &storage.devices {
+        Devices::None => return Ok(StoragePlan::Directory),
         Devices::Auto => {
             let ours: Vec<&BlockDevice> = devices.iter().filter(|d| owned_by_us(d)).collect();
             if !ours.is_empty() {

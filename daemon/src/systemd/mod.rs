@@ -1,0 +1,168 @@
+//! The systemd/D-Bus layer: services are started, restarted, stopped and enabled through
+//! the Manager API, waiting for each job's `JobRemoved` signal (subscribed before the job
+//! is queued, matched on the returned job path); external commands run as transient units
+//! ([`transient::SystemdExecutor`]); tuned is driven over its own D-Bus API ([`tuned`]).
+//! Only methods and unit properties present in systemd 239 (Rocky 8) are used.
+
+mod proxies;
+pub mod transient;
+pub mod tuned;
+
+use std::future::Future;
+
+use anyhow::{bail, Context, Result};
+use futures::StreamExt;
+use zbus::zvariant::OwnedObjectPath;
+
+pub use proxies::{ManagerProxy, ServiceProxy, TunedProxy, UnitProxy};
+pub use transient::SystemdExecutor;
+
+/// A connection to the system bus with systemd's Manager, subscribed to job signals.
+#[derive(Clone)]
+pub struct Systemd {
+    conn: zbus::Connection,
+    manager: ManagerProxy<'static>,
+}
+
+impl Systemd {
+    pub async fn connect() -> Result<Self> {
+        let conn = zbus::Connection::system().await.context(
+            "connecting to the system D-Bus (is dbus running, and is this a systemd machine?)",
+        )?;
+        let manager = ManagerProxy::new(&conn)
+            .await
+            .context("reaching systemd's Manager on the system bus")?;
+        manager
+            .subscribe()
+            .await
+            .context("subscribing to systemd's job signals")?;
+        Ok(Systemd { conn, manager })
+    }
+
+    pub fn connection(&self) -> &zbus::Connection {
+        &self.conn
+    }
+
+    pub fn manager(&self) -> &ManagerProxy<'static> {
+        &self.manager
+    }
+
+    /// Queues a job with `call` and waits for its `JobRemoved`; returns the job's result
+    /// (`done`, `failed`, `timeout`, `canceled`, `dependency`, `skipped`).
+    pub async fn job<F, Fut>(&self, what: &str, call: F) -> Result<String>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = zbus::Result<OwnedObjectPath>>,
+    {
+        // Listen before queueing, so a job that ends at once is not missed.
+        let mut removed = self
+            .manager
+            .receive_job_removed()
+            .await
+            .context("listening for systemd's JobRemoved")?;
+        let job = call()
+            .await
+            .with_context(|| format!("asking systemd to {what}"))?;
+        while let Some(signal) = removed.next().await {
+            let args = signal.args().context("reading a JobRemoved signal")?;
+            if args.job == job {
+                return Ok(args.result);
+            }
+        }
+        bail!("the system bus closed while waiting for systemd to {what}")
+    }
+
+    async fn unit_job(&self, verb: &str, unit: &str, mode: &str) -> Result<()> {
+        let what = format!("{verb} {unit}");
+        let result = self
+            .job(&what, || async {
+                match verb {
+                    "start" => self.manager.start_unit(unit, mode).await,
+                    "restart" => self.manager.restart_unit(unit, mode).await,
+                    _ => self.manager.stop_unit(unit, mode).await,
+                }
+            })
+            .await?;
+        if result != "done" {
+            bail!(
+                "systemd could not {what}: the job ended \"{result}\" (see `journalctl -u {unit}` and `systemctl status {unit}`)"
+            );
+        }
+        Ok(())
+    }
+
+    pub async fn start_unit(&self, unit: &str) -> Result<()> {
+        self.unit_job("start", unit, "replace").await
+    }
+
+    pub async fn restart_unit(&self, unit: &str) -> Result<()> {
+        self.unit_job("restart", unit, "replace").await
+    }
+
+    pub async fn stop_unit(&self, unit: &str) -> Result<()> {
+        self.unit_job("stop", unit, "replace").await
+    }
+
+    /// `systemctl enable` for unit files (by name or path); then a Reload.
+    pub async fn enable_unit_files(&self, units: &[&str]) -> Result<()> {
+        self.manager
+            .enable_unit_files(units, false, true)
+            .await
+            .with_context(|| format!("enabling {}", units.join(", ")))?;
+        self.reload().await
+    }
+
+    /// `systemctl daemon-reload`: systemd rereads unit files and drop-ins.
+    pub async fn reload(&self) -> Result<()> {
+        self.manager
+            .reload()
+            .await
+            .context("asking systemd to reload its unit files")
+    }
+
+    /// The unit's object path (loading the unit if systemd has not yet).
+    pub async fn unit_path(&self, unit: &str) -> Result<OwnedObjectPath> {
+        self.manager
+            .load_unit(unit)
+            .await
+            .with_context(|| format!("loading unit {unit}"))
+    }
+
+    /// `ActiveState` of a unit: active, inactive, failed, activating, …
+    pub async fn active_state(&self, unit: &str) -> Result<String> {
+        let path = self.unit_path(unit).await?;
+        let proxy = UnitProxy::builder(&self.conn)
+            .path(path)?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        proxy
+            .active_state()
+            .await
+            .with_context(|| format!("reading ActiveState of {unit}"))
+    }
+
+    /// `LoadState` of a unit: `loaded`, or `not-found` when no unit file exists.
+    pub async fn load_state(&self, unit: &str) -> Result<String> {
+        let path = self.unit_path(unit).await?;
+        let proxy = UnitProxy::builder(&self.conn)
+            .path(path)?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await?;
+        proxy
+            .load_state()
+            .await
+            .with_context(|| format!("reading LoadState of {unit}"))
+    }
+
+    /// Reboots through systemd (`systemctl reboot`). Returns once the job is queued; the
+    /// daemon is then stopped by the shutdown.
+    pub async fn reboot(&self) -> Result<()> {
+        self.manager
+            .start_unit("reboot.target", "replace-irreversibly")
+            .await
+            .context("asking systemd to reboot")?;
+        Ok(())
+    }
+}

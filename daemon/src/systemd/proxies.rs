@@ -1,0 +1,103 @@
+//! D-Bus proxies: systemd's Manager (only methods present in systemd 239, Rocky 8) and
+//! tuned's control interface (snake_case member names, named explicitly).
+
+use zbus::zvariant::{OwnedObjectPath, Value};
+
+/// One entry of `ListUnitsByPatterns`.
+pub type UnitListEntry = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    OwnedObjectPath,
+    u32,
+    String,
+    OwnedObjectPath,
+);
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Manager",
+    default_service = "org.freedesktop.systemd1",
+    default_path = "/org/freedesktop/systemd1",
+    gen_blocking = false
+)]
+pub trait Manager {
+    fn subscribe(&self) -> zbus::Result<()>;
+
+    fn start_transient_unit(
+        &self,
+        name: &str,
+        mode: &str,
+        properties: &[(&str, Value<'_>)],
+        aux: &[(&str, Vec<(&str, Value<'_>)>)],
+    ) -> zbus::Result<OwnedObjectPath>;
+
+    fn start_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+    fn restart_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+    fn stop_unit(&self, name: &str, mode: &str) -> zbus::Result<OwnedObjectPath>;
+    fn reset_failed_unit(&self, name: &str) -> zbus::Result<()>;
+    fn load_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+
+    fn enable_unit_files(
+        &self,
+        files: &[&str],
+        runtime: bool,
+        force: bool,
+    ) -> zbus::Result<(bool, Vec<(String, String, String)>)>;
+
+    fn reload(&self) -> zbus::Result<()>;
+
+    fn list_units_by_patterns(
+        &self,
+        states: &[&str],
+        patterns: &[&str],
+    ) -> zbus::Result<Vec<UnitListEntry>>;
+
+    #[zbus(signal)]
+    fn job_removed(&self, id: u32, job: OwnedObjectPath, unit: String, result: String);
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Unit",
+    default_service = "org.freedesktop.systemd1",
+    gen_blocking = false
+)]
+pub trait Unit {
+    #[zbus(property)]
+    fn active_state(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn load_state(&self) -> zbus::Result<String>;
+    #[zbus(property)]
+    fn unit_file_state(&self) -> zbus::Result<String>;
+}
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Service",
+    default_service = "org.freedesktop.systemd1",
+    gen_blocking = false
+)]
+pub trait Service {
+    #[zbus(property)]
+    fn exec_main_code(&self) -> zbus::Result<i32>;
+    #[zbus(property)]
+    fn exec_main_status(&self) -> zbus::Result<i32>;
+    #[zbus(property)]
+    fn result(&self) -> zbus::Result<String>;
+}
+
+#[zbus::proxy(
+    interface = "com.redhat.tuned.control",
+    default_service = "com.redhat.tuned",
+    default_path = "/Tuned",
+    gen_blocking = false
+)]
+pub trait Tuned {
+    #[zbus(name = "switch_profile")]
+    fn switch_profile(&self, profile: &str) -> zbus::Result<(bool, String)>;
+    #[zbus(name = "active_profile")]
+    fn active_profile(&self) -> zbus::Result<String>;
+    #[zbus(name = "verify_profile")]
+    fn verify_profile(&self) -> zbus::Result<bool>;
+}
