@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::journal::{JournalFile, StepName};
-use crate::steps::{journal_path, run_local, LocalRunOptions};
+use crate::steps::{journal_path, run_local, RunOptions};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -49,6 +49,8 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Run against a cluster under --workdir managed with pg_ctl, as plain processes.
+    /// Without it the plan runs as the appliance (what pgapplianced.service does at boot):
+    /// every step through systemd over D-Bus, PostgreSQL as the platform's service.
     #[arg(long)]
     pub local: bool,
     /// The plan file.
@@ -251,11 +253,12 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
+/// Exit status of a run that refuses to go on until a person changes the plan or the
+/// machine (the unit's `RestartPreventExitStatus=`).
+pub const EXIT_REFUSED: i32 = 3;
+
 async fn run(args: RunArgs) -> Result<i32> {
-    if !args.local {
-        bail!("only local mode is available in this build: pass --local (first-boot mode under systemd is not implemented yet)");
-    }
-    let outcome = run_local(LocalRunOptions {
+    let options = RunOptions {
         plan_path: args.plan,
         workdir: args.workdir,
         pg_bin: args.pg_bin,
@@ -263,8 +266,30 @@ async fn run(args: RunArgs) -> Result<i32> {
         keep_running: args.keep_running,
         store: args.upload.store.clone(),
         upload: args.upload.options(),
-    })
-    .await?;
+    };
+    let outcome = if args.local {
+        run_local(options).await?
+    } else {
+        if options.pg_bin.is_some() || options.cluster_user.is_some() || options.keep_running {
+            bail!("--pg-bin, --cluster-user and --keep-running belong to --local; the appliance runs the platform's PostgreSQL service");
+        }
+        match crate::steps::run_appliance(options).await {
+            Ok(o) => o,
+            Err(e) => {
+                // A refusal needs a person (the plan or the machine must change): exit with
+                // the status the unit does not restart on.
+                if e
+                    .chain()
+                    .any(|c| c.downcast_ref::<crate::storage::StorageRefusal>().is_some())
+                {
+                    eprintln!("error: {e:#}");
+                    crate::notify::status(&format!("refused: {}", e.root_cause()));
+                    return Ok(EXIT_REFUSED);
+                }
+                return Err(e);
+            }
+        }
+    };
     if outcome.already_complete {
         println!("run {} was already complete", outcome.run_id);
     }

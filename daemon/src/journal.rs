@@ -19,8 +19,11 @@ pub const JOURNAL_SCHEMA_VERSION: u32 = 1;
 #[serde(rename_all = "snake_case")]
 pub enum StepName {
     Inventory,
+    Packages,
+    Storage,
     Postgres,
     Tuning,
+    OsTuning,
     Dataset,
     Sweep,
     Report,
@@ -28,10 +31,13 @@ pub enum StepName {
 }
 
 impl StepName {
-    pub const ALL: [StepName; 7] = [
+    pub const ALL: [StepName; 10] = [
         StepName::Inventory,
+        StepName::Packages,
+        StepName::Storage,
         StepName::Postgres,
         StepName::Tuning,
+        StepName::OsTuning,
         StepName::Dataset,
         StepName::Sweep,
         StepName::Report,
@@ -41,6 +47,9 @@ impl StepName {
     pub fn as_str(self) -> &'static str {
         match self {
             StepName::Inventory => "inventory",
+            StepName::Packages => "packages",
+            StepName::Storage => "storage",
+            StepName::OsTuning => "os_tuning",
             StepName::Postgres => "postgres",
             StepName::Tuning => "tuning",
             StepName::Dataset => "dataset",

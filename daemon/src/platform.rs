@@ -174,7 +174,7 @@ impl Profile {
         let mut opts = vec![
             "--encoding=UTF8".to_string(),
             "--locale=C".to_string(),
-            "--auth-local=peer".to_string(),
+            "--auth-local=trust".to_string(),
             "--auth-host=scram-sha-256".to_string(),
         ];
         if checksums {
@@ -207,6 +207,19 @@ impl Profile {
     pub fn has_selinux(&self) -> bool {
         self.platform == Platform::Rocky8
     }
+}
+
+/// The drop-in that points the platform's PostgreSQL unit at PGDATA on the data volume
+/// (pure).
+pub fn service_drop_in(pgdata: &str, mount_point: Option<&str>) -> String {
+    let mut s = String::from("# Written by pgapplianced: PGDATA on the appliance's data volume.\n");
+    if let Some(m) = mount_point {
+        s.push_str(&format!("[Unit]\nRequiresMountsFor={m}\n\n"));
+    }
+    s.push_str(&format!(
+        "[Service]\nEnvironment=PGDATA={pgdata}\n# Crash recovery of a large cluster takes as long as it takes.\nTimeoutStartSec=0\n"
+    ));
+    s
 }
 
 /// Adds the arguments that are missing to `GRUB_CMDLINE_LINUX` in /etc/default/grub's text

@@ -12,7 +12,7 @@ pub async fn prepared_cluster(
     plan: &std::path::Path,
     workdir: &std::path::Path,
 ) -> anyhow::Result<crate::steps::Run> {
-    let mut run = crate::steps::open_run(crate::steps::LocalRunOptions {
+    let mut run = crate::steps::open_run(crate::steps::RunOptions {
         plan_path: plan.to_path_buf(),
         workdir: workdir.to_path_buf(),
         pg_bin: None,

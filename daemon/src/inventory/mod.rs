@@ -31,14 +31,6 @@ fn read(path: &str) -> Result<String> {
 
 pub async fn collect(runner: &Runner) -> Result<Inventory> {
     let lscpu = runner.run(&CommandSpec::new("lscpu").arg("-J")).await?;
-    let lsblk = runner
-        .run(&CommandSpec::new("lsblk").args([
-            "-J",
-            "-b",
-            "-o",
-            "NAME,PATH,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN",
-        ]))
-        .await?;
     let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .ok()
         .flatten()
@@ -51,6 +43,19 @@ pub async fn collect(runner: &Runner) -> Result<Inventory> {
         cpu: parse::parse_lscpu(&lscpu.stdout)?,
         memory_bytes: parse::parse_meminfo_total(&read("/proc/meminfo")?)?,
         page_size,
-        block_devices: parse::parse_lsblk(&lsblk.stdout)?,
+        block_devices: block_devices(runner).await?,
     })
+}
+
+/// The block devices as lsblk sees them now (the storage step reads them again).
+pub async fn block_devices(runner: &Runner) -> Result<Vec<BlockDevice>> {
+    let lsblk = runner
+        .run(&CommandSpec::new("lsblk").args([
+            "-J",
+            "-b",
+            "-o",
+            "NAME,PATH,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN",
+        ]))
+        .await?;
+    Ok(parse::parse_lsblk(&lsblk.stdout)?)
 }

@@ -25,7 +25,7 @@ use futures::SinkExt;
 
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::{literal, Session};
-use crate::postgres::LocalCluster;
+use crate::postgres::Cluster;
 
 /// Rows of pgbench_accounts per unit of scale.
 pub const ACCOUNTS_PER_SCALE: u64 = 100_000;
@@ -62,13 +62,13 @@ pub struct ParallelInit {
     pub total_s: f64,
 }
 
-async fn connect(c: &LocalCluster, db: &str) -> Result<Session> {
+async fn connect(c: &Cluster, db: &str) -> Result<Session> {
     Session::connect(&c.socket_dir(), c.port, SUPERUSER, db).await
 }
 
 /// Sets the load settings (or restores `restore`) and restarts the server.
 async fn apply_settings(
-    c: &LocalCluster,
+    c: &Cluster,
     set: &[(&str, String)],
     restore: Option<&BTreeMap<String, String>>,
 ) -> Result<()> {
@@ -90,7 +90,7 @@ async fn apply_settings(
 /// Puts the plan's settings back after a load (also after an interrupted one): restart,
 /// OS-level sync, CHECKPOINT.
 pub async fn restore_settings(
-    c: &LocalCluster,
+    c: &Cluster,
     cores: u32,
     ram_bytes: u64,
     planned: &BTreeMap<String, String>,
@@ -141,7 +141,7 @@ pub struct LoadSpec<'a> {
 }
 
 pub async fn parallel_init(
-    c: &LocalCluster,
+    c: &Cluster,
     spec: &LoadSpec<'_>,
     planned: &BTreeMap<String, String>,
 ) -> Result<ParallelInit> {

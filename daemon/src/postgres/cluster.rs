@@ -1,8 +1,7 @@
-//! A PostgreSQL cluster managed with pg_ctl (local mode). On the appliance the same steps
-//! drive the platform's systemd unit instead.
-//!
-//! Layout under the cluster directory (owned by the cluster user):
-//! `data/` (PGDATA), `socket/` (Unix socket), `server.log`.
+//! A PostgreSQL cluster, controlled with pg_ctl (local mode: under the work directory,
+//! `data/` (PGDATA), `socket/` (Unix socket), `server.log`, owned by the cluster user) or
+//! through the platform's systemd service (the appliance: PGDATA on the data volume,
+//! started, stopped and restarted as systemd jobs over D-Bus). The steps do not know which.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,17 +18,30 @@ pub const SUPERUSER: &str = "postgres";
 /// Longest Unix socket path Linux accepts (sun_path is 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
+/// Who starts and stops the server.
 #[derive(Clone)]
-pub struct LocalCluster {
+pub enum Control {
+    PgCtl,
+    Service {
+        systemd: crate::systemd::Systemd,
+        unit: String,
+    },
+}
+
+#[derive(Clone)]
+pub struct Cluster {
     pub bin: PgBin,
     pub dir: PathBuf,
     pub port: u16,
     /// OS user that owns and runs the cluster (None: the daemon's own user).
     pub os_user: Option<String>,
     runner: Runner,
+    data_dir: PathBuf,
+    socket_dir: PathBuf,
+    control: Control,
 }
 
-impl LocalCluster {
+impl Cluster {
     pub fn new(
         bin: PgBin,
         dir: &Path,
@@ -37,12 +49,15 @@ impl LocalCluster {
         os_user: Option<String>,
         runner: Runner,
     ) -> Result<Self> {
-        let c = LocalCluster {
+        let c = Cluster {
             bin,
             dir: dir.to_path_buf(),
             port,
             os_user,
             runner,
+            data_dir: dir.join("data"),
+            socket_dir: dir.join("socket"),
+            control: Control::PgCtl,
         };
         let socket = c.socket_dir().join(format!(".s.PGSQL.{port}"));
         let len = socket.as_os_str().len();
@@ -55,11 +70,39 @@ impl LocalCluster {
         Ok(c)
     }
 
+    /// The platform's service: PGDATA `data_dir` (its parent is [`Cluster::dir`]), the
+    /// default socket directory and port, run by `os_user`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn service(
+        bin: PgBin,
+        data_dir: &Path,
+        socket_dir: &Path,
+        port: u16,
+        os_user: &str,
+        runner: Runner,
+        systemd: crate::systemd::Systemd,
+        unit: &str,
+    ) -> Self {
+        Cluster {
+            bin,
+            dir: data_dir.parent().unwrap_or(data_dir).to_path_buf(),
+            port,
+            os_user: Some(os_user.to_string()),
+            runner,
+            data_dir: data_dir.to_path_buf(),
+            socket_dir: socket_dir.to_path_buf(),
+            control: Control::Service {
+                systemd,
+                unit: unit.to_string(),
+            },
+        }
+    }
+
     pub fn data_dir(&self) -> PathBuf {
-        self.dir.join("data")
+        self.data_dir.clone()
     }
     pub fn socket_dir(&self) -> PathBuf {
-        self.dir.join("socket")
+        self.socket_dir.clone()
     }
     pub fn log_file(&self) -> PathBuf {
         self.dir.join("server.log")
@@ -157,8 +200,11 @@ impl LocalCluster {
         )
     }
 
-    /// `pg_ctl status`: true when a postmaster runs on this data directory.
+    /// `pg_ctl status` (or the service is active): true when a postmaster runs.
     pub async fn is_running(&self) -> Result<bool> {
+        if let Control::Service { systemd, unit } = &self.control {
+            return Ok(systemd.active_state(unit).await? == "active");
+        }
         let out = self
             .runner
             .run_accepting(
@@ -172,6 +218,10 @@ impl LocalCluster {
     }
 
     pub async fn start(&self) -> Result<()> {
+        if let Control::Service { systemd, unit } = &self.control {
+            systemd.start_unit(unit).await?;
+            return self.wait_accepting().await;
+        }
         self.runner
             .run(
                 &self
@@ -201,6 +251,9 @@ impl LocalCluster {
     }
 
     pub async fn stop(&self) -> Result<()> {
+        if let Control::Service { systemd, unit } = &self.control {
+            return systemd.stop_unit(unit).await;
+        }
         if !self.is_running().await? {
             return Ok(());
         }
@@ -225,8 +278,31 @@ impl LocalCluster {
     }
 
     pub async fn restart(&self) -> Result<()> {
+        if let Control::Service { systemd, unit } = &self.control {
+            systemd.restart_unit(unit).await?;
+            return self.wait_accepting().await;
+        }
         self.stop().await?;
         self.start().await
+    }
+
+    /// Waits until the server accepts connections (crash recovery can take a while).
+    pub async fn wait_accepting(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(600);
+        loop {
+            match super::sql::Session::connect(&self.socket_dir, self.port, SUPERUSER, "postgres")
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(e) if std::time::Instant::now() > deadline => {
+                    return Err(e).context(format!(
+                        "PostgreSQL in {} did not accept connections within 600 s",
+                        self.data_dir.display()
+                    ))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
     }
 
     /// Whether data checksums are on, from pg_controldata (works on a stopped cluster).

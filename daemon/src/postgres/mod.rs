@@ -8,4 +8,4 @@ pub mod sql;
 pub mod stats;
 
 pub use binaries::PgBin;
-pub use cluster::LocalCluster;
+pub use cluster::Cluster;

@@ -138,6 +138,7 @@ async fn with_pgbench(run: &Run) -> Result<DatasetInfo> {
     );
     let spec = CommandSpec::new(bin.tool("pgbench"))
         .args(args)
+        .user(run.bench_user())
         .output_files(&out, &err);
     let started = Instant::now();
     run.runner.run(&spec).await?;

@@ -1,14 +1,21 @@
-//! The step engine: inventory → postgres → tuning → dataset → sweep → report, each step
-//! checking whether its effect is already in place before acting, with the journal
-//! recording what started and what finished (see [`crate::journal`]).
+//! The step engine: inventory → packages → storage → postgres → tuning → OS tuning (→
+//! reboot, resume) → dataset → sweep → report → upload, each step checking whether its
+//! effect is already in place before acting, with the journal recording what started and
+//! what finished (see [`crate::journal`]).
 //!
-//! Local mode (this module's [`run_local`]) runs the steps against a cluster under the work
-//! directory managed with pg_ctl, with plain processes as the executor.
+//! Local mode ([`run_local`]) runs the steps against a cluster under the work directory
+//! managed with pg_ctl, with plain processes as the executor, and leaves out the steps that
+//! change the host (packages, storage, OS tuning). The appliance ([`run_appliance`]) runs
+//! every step through systemd over D-Bus: commands as transient units, PostgreSQL as the
+//! platform's service.
 
 mod dataset;
 mod inventory;
+mod os_tuning;
+mod packages;
 mod postgres;
 mod report;
+mod storage;
 pub mod sweep;
 mod tuning;
 pub mod upload;
@@ -22,7 +29,7 @@ use sha2::{Digest, Sha256};
 use crate::inventory::Inventory;
 use crate::journal::{JournalFile, StepName};
 use crate::plan::Plan;
-use crate::postgres::{LocalCluster, PgBin};
+use crate::postgres::{Cluster, PgBin};
 use crate::results::RunResults;
 use crate::runner::Runner;
 
@@ -30,7 +37,7 @@ pub use dataset::conn_args as dataset_conn_args;
 
 /// Options of `pgapplianced run --local`.
 #[derive(Debug, Clone)]
-pub struct LocalRunOptions {
+pub struct RunOptions {
     pub plan_path: PathBuf,
     pub workdir: PathBuf,
     /// PostgreSQL bin directory to use instead of searching by version.
@@ -67,11 +74,13 @@ pub struct Run {
     pub run_dir: PathBuf,
     pub runner: Runner,
     pub journal: JournalFile,
-    options: LocalRunOptions,
+    options: RunOptions,
     inventory: Option<Inventory>,
     bin: Option<PgBin>,
-    cluster: Option<LocalCluster>,
+    cluster: Option<Cluster>,
     applied_settings: BTreeMap<String, String>,
+    /// The appliance's systemd connection (None in local mode).
+    systemd: Option<crate::systemd::Systemd>,
 }
 
 fn new_run_id() -> String {
@@ -92,7 +101,35 @@ pub fn journal_path(workdir: &Path) -> PathBuf {
 }
 
 impl Run {
-    pub fn cluster(&self) -> Result<&LocalCluster> {
+    /// True on the appliance (systemd executor, the platform's PostgreSQL service).
+    pub fn is_appliance(&self) -> bool {
+        self.systemd.is_some()
+    }
+
+    pub fn systemd(&self) -> Result<&crate::systemd::Systemd> {
+        self.systemd
+            .as_ref()
+            .context("internal: this step needs the appliance's systemd connection")
+    }
+
+    pub fn profile(&self) -> crate::platform::Profile {
+        crate::platform::Profile::of(self.plan.appliance.platform)
+    }
+
+    /// The PostgreSQL major version the appliance installs and runs.
+    pub fn pg_version(&self) -> u32 {
+        self.plan
+            .postgres
+            .version
+            .unwrap_or_else(|| self.profile().default_pg_version())
+    }
+
+    /// OS user pgbench runs as: postgres on the appliance, the daemon's user locally.
+    pub fn bench_user(&self) -> Option<&'static str> {
+        self.is_appliance().then_some("postgres")
+    }
+
+    pub fn cluster(&self) -> Result<&Cluster> {
         self.cluster
             .as_ref()
             .context("internal: the postgres step has not run")
@@ -142,7 +179,7 @@ impl Run {
 }
 
 /// Opens (or creates) the run of a work directory: plan, journal, run dir.
-pub fn open_run(options: LocalRunOptions) -> Result<Run> {
+pub fn open_run(options: RunOptions) -> Result<Run> {
     let plan_text = std::fs::read_to_string(&options.plan_path)
         .with_context(|| format!("reading plan {}", options.plan_path.display()))?;
     let plan = Plan::load(&options.plan_path)?;
@@ -175,6 +212,7 @@ pub fn open_run(options: LocalRunOptions) -> Result<Run> {
         bin: None,
         cluster: None,
         applied_settings: BTreeMap::new(),
+        systemd: None,
     })
 }
 
@@ -183,15 +221,29 @@ pub fn open_run(options: LocalRunOptions) -> Result<Run> {
 pub async fn prepare(run: &mut Run) -> Result<()> {
     for step in [
         StepName::Inventory,
+        StepName::Packages,
+        StepName::Storage,
         StepName::Postgres,
         StepName::Tuning,
+        StepName::OsTuning,
         StepName::Dataset,
     ] {
+        let host_step = matches!(
+            step,
+            StepName::Packages | StepName::Storage | StepName::OsTuning
+        );
+        if host_step && !run.is_appliance() {
+            continue;
+        }
         crate::notify::status(&format!("step {}", step.as_str()));
         match step {
             StepName::Inventory => inventory::run(run).await,
+            StepName::Packages => packages::run(run).await,
+            StepName::Storage => storage::run(run).await,
+            StepName::Postgres if run.is_appliance() => postgres::run_service(run).await,
             StepName::Postgres => postgres::run(run).await,
             StepName::Tuning => tuning::run(run).await,
+            StepName::OsTuning => os_tuning::run(run).await,
             _ => dataset::run(run).await,
         }
         .with_context(|| format!("step {} failed", step.as_str()))?;
@@ -200,7 +252,7 @@ pub async fn prepare(run: &mut Run) -> Result<()> {
 }
 
 /// Runs (or resumes) the plan in local mode.
-pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
+pub async fn run_local(options: RunOptions) -> Result<RunOutcome> {
     let mut run = open_run(options)?;
     if run.journal.state.finished_at.is_some() {
         if let Ok(results) = report::load_results(&run) {
@@ -249,5 +301,73 @@ pub async fn run_local(options: LocalRunOptions) -> Result<RunOutcome> {
         outcome.failed_points.len(),
         outcome.report.display()
     ));
+    Ok(outcome)
+}
+
+/// Where the appliance keeps its journal and runs, and the marker of a finished run.
+pub const APPLIANCE_WORKDIR: &str = "/var/lib/pgappliance";
+pub const DONE_MARKER: &str = "done";
+
+/// Runs (or resumes) the plan on the appliance, as the systemd service does at boot.
+pub async fn run_appliance(options: RunOptions) -> Result<RunOutcome> {
+    let systemd = crate::systemd::Systemd::connect().await?;
+    let mut run = open_run(options)?;
+    let done = run.workdir.join(DONE_MARKER);
+    if done.exists() {
+        if let Ok(results) = report::load_results(&run) {
+            crate::notify::ready();
+            crate::notify::status(&format!(
+                "run {} was already complete",
+                run.journal.state.run_id
+            ));
+            return Ok(run.outcome(&results, true));
+        }
+    }
+    let executor =
+        crate::systemd::SystemdExecutor::new(systemd.clone(), &run.workdir.join("capture"))?;
+    let left = executor.stop_leftovers().await?;
+    if left > 0 {
+        tracing::warn!(units = left, "stopped commands an earlier daemon left running");
+    }
+    run.runner = Runner::new(executor);
+    run.systemd = Some(systemd.clone());
+    crate::notify::ready();
+    let results = match report::finished_results(&run) {
+        Some(results) => results,
+        None => {
+            prepare(&mut run).await?;
+            crate::notify::status("step sweep");
+            sweep::run(&mut run).await.context("step sweep failed")?;
+            report::run(&mut run).await.context("step report failed")?
+        }
+    };
+    crate::notify::status("step upload");
+    let manifest = upload::run(&mut run).await.context("step upload failed")?;
+    run.journal.state.finished_at = Some(crate::journal::now());
+    run.journal.save()?;
+    crate::fsutil::atomic_write(&done, run.journal.state.run_id.as_bytes())
+        .with_context(|| format!("writing {}", done.display()))?;
+    let mut outcome = run.outcome(&results, false);
+    outcome.uploaded = Some((
+        run.options
+            .store
+            .clone()
+            .unwrap_or_else(|| run.plan.upload.store.clone()),
+        manifest.objects.len(),
+    ));
+    crate::notify::status(&format!(
+        "done: {} points, {} failed; results in {}",
+        outcome.points,
+        outcome.failed_points.len(),
+        outcome.run_dir.display()
+    ));
+    if run.plan.finish.action == crate::plan::FinishAction::PowerOff {
+        tracing::info!("results are safe; powering off as the plan says");
+        systemd
+            .manager()
+            .start_unit("poweroff.target", "replace-irreversibly")
+            .await
+            .context("asking systemd to power off")?;
+    }
     Ok(outcome)
 }

@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use super::Run;
 use crate::journal::StepName;
 use crate::postgres::cluster::{check_reachable_by, free_loopback_port};
-use crate::postgres::{LocalCluster, PgBin};
+use crate::postgres::{Cluster, PgBin};
+use crate::runner::CommandSpec;
 
 const FACT_PORT: &str = "port";
 const FACT_INITDB: &str = "initdb_done";
@@ -42,7 +43,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
             p
         }
     };
-    let cluster = LocalCluster::new(bin.clone(), &cluster_dir, port, os_user, run.runner.clone())?;
+    let cluster = Cluster::new(bin.clone(), &cluster_dir, port, os_user, run.runner.clone())?;
 
     let interrupted_initdb =
         run.journal.state.pending.as_ref().is_some_and(|p| {
@@ -110,7 +111,7 @@ pub async fn stop_if_running(run: &mut Run) -> Result<()> {
         run.options.pg_bin.as_deref(),
     )
     .await?;
-    LocalCluster::new(
+    Cluster::new(
         bin,
         &cluster_dir,
         port,
@@ -128,4 +129,151 @@ fn cluster_user(run: &Run) -> Option<String> {
         None if crate::sys::is_root() => Some("postgres".to_string()),
         None => None,
     }
+}
+
+fn write_if_changed(path: &std::path::Path, text: &str) -> Result<bool> {
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        crate::fsutil::create_dir_all(dir)?;
+    }
+    crate::fsutil::atomic_write(path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(true)
+}
+
+/// The appliance's PostgreSQL: the platform's service with a drop-in for PGDATA on the data
+/// volume, initialised (PGDG's setup script on Rocky), enabled, started, accepting
+/// connections. An interrupted initdb is cleared and redone.
+pub async fn run_service(run: &mut Run) -> Result<()> {
+    let t0 = Instant::now();
+    let first = !run.journal.is_done(StepName::Postgres);
+    if first {
+        run.journal.begin(StepName::Postgres, None)?;
+    }
+    let profile = run.profile();
+    let v = run.pg_version();
+    let bin = PgBin::find(&run.runner, Some(v), Some(&profile.pg_bin_dir(v))).await?;
+    let unit = profile.pg_unit(v);
+    let units = std::path::Path::new("/etc/systemd/system");
+    let mut changed = false;
+    if let Some(text) = profile.pg_unit_file(v) {
+        changed |= write_if_changed(&units.join(&unit), &text)?;
+    }
+    let mount_point = run.plan.storage.mount_point.clone();
+    let pgdata = format!("{}/data", mount_point.trim_end_matches('/'));
+    let volume = run.plan.storage.devices != crate::plan::Devices::None;
+    let drop_in = crate::platform::service_drop_in(&pgdata, volume.then_some(mount_point.as_str()));
+    changed |= write_if_changed(
+        &units.join(format!("{unit}.d")).join("pgappliance.conf"),
+        &drop_in,
+    )?;
+    let systemd = run.systemd()?.clone();
+    if changed {
+        // PGDG's setup script reads PGDATA from the unit: reload before initdb.
+        systemd.reload().await?;
+    }
+    let cluster = Cluster::service(
+        bin.clone(),
+        std::path::Path::new(&pgdata),
+        &profile.socket_dir(),
+        5432,
+        SERVICE_USER,
+        run.runner.clone(),
+        systemd.clone(),
+        &unit,
+    );
+    let interrupted_initdb =
+        run.journal.state.pending.as_ref().is_some_and(|p| {
+            p.step == StepName::Postgres && p.item.as_deref() == Some(PENDING_INITDB)
+        });
+    if cluster.data_dir().exists()
+        && (interrupted_initdb || run.journal.fact(FACT_INITDB).is_none())
+        && !cluster.is_running().await?
+    {
+        tracing::warn!(dir = %cluster.data_dir().display(), "removing the data directory of an unfinished initdb");
+        cluster.remove_data_dir().await?;
+    }
+    if !cluster.is_initialized() {
+        run.journal
+            .begin(StepName::Postgres, Some(PENDING_INITDB))?;
+        crate::notify::status(&format!("postgres: initdb {pgdata}"));
+        let dir = cluster.data_dir();
+        crate::fsutil::create_dir_all(&dir)?;
+        let id = crate::sys::lookup_user(SERVICE_USER)?;
+        nix::unistd::chown(
+            &dir,
+            Some(nix::unistd::Uid::from_raw(id.uid)),
+            Some(nix::unistd::Gid::from_raw(id.gid)),
+        )
+        .with_context(|| format!("giving {} to {SERVICE_USER}", dir.display()))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("restricting {}", dir.display()))?;
+        }
+        let raw = run.run_dir.join("raw");
+        let started = Instant::now();
+        run.runner
+            .run(
+                &profile
+                    .initdb(v, &pgdata, run.plan.postgres.data_checksums)
+                    .output_files(&raw.join("initdb.stdout"), &raw.join("initdb.stderr"))
+                    .timeout(std::time::Duration::from_secs(1800)),
+            )
+            .await?;
+        if profile.has_selinux() && selinux_enforcing() {
+            relabel(run, &mount_point).await?;
+        }
+        run.journal.set_fact(FACT_INITDB, crate::journal::now())?;
+        run.journal.set_fact(
+            FACT_INITDB_SECONDS,
+            format!("{:.3}", started.elapsed().as_secs_f64()),
+        )?;
+        run.journal.begin(StepName::Postgres, Some("start"))?;
+    }
+    systemd.enable_unit_files(&[unit.as_str()]).await?;
+    if !cluster.is_running().await? {
+        crate::notify::status(&format!("postgres: starting {unit}"));
+        cluster.start().await?;
+    } else {
+        cluster.wait_accepting().await?;
+    }
+    tracing::info!(version = %bin.version, unit = %unit, data = %pgdata, "postgres running");
+    run.bin = Some(bin);
+    run.cluster = Some(cluster);
+    if first || run.journal.state.pending.is_some() {
+        run.journal
+            .finish(StepName::Postgres, t0.elapsed().as_secs_f64())?;
+    }
+    Ok(())
+}
+
+/// The OS user of the platform's PostgreSQL service.
+const SERVICE_USER: &str = "postgres";
+
+fn selinux_enforcing() -> bool {
+    std::fs::read_to_string("/sys/fs/selinux/enforce").is_ok_and(|s| s.trim() == "1")
+}
+
+/// Labels PGDATA outside the default path so the confined server may use it.
+async fn relabel(run: &Run, mount_point: &str) -> Result<()> {
+    let pattern = format!("{}(/.*)?", mount_point.trim_end_matches('/'));
+    run.runner
+        .run_accepting(
+            &CommandSpec::new("semanage").args([
+                "fcontext",
+                "-a",
+                "-t",
+                "postgresql_db_t",
+                &pattern,
+            ]),
+            &[0, 1],
+        )
+        .await?;
+    run.runner
+        .run(&CommandSpec::new("restorecon").args(["-R", mount_point]))
+        .await?;
+    Ok(())
 }

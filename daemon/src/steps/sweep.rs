@@ -138,6 +138,7 @@ pub fn point_command(run: &Run, p: &SweepPoint, raw: &Path) -> Result<CommandSpe
     let mut spec = CommandSpec::new(bin.tool("pgbench"))
         .args(args)
         .cwd(raw)
+        .user(run.bench_user())
         .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
         .limit_nofile(nofile_for(p.clients));
     if let Limit::DurationS(s) = p.limit {
@@ -176,6 +177,16 @@ pub async fn measure_point(
         std::fs::remove_dir_all(raw).with_context(|| format!("clearing {}", raw.display()))?;
     }
     crate::fsutil::create_dir_all(raw)?;
+    if let Some(user) = run.bench_user() {
+        // pgbench writes its transaction logs into its working directory.
+        let id = crate::sys::lookup_user(user)?;
+        nix::unistd::chown(
+            raw,
+            Some(nix::unistd::Uid::from_raw(id.uid)),
+            Some(nix::unistd::Gid::from_raw(id.gid)),
+        )
+        .with_context(|| format!("giving {} to {user}", raw.display()))?;
+    }
     let cluster = run.cluster()?.clone();
     let bin = run.bin()?.clone();
     let db = run.plan.dataset.database.clone();

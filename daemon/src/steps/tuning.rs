@@ -28,6 +28,11 @@ pub async fn run(run: &mut Run) -> Result<()> {
     };
     let mut desired = effective_settings(&run.plan, &shape);
     for k in LOCAL_OWNED {
+        // The appliance's server listens where the plan says; the socket and port are
+        // the platform's.
+        if k == "listen_addresses" && run.is_appliance() {
+            continue;
+        }
         if desired.remove(k).is_some() {
             tracing::info!(setting = k, "left to local mode's own server options");
         }

@@ -237,6 +237,29 @@ pub fn plan_storage(
     })
 }
 
+/// The mount unit's text (pure).
+pub fn mount_unit(what: &str, where_: &str, fs: Filesystem) -> String {
+    let fstype = match fs {
+        Filesystem::Xfs => "xfs",
+        Filesystem::Ext4 => "ext4",
+    };
+    format!(
+        "# Written by pgapplianced: the data volume holding PGDATA.\n\
+         [Unit]\n\
+         Description=pgappliance data volume\n\
+         \n\
+         [Mount]\n\
+         What={what}\n\
+         Where={where_}\n\
+         Type={fstype}\n\
+         # No access-time writes while benchmarking.\n\
+         Options=noatime\n\
+         \n\
+         [Install]\n\
+         WantedBy=local-fs.target\n"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::mount_unit_name;

@@ -1,0 +1,153 @@
+//! OS tuning on the appliance: the tuned profile installed and activated over tuned's D-Bus
+//! API, then the kernel arguments (grubby on Rocky, /etc/default/grub + update-grub on
+//! Debian) and the reboot they need. The journal records the reboot before it is asked
+//! for; after the boot the service resumes here, checks `/proc/cmdline` (and the THP mode
+//! when the arguments set one) and goes on.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::Run;
+use crate::journal::StepName;
+use crate::platform::{grub_default_with_args, missing_kernel_args, thp_mode, BootLoader};
+use crate::runner::CommandSpec;
+
+/// Boot id of the boot that asked for the kernel-argument reboot.
+const FACT_REBOOT_FROM: &str = "kernel_args_reboot_from_boot";
+const FACT_TUNED: &str = "tuned_profile";
+const FACT_TUNED_VERIFIED: &str = "tuned_verified";
+const FACT_CMDLINE: &str = "kernel_cmdline";
+
+fn read_trimmed(path: &str) -> Result<String> {
+    Ok(std::fs::read_to_string(path)
+        .with_context(|| format!("reading {path}"))?
+        .trim()
+        .to_string())
+}
+
+pub async fn run(run: &mut Run) -> Result<()> {
+    let t0 = Instant::now();
+    let first = !run.journal.is_done(StepName::OsTuning);
+    if first {
+        run.journal.begin(StepName::OsTuning, None)?;
+    }
+    let profile = run.plan.tuning.tuned_profile.clone();
+    if profile != "none" && run.journal.fact(FACT_TUNED) != Some(profile.as_str()) {
+        crate::notify::status(&format!("os tuning: tuned profile {profile}"));
+        install_profile(&profile)?;
+        let state = crate::systemd::tuned::activate(run.systemd()?, &profile).await?;
+        if !state.verified {
+            // tuned names what differs in its log; some settings (CPU governor, EPB) do
+            // not exist on every machine or hypervisor.
+            tracing::warn!(profile = %profile, "tuned's verify_profile reports settings that differ (see /var/log/tuned/tuned.log)");
+        }
+        run.journal
+            .set_fact(FACT_TUNED_VERIFIED, state.verified.to_string())?;
+        run.journal.set_fact(FACT_TUNED, profile.clone())?;
+    }
+    let args = run.plan.tuning.kernel_args.clone();
+    if !args.is_empty() {
+        let cmdline = read_trimmed("/proc/cmdline")?;
+        let missing = missing_kernel_args(&cmdline, &args);
+        let boot_id = read_trimmed("/proc/sys/kernel/random/boot_id")?;
+        if !missing.is_empty() {
+            if let Some(from) = run.journal.fact(FACT_REBOOT_FROM) {
+                if from != boot_id {
+                    bail!(
+                        "kernel arguments {} are missing from /proc/cmdline after the reboot for them (cmdline: {cmdline}): the boot loader did not apply them",
+                        missing.join(" ")
+                    );
+                }
+            }
+            set_kernel_args(run, &args).await?;
+            run.journal.set_fact(FACT_REBOOT_FROM, boot_id)?;
+            run.journal
+                .begin(StepName::OsTuning, Some("reboot for kernel arguments"))?;
+            crate::notify::status(&format!(
+                "os tuning: rebooting for kernel arguments {}",
+                missing.join(" ")
+            ));
+            tracing::info!(args = %missing.join(" "), "rebooting for kernel arguments");
+            nix::unistd::sync();
+            run.systemd()?.reboot().await?;
+            // The shutdown stops this service; never go on measuring a machine that is
+            // about to reboot.
+            loop {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+        }
+        run.journal.set_fact(FACT_CMDLINE, cmdline)?;
+        for a in &args {
+            if let Some(want) = a.strip_prefix("transparent_hugepage=") {
+                let path = "/sys/kernel/mm/transparent_hugepage/enabled";
+                let have = thp_mode(&read_trimmed(path)?);
+                if have.as_deref() != Some(want) {
+                    bail!(
+                        "the kernel runs with {a} but {path} says {}",
+                        have.unwrap_or_else(|| "nothing readable".into())
+                    );
+                }
+            }
+        }
+    }
+    if first || run.journal.state.pending.is_some() {
+        run.journal
+            .finish(StepName::OsTuning, t0.elapsed().as_secs_f64())?;
+    }
+    Ok(())
+}
+
+/// Writes the profile shipped with the appliance (`postgresql`) where tuned finds it;
+/// other names must be profiles tuned already has.
+fn install_profile(profile: &str) -> Result<()> {
+    if profile != "postgresql" {
+        return Ok(());
+    }
+    let path = std::path::Path::new("/")
+        .join(crate::assets::TUNED_PROFILE_DIR)
+        .join(profile)
+        .join("tuned.conf");
+    if std::fs::read_to_string(&path).ok().as_deref() == Some(crate::assets::TUNED_POSTGRESQL) {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        crate::fsutil::create_dir_all(dir)?;
+    }
+    crate::fsutil::atomic_write(&path, crate::assets::TUNED_POSTGRESQL.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+async fn set_kernel_args(run: &Run, args: &[String]) -> Result<()> {
+    let raw = run.run_dir.join("raw");
+    match run.profile().boot_loader() {
+        BootLoader::Grubby => {
+            run.runner
+                .run(
+                    &CommandSpec::new("grubby")
+                        .args([
+                            "--update-kernel=ALL".to_string(),
+                            format!("--args={}", args.join(" ")),
+                        ])
+                        .output_files(&raw.join("grubby.stdout"), &raw.join("grubby.stderr")),
+                )
+                .await?;
+        }
+        BootLoader::GrubDefault => {
+            let path = std::path::Path::new("/etc/default/grub");
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let new = grub_default_with_args(&text, args);
+            if new != text {
+                crate::fsutil::atomic_write(path, new.as_bytes())
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            run.runner
+                .run(&CommandSpec::new("update-grub").output_files(
+                    &raw.join("update-grub.stdout"),
+                    &raw.join("update-grub.stderr"),
+                ))
+                .await?;
+        }
+    }
+    Ok(())
+}
