@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Host-side checks of what a guest scenario left in its share's out/ directory.
+
+    check.py nspawn|vm-boot OUT
+    check.py vm-reset OUT RESET_AT_FILE
+    check.py vm-refuse OUT NVME0_IMAGE
+
+Prints one line per check and exits non-zero when any fails.
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+failures = []
+
+
+def ok(cond, what, detail=""):
+    print(f"  {'ok  ' if cond else 'FAIL'} {what}" + (f": {detail}" if detail and not cond else ""))
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def read(out, name, default=""):
+    try:
+        with open(os.path.join(out, name), encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def daemon_log(out):
+    return "".join(read(out, os.path.basename(p)) for p in sorted(glob.glob(os.path.join(out, "daemon-*.log"))))
+
+
+def run_dir(out):
+    runs = glob.glob(os.path.join(out, "var-lib", "runs", "*"))
+    return runs[0] if len(runs) == 1 else None
+
+
+def state(out):
+    try:
+        return json.loads(read(out, "var-lib/state.json"))
+    except ValueError:
+        return {}
+
+
+def completed_run(out, expect_points):
+    ok(read(out, "outcome").strip() == "done", "the daemon finished (done marker)", read(out, "outcome").strip())
+    rd = run_dir(out)
+    if not ok(rd is not None, "one run directory"):
+        return None
+    try:
+        with open(os.path.join(rd, "results.json")) as f:
+            results = json.load(f)
+    except (OSError, ValueError) as e:
+        ok(False, "results.json readable", str(e))
+        return None
+    ids = [p["id"] for p in results["points"]]
+    ok(len(ids) == expect_points and results["points_total"] == expect_points,
+       f"{expect_points} points in results.json", f"{len(ids)} of {results['points_total']}")
+    ok(len(set(ids)) == len(ids), "each point once", str(ids))
+    bad = [p["id"] for p in results["points"] if p.get("status") != "ok"]
+    ok(not bad, "every point ok", str(bad))
+    ok(all((p.get("summary") or {}).get("tps", 0) > 0 for p in results["points"]),
+       "every point has a tps figure")
+    logs = glob.glob(os.path.join(rd, "raw", "points", "*", "attempt-*", "pgbench_log*"))
+    ok(bool(logs) and all(os.stat(l).st_uid != 0 for l in logs),
+       "pgbench wrote its transaction logs as the postgres user, not root", str(logs[:2]))
+    for f in ("summary.csv", "report.html", "inventory.json"):
+        ok(os.path.exists(os.path.join(rd, f)), f"{f} written")
+    manifests = glob.glob(os.path.join(out, "var-lib", "store", "**", "manifest.json"), recursive=True)
+    ok(len(manifests) == 1, "uploaded to the local object store with a manifest", str(manifests))
+    st = state(out)
+    for step in ("inventory", "packages", "storage", "postgres", "tuning", "os_tuning", "dataset", "sweep", "report", "upload"):
+        ok(st.get("steps", {}).get(step, {}).get("finished_at") is not None, f"journal: step {step} finished")
+    status = read(out, "status")
+    ok("finished" in status and f"points: {expect_points}/{expect_points}" in status,
+       "`pgapplianced status` shows the run finished", status)
+    texts = read(out, "status-text.log")
+    ok(re.search(r"^sweep \d+/\d+: \d+ clients", texts, re.M) is not None,
+       "STATUS= lines for sweep points", texts[-400:])
+    ok("Status: \"sweep" in read(out, "systemctl-status-sweep.txt"),
+       "`systemctl status pgapplianced` shows the sweep point", read(out, "systemctl-status-sweep.txt")[:600])
+    journal = "".join(read(out, os.path.basename(p)) for p in glob.glob(os.path.join(out, "journal-*.txt")))
+    ok(re.search(r"pga-cmd-[0-9a-f]+-\d+-pgbench\.service", journal) is not None,
+       "pgbench ran as transient units")
+    ok("ActiveState=active" in read(out, "postgres-state.txt")
+       and "UnitFileState=enabled" in read(out, "postgres-state.txt"),
+       "postgresql-15.service enabled and active", read(out, "postgres-state.txt"))
+    ok(read(out, "data-directory").strip() == "/var/lib/pgappliance/pgdata/data",
+       "PGDATA from the drop-in", read(out, "data-directory"))
+    ok("Environment=PGDATA=/var/lib/pgappliance/pgdata/data" in read(out, "postgres-unit.txt"),
+       "the drop-in is part of the unit")
+    return results
+
+
+def volume_checks(out):
+    lsblk = json.loads(read(out, "lsblk.json") or "{}")
+    disks = {d["name"]: d for d in lsblk.get("blockdevices", [])}
+    for n in ("nvme0n1", "nvme1n1"):
+        kids = [c.get("name") for c in disks.get(n, {}).get("children", []) or []]
+        ok("pgappliance-data" in kids, f"{n} carries the data LV", str(disks.get(n)))
+    lvs = read(out, "lvs.txt").split()
+    ok(lvs[:3] == ["data", "pgappliance", "2"] and lvs[3].startswith("64"),
+       "LV striped over 2 drives, 64 KiB stripe", str(lvs))
+    mounts = read(out, "findmnt.json")
+    ok(re.search(r'"target":\s*"/var/lib/pgappliance/pgdata",\s*"source":\s*"/dev/mapper/pgappliance-data",\s*"fstype":\s*"xfs"', mounts) is not None,
+       "XFS on the LV mounted at the mount point", mounts[-600:])
+    ok("transparent_hugepage=never" in read(out, "cmdline"), "kernel argument in /proc/cmdline", read(out, "cmdline"))
+    ok("[never]" in read(out, "thp"), "THP is never", read(out, "thp"))
+    ok('"postgresql"' in read(out, "tuned-active"), "tuned profile postgresql active", read(out, "tuned-active"))
+    st = state(out)
+    ok("kernel_args_reboot_from_boot" in st.get("facts", {}), "journal recorded the kernel-argument reboot")
+
+
+def boots(out):
+    return len([l for l in read(out, "boots").splitlines() if l.strip()])
+
+
+def main():
+    kind, out = sys.argv[1], sys.argv[2]
+    print(f"checks for {kind}:")
+    if kind == "nspawn":
+        completed_run(out, 5)
+    elif kind == "vm-boot":
+        completed_run(out, 4)
+        volume_checks(out)
+        ok(boots(out) == 2, "two boots: first, and after the kernel-argument reboot", str(boots(out)))
+    elif kind == "vm-reset":
+        at = read("", sys.argv[3]).strip()
+        ok(bool(at), "the guest was hard-reset during the sweep", at)
+        completed_run(out, 4)
+        volume_checks(out)
+        ok(boots(out) == 3, "three boots: first, kernel arguments, after the reset", str(boots(out)))
+        log = daemon_log(out)
+        ok("resuming" in log, "the daemon resumed from its journal")
+    elif kind == "vm-refuse":
+        ok(read(out, "outcome").strip() == "failed", "the daemon stopped", read(out, "outcome"))
+        log = daemon_log(out)
+        ok(re.search(r"/dev/nvme0n1 holds a ext4 filesystem; refusing to touch it", log) is not None,
+           "the error names the drive and what is on it", log[-1500:])
+        show = read(out, "systemctl-show.txt")
+        ok("ExecMainStatus=3" in show and "NRestarts=0" in show,
+           "exit status 3, not restarted", " ".join(l for l in show.splitlines() if l.startswith(("ExecMainStatus", "NRestarts"))))
+        ok("refused:" in read(out, "status-text.log"), "STATUS= says it refused")
+        ok("pgappliance" not in read(out, "lvs.txt"), "no volume group made", read(out, "lvs.txt"))
+        img = sys.argv[3]
+        cat = subprocess.run(["debugfs", "-R", "cat /marker.txt", img], capture_output=True, text=True)
+        ok("precious data" in cat.stdout, "the marker file on the drive is intact", cat.stderr[-300:])
+        fsck = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
+        ok(fsck.returncode == 0, "the filesystem on the drive is clean", fsck.stdout[-300:])
+    else:
+        ok(False, f"known scenario {kind}")
+    if failures:
+        print(f"  {len(failures)} check(s) failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
