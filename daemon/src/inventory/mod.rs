@@ -1,6 +1,7 @@
 //! The inventory step's data: what machine this is. Collection runs commands through the
 //! runner and reads /proc and /etc; the parsing is in [`parse`].
 
+pub mod cloud;
 pub mod parse;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,12 @@ pub struct Inventory {
     /// Read at run time: 4 KiB on x86_64/Debian, 64 KiB on Rocky 8 aarch64.
     pub page_size: u64,
     pub block_devices: Vec<BlockDevice>,
+    /// DMI identity (vendor, product, board, BIOS) when the machine has one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dmi: BTreeMap<String, String>,
+    /// The cloud instance (IMDSv2), absent on bare metal and in local mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud: Option<cloud::CloudInstance>,
 }
 
 fn read(path: &str) -> Result<String> {
@@ -44,6 +51,8 @@ pub async fn collect(runner: &Runner) -> Result<Inventory> {
         memory_bytes: parse::parse_meminfo_total(&read("/proc/meminfo")?)?,
         page_size,
         block_devices: block_devices(runner).await?,
+        dmi: cloud::dmi(std::path::Path::new("/sys/class/dmi/id")),
+        cloud: None,
     })
 }
 

@@ -20,7 +20,14 @@ pub async fn run(run: &mut Run) -> Result<()> {
     }
     let t0 = Instant::now();
     run.journal.begin(StepName::Inventory, None)?;
-    let inv = inventory::collect(&run.runner).await?;
+    let mut inv = inventory::collect(&run.runner).await?;
+    if run.is_appliance() {
+        // Only the appliance asks the link-local metadata service (a few seconds at most
+        // where nothing answers).
+        let endpoint = std::env::var("PGAPPLIANCE_IMDS_ENDPOINT")
+            .unwrap_or_else(|_| inventory::cloud::IMDS_ENDPOINT.to_string());
+        inv.cloud = inventory::cloud::ec2_instance(&endpoint).await;
+    }
     crate::fsutil::write_json(&path, &inv).context("writing inventory.json")?;
     tracing::info!(
         cpus = inv.cpu.cpus,

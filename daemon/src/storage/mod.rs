@@ -33,7 +33,7 @@ pub enum StoragePlan {
 pub enum StorageRefusal {
     #[error("{device} is not a block device on this machine (lsblk does not list it)")]
     Unknown { device: String },
-    #[error("{device} {what}; refusing to touch it: name it in storage.devices with wipe = true to destroy that")]
+    #[error("{device} {what}; refusing to touch it: set wipe = true in [storage] of the plan (the device is listed in storage.devices) to destroy that")]
     NotEmpty { device: String, what: String },
     #[error("{device} {what}; a mounted device is never wiped")]
     Mounted { device: String, what: String },
