@@ -278,8 +278,7 @@ async fn run(args: RunArgs) -> Result<i32> {
             Err(e) => {
                 // A refusal needs a person (the plan or the machine must change): exit with
                 // the status the unit does not restart on.
-                if e
-                    .chain()
+                if e.chain()
                     .any(|c| c.downcast_ref::<crate::storage::StorageRefusal>().is_some())
                 {
                     eprintln!("error: {e:#}");

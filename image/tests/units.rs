@@ -38,7 +38,10 @@ fn verify_root(units: &[(String, String)], programs: &[&str]) -> tempfile::TempD
         .arg(&sys)
         .status()
         .expect("cp host units");
-    assert!(status.success(), "the host has no /usr/lib/systemd/system to verify against");
+    assert!(
+        status.success(),
+        "the host has no /usr/lib/systemd/system to verify against"
+    );
     for (rel, text) in units {
         let p = root.path().join(rel.trim_start_matches('/'));
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -100,7 +103,9 @@ fn shipped_units_verify_and_fit_systemd_239() {
         }
     }
     assert!(
-        units.iter().any(|(p, _)| p.ends_with("pgapplianced.service")),
+        units
+            .iter()
+            .any(|(p, _)| p.ends_with("pgapplianced.service")),
         "units/pgapplianced.service is shipped"
     );
     let root = verify_root(&units, &["/usr/bin/pgapplianced"]);

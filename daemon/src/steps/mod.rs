@@ -327,7 +327,10 @@ pub async fn run_appliance(options: RunOptions) -> Result<RunOutcome> {
         crate::systemd::SystemdExecutor::new(systemd.clone(), &run.workdir.join("capture"))?;
     let left = executor.stop_leftovers().await?;
     if left > 0 {
-        tracing::warn!(units = left, "stopped commands an earlier daemon left running");
+        tracing::warn!(
+            units = left,
+            "stopped commands an earlier daemon left running"
+        );
     }
     run.runner = Runner::new(executor);
     run.systemd = Some(systemd.clone());

@@ -45,7 +45,11 @@ pub async fn run(run: &mut Run) -> Result<()> {
     let pg_missing = missing.iter().any(|p| p.starts_with("postgresql"));
     let raw = run.run_dir.join("raw");
     for (n, cmd) in profile
-        .install_commands(&missing, pg_missing, run.plan.postgres.repository.as_deref())
+        .install_commands(
+            &missing,
+            pg_missing,
+            run.plan.postgres.repository.as_deref(),
+        )
         .into_iter()
         .enumerate()
     {
