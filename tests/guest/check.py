@@ -137,7 +137,11 @@ def main():
         volume_checks(out)
         ok(boots(out) == 3, "three boots: first, kernel arguments, after the reset", str(boots(out)))
         log = daemon_log(out)
-        ok("resuming" in log, "the daemon resumed from its journal")
+        m = re.search(r'resuming: the previous process stopped during this step step="sweep" item="([^"]+)"', log)
+        ok(m is not None, "the daemon resumed from its journal in the sweep", log[-800:])
+        if m:
+            attempts = state(out).get("points", {}).get(m.group(1), {}).get("attempts")
+            ok(attempts == 2, f"the interrupted point {m.group(1)} ran again as attempt 2", str(attempts))
     elif kind == "vm-refuse":
         ok(read(out, "outcome").strip() == "failed", "the daemon stopped", read(out, "outcome"))
         log = daemon_log(out)
