@@ -89,9 +89,37 @@ fn status_without_a_run_says_so() {
 }
 
 #[test]
-fn run_without_local_is_refused_clearly() {
+fn appliance_mode_without_a_system_bus_says_so() {
+    // This host runs no systemd: the appliance mode must stop at once, naming the bus,
+    // before it writes anything.
+    if std::path::Path::new("/run/dbus/system_bus_socket").exists() {
+        eprintln!("this host has a system bus: the appliance would really run; not tried");
+        return;
+    }
     let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
-    let (code, _, stderr) = daemon(&["run", "--plan", &plan.display().to_string()]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    let (code, _, stderr) = daemon(&[
+        "run",
+        "--plan",
+        &plan.display().to_string(),
+        "--workdir",
+        &work.display().to_string(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("system D-Bus"), "{stderr}");
+    assert!(!work.exists(), "nothing written before the bus answered");
+}
+
+#[test]
+fn local_only_options_are_refused_in_appliance_mode() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let (code, _, stderr) = daemon(&[
+        "run",
+        "--plan",
+        &plan.display().to_string(),
+        "--keep-running",
+    ]);
     assert_ne!(code, 0);
-    assert!(stderr.contains("--local"), "{stderr}");
+    assert!(stderr.contains("belong to --local"), "{stderr}");
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Host-side checks of what a guest scenario left in its share's out/ directory.
 
-    check.py nspawn|vm-boot OUT
-    check.py vm-reset OUT RESET_AT_FILE
+    check.py nspawn OUT
+    check.py vm-boot OUT COLLECTED_DIR
+    check.py vm-reset OUT COLLECTED_DIR RESET_AT_FILE
     check.py vm-refuse OUT NVME0_IMAGE
 
 Prints one line per check and exits non-zero when any fails.
@@ -48,7 +49,7 @@ def state(out):
         return {}
 
 
-def completed_run(out, expect_points):
+def completed_run(out, expect_points, collected=None):
     ok(read(out, "outcome").strip() == "done", "the daemon finished (done marker)", read(out, "outcome").strip())
     rd = run_dir(out)
     if not ok(rd is not None, "one run directory"):
@@ -72,8 +73,16 @@ def completed_run(out, expect_points):
        "pgbench wrote its transaction logs as the postgres user, not root", str(logs[:2]))
     for f in ("summary.csv", "report.html", "inventory.json"):
         ok(os.path.exists(os.path.join(rd, f)), f"{f} written")
-    manifests = glob.glob(os.path.join(out, "var-lib", "store", "**", "manifest.json"), recursive=True)
-    ok(len(manifests) == 1, "uploaded to the local object store with a manifest", str(manifests))
+    if collected is None:
+        manifests = glob.glob(os.path.join(out, "var-lib", "store", "**", "manifest.json"), recursive=True)
+        ok(len(manifests) == 1, "uploaded to the local object store with a manifest", str(manifests))
+    else:
+        csv = read(collected, "summary.csv")
+        rows = [l for l in csv.splitlines()[1:] if results["run_id"] in l]
+        ok(len(rows) == expect_points,
+           f"uploaded to the host's S3 server and collected there: {expect_points} rows of this run in summary.csv",
+           csv[:600] + read(os.path.dirname(collected), "collected.log")[-600:])
+        ok(os.path.exists(os.path.join(collected, "index.html")), "the comparison page was rendered")
     st = state(out)
     for step in ("inventory", "packages", "storage", "postgres", "tuning", "os_tuning", "dataset", "sweep", "report", "upload"):
         ok(st.get("steps", {}).get(step, {}).get("finished_at") is not None, f"journal: step {step} finished")
@@ -127,13 +136,13 @@ def main():
     if kind == "nspawn":
         completed_run(out, 5)
     elif kind == "vm-boot":
-        completed_run(out, 4)
+        completed_run(out, 4, sys.argv[3])
         volume_checks(out)
         ok(boots(out) == 2, "two boots: first, and after the kernel-argument reboot", str(boots(out)))
     elif kind == "vm-reset":
-        at = read("", sys.argv[3]).strip()
+        at = read("", sys.argv[4]).strip()
         ok(bool(at), "the guest was hard-reset during the sweep", at)
-        completed_run(out, 4)
+        completed_run(out, 4, sys.argv[3])
         volume_checks(out)
         ok(boots(out) == 3, "three boots: first, kernel arguments, after the reset", str(boots(out)))
         log = daemon_log(out)

@@ -11,12 +11,23 @@ mkdir -p "$out"
 say() { echo "pga-hook: $*" > /dev/console 2>/dev/null || true; echo "$*" >> "$out/hook.log"; }
 
 echo "$(cat /proc/sys/kernel/random/boot_id)" >> "$out/boots"
+# The object store on the host is reachable through qemu's guestfwd once the NIC has its
+# user-networking address (restrict=on: nothing else is).
+if [ -f "$share/guest-address" ]; then
+    nic=$(ip -o link show | awk -F': ' '$2 != "lo" { print $2; exit }')
+    ip link set "$nic" up && ip addr add "$(cat "$share/guest-address")" dev "$nic" 2>/dev/null
+fi
 if [ ! -x /usr/bin/pgapplianced ]; then
     cd "$share/payload" || exit 1
     if ! sha256sum -c payload.tar.gz.sha256 >> "$out/hook.log" 2>&1; then
         say "payload checksum mismatch"; echo payload-bad > "$out/outcome"; systemctl poweroff; exit 1
     fi
     tar -xzf payload.tar.gz -C / --no-same-owner
+    # Credentials never travel in the payload: the operator puts them in this root-only
+    # file, which the unit reads with EnvironmentFile=.
+    if [ -f "$share/credentials.env" ]; then
+        install -D -m 0600 "$share/credentials.env" /etc/pgappliance/credentials.env
+    fi
     systemctl daemon-reload
     systemctl enable pgapplianced.service >> "$out/hook.log" 2>&1
     systemctl start --no-block pgapplianced.service
