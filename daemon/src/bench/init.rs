@@ -95,7 +95,8 @@ pub async fn run(o: InitBenchOptions) -> Result<()> {
     let mut candidates = vec![
         Candidate::PgbenchClient,
         Candidate::PgbenchServer,
-        Candidate::Parallel(cores),
+        // The default degree the dataset step uses.
+        Candidate::Parallel(crate::loader::default_degree(cores)),
     ];
     for w in &o.workers {
         if !candidates.contains(&Candidate::Parallel(*w)) {

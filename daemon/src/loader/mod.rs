@@ -54,6 +54,15 @@ pub fn load_settings(cores: u32, ram_bytes: u64) -> Vec<(&'static str, String)> 
     ]
 }
 
+/// COPY streams for `cores` CPUs when the plan names no degree: half the cores, at least one.
+/// Each stream keeps a backend parsing rows and a daemon thread encoding them busy, and the
+/// index builds and VACUUM that follow want the other cores. One stream is also the only one
+/// that can load with FREEZE (the table created in its transaction: no hint-bit VACUUM), which
+/// is why it wins on two cores (docs/performance.md).
+pub fn default_degree(cores: u32) -> u32 {
+    (cores / 2).max(1)
+}
+
 /// What a parallel init did and how long each phase took.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ParallelInit {
@@ -211,10 +220,21 @@ pub async fn parallel_init(
                 ))
                 .await?;
             futures::pin_mut!(sink);
-            let mut encoder = copy::AccountsEncoder::new(from, to, bigint);
-            while let Some(chunk) = encoder.next_chunk(1 << 20) {
+            // Rows are encoded on a thread of their own per stream (the daemon's async
+            // runtime is single-threaded), a few chunks ahead of the socket.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+            let encoder = tokio::task::spawn_blocking(move || {
+                let mut encoder = copy::AccountsEncoder::new(from, to, bigint);
+                while let Some(chunk) = encoder.next_chunk(1 << 20) {
+                    if tx.blocking_send(chunk).is_err() {
+                        break;
+                    }
+                }
+            });
+            while let Some(chunk) = rx.recv().await {
                 sink.send(chunk).await?;
             }
+            encoder.await.context("the row encoder thread failed")?;
             sink.finish().await?;
             client.batch_execute("commit").await?;
             Ok::<_, anyhow::Error>(())

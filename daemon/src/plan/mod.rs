@@ -321,7 +321,7 @@ pub struct Dataset {
     /// Database that holds the dataset.
     #[serde(default = "Dataset::default_database")]
     pub database: String,
-    /// Connections for `init = "parallel"` (default: the machine's CPUs).
+    /// Connections for `init = "parallel"` (default: half the machine's CPUs, at least 1).
     #[serde(default)]
     pub parallel_degree: Option<u32>,
 }

@@ -159,7 +159,10 @@ async fn with_pgbench(run: &Run) -> Result<DatasetInfo> {
 async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
     let d = run.plan.dataset.clone();
     let inv = run.inventory()?;
-    let degree = d.parallel_degree.unwrap_or(inv.cpu.cpus).max(1);
+    let degree = d
+        .parallel_degree
+        .unwrap_or_else(|| crate::loader::default_degree(inv.cpu.cpus))
+        .max(1);
     let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
     crate::notify::status(&format!(
         "dataset: parallel init of scale {} over {degree} connections",
