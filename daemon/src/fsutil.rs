@@ -47,6 +47,21 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", path.display())))
 }
 
+/// Writes `text` to `path` (atomically, creating the directory) unless it already holds
+/// exactly that; says whether it wrote. For configuration the daemon owns (units, drop-ins,
+/// the tuned profile), so a resumed run changes nothing that is already right.
+pub fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<bool> {
+    use anyhow::Context;
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent() {
+        create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    atomic_write(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

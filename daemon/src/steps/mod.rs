@@ -283,23 +283,37 @@ pub async fn run_local(options: RunOptions) -> Result<RunOutcome> {
             results
         }
     };
+    let outcome = upload_and_finish(&mut run, &results, None).await?;
+    crate::notify::status(&format!(
+        "done: {} points, {} failed; report {}",
+        outcome.points,
+        outcome.failed_points.len(),
+        outcome.report.display()
+    ));
+    Ok(outcome)
+}
+
+/// The upload step, then the journal's end mark and (on the appliance) the done marker.
+async fn upload_and_finish(
+    run: &mut Run,
+    results: &RunResults,
+    done_marker: Option<&Path>,
+) -> Result<RunOutcome> {
     crate::notify::status("step upload");
-    let manifest = upload::run(&mut run).await.context("step upload failed")?;
+    let manifest = upload::run(run).await.context("step upload failed")?;
     run.journal.state.finished_at = Some(crate::journal::now());
     run.journal.save()?;
-    let mut outcome = run.outcome(&results, false);
+    if let Some(done) = done_marker {
+        crate::fsutil::atomic_write(done, run.journal.state.run_id.as_bytes())
+            .with_context(|| format!("writing {}", done.display()))?;
+    }
+    let mut outcome = run.outcome(results, false);
     outcome.uploaded = Some((
         run.options
             .store
             .clone()
             .unwrap_or_else(|| run.plan.upload.store.clone()),
         manifest.objects.len(),
-    ));
-    crate::notify::status(&format!(
-        "done: {} points, {} failed; report {}",
-        outcome.points,
-        outcome.failed_points.len(),
-        outcome.report.display()
     ));
     Ok(outcome)
 }
@@ -344,20 +358,7 @@ pub async fn run_appliance(options: RunOptions) -> Result<RunOutcome> {
             report::run(&mut run).await.context("step report failed")?
         }
     };
-    crate::notify::status("step upload");
-    let manifest = upload::run(&mut run).await.context("step upload failed")?;
-    run.journal.state.finished_at = Some(crate::journal::now());
-    run.journal.save()?;
-    crate::fsutil::atomic_write(&done, run.journal.state.run_id.as_bytes())
-        .with_context(|| format!("writing {}", done.display()))?;
-    let mut outcome = run.outcome(&results, false);
-    outcome.uploaded = Some((
-        run.options
-            .store
-            .clone()
-            .unwrap_or_else(|| run.plan.upload.store.clone()),
-        manifest.objects.len(),
-    ));
+    let outcome = upload_and_finish(&mut run, &results, Some(&done)).await?;
     crate::notify::status(&format!(
         "done: {} points, {} failed; results in {}",
         outcome.points,

@@ -108,14 +108,8 @@ fn install_profile(profile: &str) -> Result<()> {
         .join(crate::assets::TUNED_PROFILE_DIR)
         .join(profile)
         .join("tuned.conf");
-    if std::fs::read_to_string(&path).ok().as_deref() == Some(crate::assets::TUNED_POSTGRESQL) {
-        return Ok(());
-    }
-    if let Some(dir) = path.parent() {
-        crate::fsutil::create_dir_all(dir)?;
-    }
-    crate::fsutil::atomic_write(&path, crate::assets::TUNED_POSTGRESQL.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))
+    crate::fsutil::write_if_changed(&path, crate::assets::TUNED_POSTGRESQL)?;
+    Ok(())
 }
 
 async fn set_kernel_args(run: &Run, args: &[String]) -> Result<()> {

@@ -131,18 +131,6 @@ fn cluster_user(run: &Run) -> Option<String> {
     }
 }
 
-fn write_if_changed(path: &std::path::Path, text: &str) -> Result<bool> {
-    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
-        return Ok(false);
-    }
-    if let Some(dir) = path.parent() {
-        crate::fsutil::create_dir_all(dir)?;
-    }
-    crate::fsutil::atomic_write(path, text.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(true)
-}
-
 /// The appliance's PostgreSQL: the platform's service with a drop-in for PGDATA on the data
 /// volume, initialised (PGDG's setup script on Rocky), enabled, started, accepting
 /// connections. An interrupted initdb is cleared and redone.
@@ -159,13 +147,13 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
     let units = std::path::Path::new("/etc/systemd/system");
     let mut changed = false;
     if let Some(text) = profile.pg_unit_file(v) {
-        changed |= write_if_changed(&units.join(&unit), &text)?;
+        changed |= crate::fsutil::write_if_changed(&units.join(&unit), &text)?;
     }
     let mount_point = run.plan.storage.mount_point.clone();
     let pgdata = format!("{}/data", mount_point.trim_end_matches('/'));
     let volume = run.plan.storage.devices != crate::plan::Devices::None;
     let drop_in = crate::platform::service_drop_in(&pgdata, volume.then_some(mount_point.as_str()));
-    changed |= write_if_changed(
+    changed |= crate::fsutil::write_if_changed(
         &units.join(format!("{unit}.d")).join("pgappliance.conf"),
         &drop_in,
     )?;

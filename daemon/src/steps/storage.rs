@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::Run;
 use crate::journal::StepName;
@@ -92,10 +92,7 @@ async fn mount(run: &Run, what: &str) -> Result<()> {
     let unit = crate::storage::mount_unit_name(&storage.mount_point);
     let path = std::path::Path::new("/etc/systemd/system").join(&unit);
     let text = crate::storage::mount_unit(what, &storage.mount_point, storage.filesystem);
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-        crate::fsutil::atomic_write(&path, text.as_bytes())
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    crate::fsutil::write_if_changed(&path, &text)?;
     crate::fsutil::create_dir_all(std::path::Path::new(&storage.mount_point))?;
     let systemd = run.systemd()?;
     systemd.enable_unit_files(&[unit.as_str()]).await?;

@@ -130,9 +130,8 @@ impl Systemd {
 
     /// `ActiveState` of a unit: active, inactive, failed, activating, …
     pub async fn active_state(&self, unit: &str) -> Result<String> {
-        let path = self.unit_path(unit).await?;
         let proxy = UnitProxy::builder(&self.conn)
-            .path(path)?
+            .path(self.unit_path(unit).await?)?
             .cache_properties(zbus::proxy::CacheProperties::No)
             .build()
             .await?;
@@ -140,20 +139,6 @@ impl Systemd {
             .active_state()
             .await
             .with_context(|| format!("reading ActiveState of {unit}"))
-    }
-
-    /// `LoadState` of a unit: `loaded`, or `not-found` when no unit file exists.
-    pub async fn load_state(&self, unit: &str) -> Result<String> {
-        let path = self.unit_path(unit).await?;
-        let proxy = UnitProxy::builder(&self.conn)
-            .path(path)?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
-            .await?;
-        proxy
-            .load_state()
-            .await
-            .with_context(|| format!("reading LoadState of {unit}"))
     }
 
     /// Reboots through systemd (`systemctl reboot`). Returns once the job is queued; the

@@ -67,10 +67,6 @@ pub trait Manager {
 pub trait Unit {
     #[zbus(property)]
     fn active_state(&self) -> zbus::Result<String>;
-    #[zbus(property)]
-    fn load_state(&self) -> zbus::Result<String>;
-    #[zbus(property)]
-    fn unit_file_state(&self) -> zbus::Result<String>;
 }
 
 #[zbus::proxy(
