@@ -25,6 +25,7 @@ fn query(w: &Workdir, db: &str, sql: &str) -> String {
 }
 
 fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
+    query(w, "pgbench", "create extension if not exists pg_visibility");
     let mut f = Vec::new();
     for (table, key) in [
         ("pgbench_branches", "bid"),
@@ -45,7 +46,7 @@ fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
             (
                 "columns",
                 format!(
-                    "select string_agg(attname || ' ' || format_type(atttypid, atttypmod) || case when attnotnull then ' not null' else '' end, ', ' order by attnum) \
+                    "select string_agg(attname || ' ' || format_type(atttypid, atttypmod) || case when attnotnull then ' not null' else '' end || case when atthasdef then ' default' else '' end, ', ' order by attnum) \
                      from pg_attribute where attrelid = '{table}'::regclass and attnum > 0 and not attisdropped"
                 ),
             ),
@@ -56,6 +57,16 @@ fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
             (
                 "indexes",
                 format!("select coalesce(string_agg(regexp_replace(indexdef, 'INDEX \\S+ ON', 'INDEX ON'), '; '), '') from pg_indexes where tablename = '{table}'"),
+            ),
+            (
+                // Every page all-visible after the VACUUM; pgbench's COPY FREEZE also leaves
+                // every page of pgbench_accounts all-frozen (15 INSERTs the small tables).
+                "frozen",
+                format!(
+                    "select (all_visible = pg_relation_size('{table}') / 8192)::text || '/' || \
+                     (all_frozen = pg_relation_size('{table}') / 8192)::text \
+                     from pg_visibility_map_summary('{table}')"
+                ),
             ),
             (
                 "vacuumed and analysed",
@@ -83,17 +94,38 @@ fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
     let plans = harness::workspace().join("tests/plans");
     let theirs = Workdir::new("pgbench-init");
     run_plan(&theirs, &plans.join("pgbench-init.toml"));
-    let ours = Workdir::new("parallel-init");
-    run_plan(&ours, &plans.join("parallel-init.toml"));
-
     let a = fingerprint(&theirs);
-    let b = fingerprint(&ours);
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!(x, y, "pgbench -i vs parallel");
-    }
     assert!(a
         .iter()
         .any(|(k, v)| k == "pgbench_accounts rows" && v == "300000"));
+    assert!(
+        a.iter()
+            .any(|(k, v)| k == "pgbench_accounts frozen" && v == "true/true"),
+        "pgbench -i leaves its tables frozen: {a:?}"
+    );
+
+    // One connection: the table created in the loading transaction, COPY FREEZE.
+    let single = Workdir::new("parallel-init-1");
+    let text = std::fs::read_to_string(plans.join("parallel-init.toml")).expect("plan");
+    assert!(text.contains("parallel_degree = 2"));
+    let plan1 = single.path().join("parallel-init-1.toml");
+    std::fs::write(
+        &plan1,
+        text.replace("parallel_degree = 2", "parallel_degree = 1"),
+    )
+    .expect("write plan");
+    run_plan(&single, &plan1);
+    for (x, y) in a.iter().zip(&fingerprint(&single)) {
+        assert_eq!(x, y, "pgbench -i vs parallel with 1 connection");
+    }
+
+    // Two connections: the table created first, then frozen by the VACUUM.
+    let ours = Workdir::new("parallel-init");
+    run_plan(&ours, &plans.join("parallel-init.toml"));
+    let b = fingerprint(&ours);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x, y, "pgbench -i vs parallel with 2 connections");
+    }
 
     // Back in the plan's configuration: durable settings, nothing pending.
     for (setting, want) in [
