@@ -106,3 +106,34 @@ fn bench_init_prints_the_speedup() {
         assert!(stdout.contains(label), "{label} missing:\n{stdout}");
     }
 }
+
+#[test]
+fn the_init_floor_script_prints_each_phase_and_the_ceiling() {
+    let out = Command::new("bash")
+        .arg(harness::workspace().join("tools/bench-init-floor"))
+        .arg("1")
+        .output()
+        .expect("tools/bench-init-floor");
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for phase in [
+        "pgbench -i -s 1: ",
+        "COPY FREEZE of 100000 rows",
+        "VACUUM (FREEZE, ANALYZE): ",
+        "primary key, no parallel workers: ",
+        "sum of the floors",
+    ] {
+        assert!(stdout.contains(phase), "no \"{phase}\" in {stdout}");
+    }
+    let ceiling = number_after(&last_line(&out), "init speedup ceiling vs pgbench -i: ");
+    assert!(ceiling > 0.0);
+
+    let bad = Command::new("bash")
+        .arg(harness::workspace().join("tools/bench-init-floor"))
+        .arg("fifty")
+        .output()
+        .expect("tools/bench-init-floor");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr)
+        .contains("scale must be a positive integer, got 'fifty'"));
+}
