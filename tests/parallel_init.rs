@@ -60,7 +60,7 @@ fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
             ),
             (
                 // Every page all-visible after the VACUUM; pgbench's COPY FREEZE also leaves
-                // every page of pgbench_accounts all-frozen (15 INSERTs the small tables).
+                // every page of pgbench_accounts all-frozen (15's small tables: not frozen).
                 "frozen",
                 format!(
                     "select (all_visible = pg_relation_size('{table}') / 8192)::text || '/' || \

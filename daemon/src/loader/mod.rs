@@ -269,7 +269,8 @@ pub async fn parallel_init(
     phase("generate", &mut mark);
 
     // pgbench (14 and later) loads pgbench_accounts with COPY FREEZE, so it is frozen when
-    // pgbench returns (15's small tables are not: it INSERTs them). Accounts rows from several
+    // pgbench returns (15's small tables are all-visible but not frozen: measured, and the
+    // test compares both). Accounts rows from several
     // streams are frozen by this VACUUM, in the same page writes it makes anyway to set their
     // hint bits; pages COPY FREEZE wrote are all-frozen already and skipped. A long sweep then
     // meets no anti-wraparound VACUUM of the big table that pgbench's would not need.
