@@ -115,13 +115,9 @@ pub async fn restore_settings(
     planned: &BTreeMap<String, String>,
 ) -> Result<()> {
     apply_settings(c, &load_settings(cores, ram_bytes), Some(planned)).await?;
-    make_durable(c).await
-}
-
-/// Pages written while fsync was off may sit in the OS cache: flush them all (`syncfs` on
-/// the data directory's filesystem), then CHECKPOINT with fsync on, so the dataset is as
-/// durable as one pgbench loaded with fsync on.
-async fn make_durable(c: &Cluster) -> Result<()> {
+    // Pages written while fsync was off may sit in the OS cache: flush them all (`syncfs` on
+    // the data directory's filesystem), then CHECKPOINT with fsync on, so the dataset is as
+    // durable as one pgbench loaded with fsync on.
     let data_dir = c.data_dir();
     tokio::task::spawn_blocking(move || writeback::sync_filesystem(&data_dir))
         .await
@@ -303,17 +299,15 @@ pub async fn parallel_init(
     phase("primary keys", &mut mark);
     drop(s);
 
-    // The restart runs while the last pages are still being written.
-    apply_settings(c, &load_settings(cores, ram_bytes), Some(planned))
+    // The restart runs while the writeback thread is still writing the last pages; the
+    // sync inside restore_settings covers whatever it has not reached.
+    restore_settings(c, cores, ram_bytes, planned)
         .await
         .context("restoring the plan's settings")?;
     writeback
         .stop()
         .await
         .context("writing the loaded tables")?;
-    make_durable(c)
-        .await
-        .context("making the loaded tables durable")?;
     phase("restore settings", &mut mark);
     Ok(ParallelInit {
         degree,

@@ -321,7 +321,7 @@ pub struct Dataset {
     /// Database that holds the dataset.
     #[serde(default = "Dataset::default_database")]
     pub database: String,
-    /// Connections for `init = "parallel"` (default: half the machine's CPUs, at least 1).
+    /// Connections for `init = "parallel"` (default: `loader::default_degree`, 1 below 8 CPUs, else half the CPUs).
     #[serde(default)]
     pub parallel_degree: Option<u32>,
 }

@@ -161,8 +161,7 @@ async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
     let inv = run.inventory()?;
     let degree = d
         .parallel_degree
-        .unwrap_or_else(|| crate::loader::default_degree(inv.cpu.cpus))
-        .max(1);
+        .unwrap_or_else(|| crate::loader::default_degree(inv.cpu.cpus));
     let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
     crate::notify::status(&format!(
         "dataset: parallel init of scale {} over {degree} connections",
