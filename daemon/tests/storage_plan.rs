@@ -48,16 +48,26 @@ fn auto_stripes_the_empty_instance_store_and_leaves_the_root_disk() {
         panic!("expected a build: {plan:?}");
     };
     assert_eq!(devices, ["/dev/nvme1n1", "/dev/nvme2n1"]);
+    // Every claimed device is wiped first: lvm2 refuses a disk that carries only a
+    // partition table, which lsblk 2.32.1 cannot show.
+    assert_eq!(commands[0], ["wipefs", "--all", "/dev/nvme1n1"]);
+    assert_eq!(commands[1], ["wipefs", "--all", "/dev/nvme2n1"]);
     assert_eq!(
-        commands[0],
+        commands[2],
         ["pvcreate", "--yes", "/dev/nvme1n1", "/dev/nvme2n1"]
     );
     assert_eq!(
-        commands[1],
-        ["vgcreate", "pgappliance", "/dev/nvme1n1", "/dev/nvme2n1"]
+        commands[3],
+        [
+            "vgcreate",
+            "--yes",
+            "pgappliance",
+            "/dev/nvme1n1",
+            "/dev/nvme2n1"
+        ]
     );
     assert_eq!(
-        commands[2],
+        commands[4],
         [
             "lvcreate",
             "--yes",
@@ -72,7 +82,7 @@ fn auto_stripes_the_empty_instance_store_and_leaves_the_root_disk() {
             "pgappliance"
         ]
     );
-    assert_eq!(commands[3], ["mkfs.xfs", "-f", "/dev/pgappliance/data"]);
+    assert_eq!(commands[5], ["mkfs.xfs", "-f", "/dev/pgappliance/data"]);
     assert_eq!(mount_unit, "var-lib-pgappliance-pgdata.mount");
     assert_eq!(what, "/dev/pgappliance/data");
 }
@@ -125,8 +135,9 @@ fn wipe_on_a_named_device_adds_wipefs() {
     let StoragePlan::Build { commands, .. } = plan else {
         panic!("build")
     };
-    assert_eq!(commands[0], ["wipefs", "--all", "/dev/nvme1n1"]);
-    assert_eq!(commands[1][0], "pvcreate");
+    assert_eq!(commands[0], ["wipefs", "--all", "/dev/nvme0n1"]);
+    assert_eq!(commands[1], ["wipefs", "--all", "/dev/nvme1n1"]);
+    assert_eq!(commands[2][0], "pvcreate");
 }
 
 #[test]
@@ -137,7 +148,7 @@ fn mounted_devices_are_never_wiped() {
             Layout::Stripe,
             true,
         ),
-        &devices("lsblk-rocky8-altra.json"),
+        &devices("lsblk-rocky8-altra-composed.json"),
     )
     .expect_err("mounted");
     assert!(matches!(err, StorageRefusal::Mounted { .. }), "{err:?}");
@@ -148,7 +159,7 @@ fn mounted_devices_are_never_wiped() {
 fn altra_without_empty_nvme_says_what_it_saw() {
     let err = plan_storage(
         &storage(Devices::Auto, Layout::Stripe, false),
-        &devices("lsblk-rocky8-altra.json"),
+        &devices("lsblk-rocky8-altra-composed.json"),
     )
     .expect_err("none empty");
     let msg = err.to_string();
@@ -193,5 +204,9 @@ fn single_layout_makes_a_plain_volume() {
     let StoragePlan::Build { commands, .. } = plan else {
         panic!("build")
     };
-    assert!(!commands[2].iter().any(|a| a == "--stripes"));
+    let lv = commands
+        .iter()
+        .find(|c| c[0] == "lvcreate")
+        .expect("lvcreate");
+    assert!(!lv.iter().any(|a| a == "--stripes"));
 }

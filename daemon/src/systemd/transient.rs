@@ -30,6 +30,11 @@ pub enum Prop {
 }
 
 impl Prop {
+    /// The D-Bus signature the value is sent with (checked against systemd 239's).
+    pub fn dbus_signature(&self) -> String {
+        self.to_value().value_signature().to_string()
+    }
+
     fn to_value(&self) -> Value<'_> {
         match self {
             Prop::Str(s) => Value::from(s.as_str()),
