@@ -31,18 +31,15 @@ fn run(program: &Path) -> std::process::Output {
         .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
 }
 
-/// Devices with a size, flattened (2.32.1 leaves out empty devices such as an unused zram).
-fn flat(devs: &[BlockDevice], out: &mut Vec<(String, String, u64, String, bool, Vec<String>)>) {
+/// Devices with a size, flattened without their children (2.32.1 leaves out empty devices
+/// such as an unused zram).
+fn flat(devs: &[BlockDevice], out: &mut Vec<BlockDevice>) {
     for d in devs {
         if d.size_bytes > 0 {
-            out.push((
-                d.name.clone(),
-                d.path.clone(),
-                d.size_bytes,
-                d.kind.clone(),
-                d.rotational,
-                d.mountpoints.clone(),
-            ));
+            out.push(BlockDevice {
+                children: Vec::new(),
+                ..d.clone()
+            });
         }
         flat(&d.children, out);
     }

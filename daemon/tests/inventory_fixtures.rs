@@ -79,3 +79,26 @@ fn meminfo_and_os_release() {
     assert_eq!(os.get("ID").map(String::as_str), Some("rocky"));
     assert_eq!(os.get("VERSION_ID").map(String::as_str), Some("8.6"));
 }
+
+#[test]
+fn lsblk_2_32_1_captured_in_the_guest() {
+    let devs = parse_lsblk(&fixture("lsblk-2.32.1-guest-two-empty-nvme.json")).expect("parses");
+    let nvme = devs.iter().find(|d| d.name == "nvme0n1").expect("nvme0n1");
+    assert_eq!(nvme.path, "/dev/nvme0n1");
+    assert_eq!(nvme.size_bytes, 2 << 30);
+    assert!(!nvme.rotational);
+    assert_eq!(nvme.serial.as_deref(), Some("NVME0"));
+    assert!(nvme.is_empty_nvme());
+    let vda = devs.iter().find(|d| d.name == "vda").expect("vda");
+    assert!(vda.rotational);
+    assert_eq!(vda.mountpoints, vec!["/".to_string()]);
+    let built = parse_lsblk(&fixture("lsblk-2.32.1-guest-stripe-built.json")).expect("parses");
+    let lv = &built
+        .iter()
+        .find(|d| d.name == "nvme1n1")
+        .expect("nvme1n1")
+        .children[0];
+    assert_eq!(lv.name, "pgappliance-data");
+    assert_eq!(lv.path, "/dev/mapper/pgappliance-data");
+    assert_eq!(lv.fstype.as_deref(), Some("xfs"));
+}

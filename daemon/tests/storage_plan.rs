@@ -210,3 +210,29 @@ fn single_layout_makes_a_plain_volume() {
         .expect("lvcreate");
     assert!(!lv.iter().any(|a| a == "--stripes"));
 }
+
+/// Real util-linux 2.32.1 output (captured in the el8-tools guest): every value a string,
+/// NAME printed as the path with `-p`.
+#[test]
+fn lsblk_2_32_1_captures_plan_the_stripe_and_find_it_built() {
+    let plan = plan_storage(
+        &storage(Devices::Auto, Layout::Stripe, false),
+        &devices("lsblk-2.32.1-guest-two-empty-nvme.json"),
+    )
+    .expect("plan");
+    let StoragePlan::Build { devices: devs, .. } = plan else {
+        panic!("expected a build: {plan:?}")
+    };
+    assert_eq!(devs, ["/dev/nvme1n1", "/dev/nvme0n1"]);
+    let built = plan_storage(
+        &storage(Devices::Auto, Layout::Stripe, false),
+        &devices("lsblk-2.32.1-guest-stripe-built.json"),
+    )
+    .expect("plan");
+    assert_eq!(
+        built,
+        StoragePlan::AlreadyBuilt {
+            devices: vec!["/dev/nvme1n1".into(), "/dev/nvme0n1".into()]
+        }
+    );
+}

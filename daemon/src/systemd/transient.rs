@@ -250,6 +250,9 @@ impl SystemdExecutor {
                 .with_context(|| format!("creating {}", f.display()))
                 .map_err(spawn_err)?;
         }
+        // No daemon-reload while this unit exists (systemd 239-58 would re-read its
+        // StandardErrorFile as StandardOutput): held until the unit is stopped below.
+        let _unit_exists = self.systemd.gate().command().await;
         let props = unit_properties(spec, &program.display().to_string(), &stdout, &stderr);
         let values: Vec<(&str, Value<'_>)> =
             props.iter().map(|(k, v)| (*k, v.to_value())).collect();
