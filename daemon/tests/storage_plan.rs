@@ -236,3 +236,23 @@ fn lsblk_2_32_1_captures_plan_the_stripe_and_find_it_built() {
         }
     );
 }
+
+#[test]
+fn lsblk_2_32_1_capture_of_a_drive_holding_ext4_is_refused_naming_it() {
+    let err = plan_storage(
+        &storage(
+            list(&["/dev/nvme0n1", "/dev/nvme1n1"]),
+            Layout::Stripe,
+            false,
+        ),
+        &devices("lsblk-2.32.1-guest-nvme0-holds-ext4.json"),
+    )
+    .expect_err("refused");
+    assert_eq!(
+        err,
+        StorageRefusal::NotEmpty {
+            device: "/dev/nvme0n1".into(),
+            what: "holds a ext4 filesystem".into()
+        }
+    );
+}
