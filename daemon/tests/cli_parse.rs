@@ -142,6 +142,9 @@ fn parse_pgbench_refuses_impossible_figures_naming_the_line() {
         assert_ne!(code, 0, "{to}: {stdout}");
         assert!(stdout.is_empty(), "{to}: nothing on stdout: {stdout}");
         assert!(stderr.contains(to), "{to}: the line is quoted: {stderr}");
-        assert!(stderr.contains("line "), "{to}: the line is numbered: {stderr}");
+        assert!(
+            stderr.contains("line "),
+            "{to}: the line is numbered: {stderr}"
+        );
     }
 }
