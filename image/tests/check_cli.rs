@@ -360,7 +360,10 @@ fn paths_that_escape_are_refused_with_their_meaning() {
         );
     }
     for (store, words) in [
-        ("s3://bucket/results/../other", "\"results/../other\" has an empty"),
+        (
+            "s3://bucket/results/../other",
+            "\"results/../other\" has an empty",
+        ),
         ("s3://bucket/./results", "\"./results\" has an empty"),
         ("s3://bucket/a//b", "\"a//b\" has an empty"),
         ("file:///var/lib/../../etc", "means \"/etc\""),
