@@ -381,3 +381,20 @@ fn collect_from_a_store_that_does_not_exist_is_an_error() {
     assert!(!missing.exists(), "collect does not create the store");
     assert!(!dir.path().join("out").exists(), "nothing written");
 }
+
+#[test]
+fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
+    let weed = harness::seaweed::SeaweedFs::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let out = Command::new(harness::image_binary())
+        .args(["collect", "s3://no-such-bucket/results", "--out"])
+        .arg(dir.path().join("out"))
+        .args(["--endpoint", &weed.endpoint(), "--credentials-file"])
+        .arg(weed.credentials_file())
+        .output()
+        .expect("collect");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("s3://no-such-bucket/results"), "{stderr}");
+    assert!(!dir.path().join("out").exists(), "nothing written");
+}

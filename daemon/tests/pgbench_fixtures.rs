@@ -488,3 +488,24 @@ fn impossible_init_and_aggregate_figures_are_refused() {
         assert!(err.to_string().contains("agg.1:1"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn an_impossible_statement_latency_is_refused_naming_the_line() {
+    let text = fixture("v17-distro-server-r.txt");
+    let at = text
+        .lines()
+        .position(|l| l.contains("\\set aid"))
+        .expect("statement line")
+        + 1;
+    for bad in ["inf", "-0.001", "NaN"] {
+        let broken = text.replacen(
+            "         0.001           0  \\set aid",
+            &format!("         {bad}           0  \\set aid"),
+            1,
+        );
+        assert_ne!(broken, text);
+        let err = parse_summary(&broken).expect_err(bad).to_string();
+        assert!(err.starts_with(&format!("line {at}:")), "{bad}: {err}");
+        assert!(err.contains("statement latency"), "{bad}: {err}");
+    }
+}
