@@ -629,7 +629,60 @@ fn upload(plan: &Plan, p: &mut Problems) {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{check_abs_path, check_store_url, parse_size};
+
+    #[test]
+    fn paths_and_store_urls_are_written_plainly() {
+        assert!(check_abs_path("/var/lib/pgappliance/pgdata").is_ok());
+        for bad in [
+            "/var/..",
+            "/.",
+            "/var/lib/../../etc",
+            "//x",
+            "/x/",
+            "x",
+            "/a/./b",
+        ] {
+            assert!(check_abs_path(bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "s3://bucket",
+            "s3://bucket/",
+            "s3://bucket/a/b",
+            "s3://bucket/a/b/",
+            "file:///srv/store",
+            "file:///srv/store/",
+        ] {
+            assert_eq!(check_store_url(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "s3://bucket//a",
+            "s3://bucket/a/../b",
+            "s3://bucket/./a",
+            "s3://bucket/a//",
+            "file:///srv/../etc",
+            "file:///srv//x",
+            "file://rel",
+        ] {
+            assert!(check_store_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_store_url_from_the_command_line_is_checked_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}/a/../b", dir.path().display());
+        let cfg = crate::upload::StoreConfig {
+            url,
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+        };
+        let err = crate::upload::Store::open(&cfg).err().expect("refused");
+        assert!(err.to_string().contains("means"), "{err}");
+        assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
+    }
 
     #[test]
     fn sizes() {
