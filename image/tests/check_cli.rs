@@ -509,3 +509,43 @@ fn values_that_would_only_fail_at_run_time_are_refused() {
         "above PostgreSQL's limit",
     );
 }
+
+#[test]
+fn an_empty_plan_names_every_required_table_and_wrong_types_are_all_listed() {
+    let c = check_text("");
+    assert_ne!(c.code, 0);
+    for key in ["appliance", "postgres", "dataset", "workloads"] {
+        assert!(
+            c.stderr.contains(&format!("missing field `{key}`")),
+            "{key}: {}",
+            c.stderr
+        );
+    }
+    assert_eq!(c.stderr.lines().count(), 4, "{}", c.stderr);
+    // Required keys of the wrong type are each reported once, with nothing about the
+    // stand-ins that let the rest of the plan be checked.
+    let c = check_text(
+        &with("name = \"t1\"", "name = 1")
+            .replace("platform = \"rocky8\"", "platform = 2")
+            .replace(
+                "hourly_price_usd = 1.5",
+                "hourly_price_usd = \"x\"\narch = 3",
+            ),
+    );
+    let keys: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "appliance.name",
+            "appliance.platform",
+            "appliance.hourly_price_usd",
+            "appliance.arch"
+        ],
+        "{}",
+        c.stderr
+    );
+}

@@ -113,6 +113,61 @@ pub fn error_path(text: &str, err: &toml::de::Error) -> Option<(KeyPath, bool)> 
     Some((path, on_key))
 }
 
+/// The table (or array-of-tables element) whose span is exactly `span`; the top level
+/// when none is.
+pub fn table_with_span(text: &str, span: &Range<usize>) -> Option<KeyPath> {
+    fn walk(table: &Table, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+        for (k, item) in table.iter() {
+            let path = here.key(k);
+            match item {
+                Item::Table(t) => {
+                    if t.span().as_ref() == Some(span) {
+                        return Some(path);
+                    }
+                    if let Some(found) = walk(t, span, &path) {
+                        return Some(found);
+                    }
+                }
+                Item::ArrayOfTables(a) => {
+                    for (i, t) in a.iter().enumerate() {
+                        let p = path.index(i);
+                        if t.span().as_ref() == Some(span) {
+                            return Some(p);
+                        }
+                        if let Some(found) = walk(t, span, &p) {
+                            return Some(found);
+                        }
+                    }
+                }
+                Item::Value(v) => {
+                    if let Some(found) = inline(v, span, &path) {
+                        return Some(found);
+                    }
+                }
+                Item::None => {}
+            }
+        }
+        None
+    }
+    fn inline(v: &Value, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+        match v {
+            Value::InlineTable(t) => {
+                if t.span().as_ref() == Some(span) {
+                    return Some(here.clone());
+                }
+                t.iter().find_map(|(k, v)| inline(v, span, &here.key(k)))
+            }
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| inline(v, span, &here.index(i))),
+            _ => None,
+        }
+    }
+    let doc = Document::parse(text).ok()?;
+    Some(walk(doc.as_table(), span, &KeyPath::root()).unwrap_or_default())
+}
+
 /// Locates a problem at the key itself (an unknown key), else like [`locate`].
 pub fn locate_key(text: &str, path: &KeyPath, message: String) -> PlanIssue {
     let offset = Document::parse(text)

@@ -10,6 +10,8 @@ use super::{Plan, PlanIssue};
 
 /// A plan with more faults than this is reported up to here.
 const MAX_FAULTS: usize = 100;
+/// Rounds of deserialising (each fixes one fault or tries one more stand-in).
+const MAX_ROUNDS: usize = 1000;
 
 /// What deserialising found: the plan (with stand-ins where values were wrong), the type
 /// errors, and the key paths that hold stand-ins (their validation problems are not real).
@@ -27,11 +29,22 @@ struct Fault {
 
 fn attempt(text: &str) -> Result<Plan, Fault> {
     toml::from_str::<Plan>(text).map_err(|err| {
-        let (path, on_key) = location::error_path(text, &err).unwrap_or_default();
+        let message = err.message().trim().to_string();
+        // A missing key is reported on the span of its table (the whole table's header);
+        // the top level's is an empty span.
+        let (path, on_key) = if missing_field(&message).is_some() {
+            let table = err
+                .span()
+                .and_then(|span| location::table_with_span(text, &span))
+                .unwrap_or_default();
+            (table, false)
+        } else {
+            location::error_path(text, &err).unwrap_or_default()
+        };
         Fault {
             path,
             on_key,
-            message: err.message().trim().to_string(),
+            message,
         }
     })
 }
@@ -68,6 +81,10 @@ pub fn plain(message: &str) -> String {
         ("invalid type: sequence", "invalid type: list"),
         ("invalid type: map", "invalid type: table"),
         ("floating point", "number with a fraction or exponent"),
+        (
+            "wanted string or table",
+            "expected a string (one of the names docs/plan.md lists)",
+        ),
     ] {
         m = m.replace(from, to);
     }
@@ -82,17 +99,21 @@ pub fn plain(message: &str) -> String {
     m
 }
 
-/// Stand-ins to try for a wrong or missing value, the variant the message names first.
+/// The value an error message names as expected (``expected one of `rocky8`, …``,
+/// `expected "auto" or …`), a stand-in that fits an enum.
+fn named_value(message: &str) -> Option<Item> {
+    let after = message.split_once("expected")?.1;
+    after
+        .split('`')
+        .nth(1)
+        .or_else(|| after.split('"').nth(1))
+        .map(value)
+}
+
+/// Stand-ins to try for a wrong or missing value: the one the message names, then one of
+/// each TOML type.
 fn candidates(message: &str) -> Vec<Item> {
-    let mut v = Vec::new();
-    if let Some(after) = message.split_once("expected").map(|(_, a)| a) {
-        if let Some(word) = after.split('`').nth(1) {
-            v.push(value(word));
-        }
-        if let Some(word) = after.split('"').nth(1) {
-            v.push(value(word));
-        }
-    }
+    let mut v: Vec<Item> = named_value(message).into_iter().collect();
     v.extend([
         value(""),
         value(1i64),
@@ -133,14 +154,6 @@ fn put(doc: &mut DocumentMut, path: &KeyPath, item: Item) -> bool {
     }
 }
 
-/// Whether a later fault is still about `target` (the fix did not take).
-fn still_about(f: &Fault, target: &KeyPath) -> bool {
-    f.path.starts_with(target)
-        || (missing_field(&f.message) == target.last_key()
-            && f.path.parent().is_some()
-            && Some(&f.path) == target.parent().as_ref())
-}
-
 pub fn deserialise(text: &str) -> Result<Deserialised, PlanIssue> {
     let mut doc: DocumentMut = match text.parse() {
         Ok(doc) => doc,
@@ -154,8 +167,10 @@ pub fn deserialise(text: &str) -> Result<Deserialised, PlanIssue> {
     };
     let mut issues = Vec::new();
     let mut stand_ins: Vec<KeyPath> = Vec::new();
+    // Stand-ins not yet tried, per key path that holds one.
+    let mut untried: Vec<(KeyPath, Vec<Item>)> = Vec::new();
     let mut current = text.to_string();
-    for _ in 0..MAX_FAULTS {
+    for _ in 0..MAX_ROUNDS {
         let fault = match attempt(&current) {
             Ok(plan) => {
                 return Ok(Deserialised {
@@ -167,11 +182,10 @@ pub fn deserialise(text: &str) -> Result<Deserialised, PlanIssue> {
             Err(f) => f,
         };
         let target = target(&fault);
-        // A fault inside a stand-in (a missing table's required keys) is not the user's.
-        if !stand_ins
-            .iter()
-            .any(|s| target.starts_with(s) && *s != target)
-        {
+        // A fault at a stand-in (it did not fit) or inside one (a missing table's keys)
+        // is not the user's: it is fixed without a report.
+        let ours = stand_ins.iter().any(|s| target.starts_with(s));
+        if !ours && issues.len() < MAX_FAULTS {
             let message = plain(&fault.message);
             issues.push(if fault.on_key {
                 location::locate_key(text, &fault.path, message)
@@ -182,40 +196,35 @@ pub fn deserialise(text: &str) -> Result<Deserialised, PlanIssue> {
         if target == KeyPath::root() {
             break;
         }
-        let mut fixed = None;
-        if fault.message.starts_with("unknown field") || missing_field(&fault.message).is_none() {
-            let mut d = doc.clone();
-            if remove(&mut d, &target) {
-                fixed = Some(d);
+        if fault.message.starts_with("unknown field") {
+            if !remove(&mut doc, &target) {
+                break;
+            }
+        } else {
+            let at = match untried.iter().position(|(p, _)| *p == target) {
+                Some(at) => at,
+                None => {
+                    untried.push((target.clone(), candidates(&fault.message)));
+                    untried.len() - 1
+                }
+            };
+            let queue = &mut untried[at].1;
+            // The value the new message names (a wrong name lists the right ones) first.
+            if let Some(named) = named_value(&fault.message) {
+                queue.insert(0, named);
+            }
+            let mut placed = false;
+            while !queue.is_empty() && !placed {
+                placed = put(&mut doc, &target, queue.remove(0));
+            }
+            if !placed && !remove(&mut doc, &target) {
+                break;
+            }
+            if !stand_ins.contains(&target) {
+                stand_ins.push(target);
             }
         }
-        let unknown_key = fault.message.starts_with("unknown field");
-        let removal_holds = fixed.as_ref().is_some_and(|d| {
-            unknown_key
-                || match attempt(&d.to_string()) {
-                    Ok(_) => true,
-                    Err(f) => !still_about(&f, &target),
-                }
-        });
-        if !removal_holds {
-            fixed = candidates(&fault.message).into_iter().find_map(|item| {
-                let mut d = doc.clone();
-                if !put(&mut d, &target, item) {
-                    return None;
-                }
-                match attempt(&d.to_string()) {
-                    Ok(_) => Some(d),
-                    Err(f) if !still_about(&f, &target) => Some(d),
-                    Err(_) => None,
-                }
-            });
-        }
-        let Some(d) = fixed else { break };
-        doc = d;
         current = doc.to_string();
-        if !unknown_key {
-            stand_ins.push(target);
-        }
     }
     Ok(Deserialised {
         plan: None,
