@@ -102,3 +102,12 @@ fn lsblk_2_32_1_captured_in_the_guest() {
     assert_eq!(lv.path, "/dev/mapper/pgappliance-data");
     assert_eq!(lv.fstype.as_deref(), Some("xfs"));
 }
+
+#[test]
+fn impossible_inventory_figures_are_refused() {
+    let zero_cpus = r#"{"lscpu": [{"field": "Architecture:", "data": "aarch64"}, {"field": "CPU(s):", "data": "0"}]}"#;
+    assert!(parse_lscpu(zero_cpus).is_err());
+    assert!(parse_meminfo_total("MemTotal: 0 kB\n").is_err());
+    let huge = format!("MemTotal: {} kB\n", u64::MAX / 2);
+    assert!(parse_meminfo_total(&huge).is_err(), "bytes past u64");
+}
