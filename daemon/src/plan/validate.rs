@@ -505,6 +505,16 @@ fn upload(plan: &Plan, p: &mut Problems) {
         )),
         _ => {}
     }
+    if let Some(profile) = &u.credentials_profile {
+        if u.credentials != super::Credentials::File {
+            p.push((
+                at.key("credentials_profile"),
+                "credentials_profile only applies with credentials = \"file\"".into(),
+            ));
+        } else if let Err(why) = crate::upload::store::check_profile_name(profile) {
+            p.push((at.key("credentials_profile"), why));
+        }
+    }
 }
 
 #[cfg(test)]
