@@ -323,7 +323,7 @@ async fn upload_and_finish(
             .store
             .clone()
             .unwrap_or_else(|| run.plan.upload.store.clone()),
-        manifest.objects.len(),
+        manifest.manifest.objects.len(),
     ));
     Ok(outcome)
 }
