@@ -688,6 +688,7 @@ mod tests {
             region: "us-east-1".into(),
             credentials: crate::plan::Credentials::Environment,
             credentials_file: None,
+            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
         };
         let err = crate::upload::Store::open(&cfg).err().expect("refused");
         assert!(err.to_string().contains("means"), "{err}");
