@@ -1130,7 +1130,14 @@ mod daemon_against_el8 {
             .limit_nofile(4096)
             .timeout(std::time::Duration::from_secs(90));
         for spec in [spec, CommandSpec::new("/bin/true")] {
-            let props = unit_properties(&spec, "/usr/bin/x", Path::new("/o"), Path::new("/e"));
+            let environment = spec.environment(std::iter::empty(), None);
+            let props = unit_properties(
+                &spec,
+                "/usr/bin/x",
+                Path::new("/o"),
+                Path::new("/e"),
+                &environment,
+            );
             assert!(props.len() >= 8);
             for (name, prop) in &props {
                 let value = match prop {
