@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod csv;
+pub mod el8_facts;
 pub mod fsutil;
 pub mod inventory;
 pub mod journal;

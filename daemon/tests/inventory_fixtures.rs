@@ -1,4 +1,5 @@
-//! Inventory parsers against captured (Debian 12 here) and composed (Rocky 8 Altra) outputs.
+//! Inventory parsers against captured (Debian 12 here, util-linux 2.32.1 in the el8-tools
+//! guest) and composed (Rocky 8 Altra) outputs.
 
 use pgappliance::inventory::parse::{
     parse_lsblk, parse_lscpu, parse_meminfo_total, parse_os_release,
@@ -45,7 +46,7 @@ fn lscpu_garbage_is_an_error() {
 
 #[test]
 fn lsblk_rhel8_strings_and_singular_mountpoint() {
-    let devs = parse_lsblk(&fixture("lsblk-rocky8-altra.json")).expect("parses");
+    let devs = parse_lsblk(&fixture("lsblk-rocky8-altra-composed.json")).expect("parses");
     assert_eq!(devs.len(), 2);
     assert_eq!(devs[0].size_bytes, 500_107_862_016);
     assert!(!devs[0].rotational);
@@ -54,7 +55,11 @@ fn lsblk_rhel8_strings_and_singular_mountpoint() {
         devs[0].children[0].mountpoints,
         vec!["/boot/efi".to_string()]
     );
+    // `-p`: NAME is the path; the short name is derived from it.
+    assert_eq!(devs[0].path, "/dev/nvme0n1");
+    assert_eq!(devs[0].name, "nvme0n1");
     assert_eq!(devs[0].children[2].children[2].name, "rl-home");
+    assert_eq!(devs[0].children[2].children[2].path, "/dev/mapper/rl-home");
     assert!(!devs[1].is_empty_nvme(), "holds an LVM partition");
 }
 
@@ -73,6 +78,29 @@ fn meminfo_and_os_release() {
     let os = parse_os_release(&fixture("os-release-rocky86.txt"));
     assert_eq!(os.get("ID").map(String::as_str), Some("rocky"));
     assert_eq!(os.get("VERSION_ID").map(String::as_str), Some("8.6"));
+}
+
+#[test]
+fn lsblk_2_32_1_captured_in_the_guest() {
+    let devs = parse_lsblk(&fixture("lsblk-2.32.1-guest-two-empty-nvme.json")).expect("parses");
+    let nvme = devs.iter().find(|d| d.name == "nvme0n1").expect("nvme0n1");
+    assert_eq!(nvme.path, "/dev/nvme0n1");
+    assert_eq!(nvme.size_bytes, 2 << 30);
+    assert!(!nvme.rotational);
+    assert_eq!(nvme.serial.as_deref(), Some("NVME0"));
+    assert!(nvme.is_empty_nvme());
+    let vda = devs.iter().find(|d| d.name == "vda").expect("vda");
+    assert!(vda.rotational);
+    assert_eq!(vda.mountpoints, vec!["/".to_string()]);
+    let built = parse_lsblk(&fixture("lsblk-2.32.1-guest-stripe-built.json")).expect("parses");
+    let lv = &built
+        .iter()
+        .find(|d| d.name == "nvme1n1")
+        .expect("nvme1n1")
+        .children[0];
+    assert_eq!(lv.name, "pgappliance-data");
+    assert_eq!(lv.path, "/dev/mapper/pgappliance-data");
+    assert_eq!(lv.fstype.as_deref(), Some("xfs"));
 }
 
 #[test]

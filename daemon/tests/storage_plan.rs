@@ -48,16 +48,26 @@ fn auto_stripes_the_empty_instance_store_and_leaves_the_root_disk() {
         panic!("expected a build: {plan:?}");
     };
     assert_eq!(devices, ["/dev/nvme1n1", "/dev/nvme2n1"]);
+    // Every claimed device is wiped first: lvm2 refuses a disk that carries only a
+    // partition table, which lsblk 2.32.1 cannot show.
+    assert_eq!(commands[0], ["wipefs", "--all", "/dev/nvme1n1"]);
+    assert_eq!(commands[1], ["wipefs", "--all", "/dev/nvme2n1"]);
     assert_eq!(
-        commands[0],
+        commands[2],
         ["pvcreate", "--yes", "/dev/nvme1n1", "/dev/nvme2n1"]
     );
     assert_eq!(
-        commands[1],
-        ["vgcreate", "pgappliance", "/dev/nvme1n1", "/dev/nvme2n1"]
+        commands[3],
+        [
+            "vgcreate",
+            "--yes",
+            "pgappliance",
+            "/dev/nvme1n1",
+            "/dev/nvme2n1"
+        ]
     );
     assert_eq!(
-        commands[2],
+        commands[4],
         [
             "lvcreate",
             "--yes",
@@ -72,7 +82,7 @@ fn auto_stripes_the_empty_instance_store_and_leaves_the_root_disk() {
             "pgappliance"
         ]
     );
-    assert_eq!(commands[3], ["mkfs.xfs", "-f", "/dev/pgappliance/data"]);
+    assert_eq!(commands[5], ["mkfs.xfs", "-f", "/dev/pgappliance/data"]);
     assert_eq!(mount_unit, "var-lib-pgappliance-pgdata.mount");
     assert_eq!(what, "/dev/pgappliance/data");
 }
@@ -125,8 +135,9 @@ fn wipe_on_a_named_device_adds_wipefs() {
     let StoragePlan::Build { commands, .. } = plan else {
         panic!("build")
     };
-    assert_eq!(commands[0], ["wipefs", "--all", "/dev/nvme1n1"]);
-    assert_eq!(commands[1][0], "pvcreate");
+    assert_eq!(commands[0], ["wipefs", "--all", "/dev/nvme0n1"]);
+    assert_eq!(commands[1], ["wipefs", "--all", "/dev/nvme1n1"]);
+    assert_eq!(commands[2][0], "pvcreate");
 }
 
 #[test]
@@ -137,7 +148,7 @@ fn mounted_devices_are_never_wiped() {
             Layout::Stripe,
             true,
         ),
-        &devices("lsblk-rocky8-altra.json"),
+        &devices("lsblk-rocky8-altra-composed.json"),
     )
     .expect_err("mounted");
     assert!(matches!(err, StorageRefusal::Mounted { .. }), "{err:?}");
@@ -148,7 +159,7 @@ fn mounted_devices_are_never_wiped() {
 fn altra_without_empty_nvme_says_what_it_saw() {
     let err = plan_storage(
         &storage(Devices::Auto, Layout::Stripe, false),
-        &devices("lsblk-rocky8-altra.json"),
+        &devices("lsblk-rocky8-altra-composed.json"),
     )
     .expect_err("none empty");
     let msg = err.to_string();
@@ -193,5 +204,55 @@ fn single_layout_makes_a_plain_volume() {
     let StoragePlan::Build { commands, .. } = plan else {
         panic!("build")
     };
-    assert!(!commands[2].iter().any(|a| a == "--stripes"));
+    let lv = commands
+        .iter()
+        .find(|c| c[0] == "lvcreate")
+        .expect("lvcreate");
+    assert!(!lv.iter().any(|a| a == "--stripes"));
+}
+
+/// Real util-linux 2.32.1 output (captured in the el8-tools guest): every value a string,
+/// NAME printed as the path with `-p`.
+#[test]
+fn lsblk_2_32_1_captures_plan_the_stripe_and_find_it_built() {
+    let plan = plan_storage(
+        &storage(Devices::Auto, Layout::Stripe, false),
+        &devices("lsblk-2.32.1-guest-two-empty-nvme.json"),
+    )
+    .expect("plan");
+    let StoragePlan::Build { devices: devs, .. } = plan else {
+        panic!("expected a build: {plan:?}")
+    };
+    assert_eq!(devs, ["/dev/nvme1n1", "/dev/nvme0n1"]);
+    let built = plan_storage(
+        &storage(Devices::Auto, Layout::Stripe, false),
+        &devices("lsblk-2.32.1-guest-stripe-built.json"),
+    )
+    .expect("plan");
+    assert_eq!(
+        built,
+        StoragePlan::AlreadyBuilt {
+            devices: vec!["/dev/nvme1n1".into(), "/dev/nvme0n1".into()]
+        }
+    );
+}
+
+#[test]
+fn lsblk_2_32_1_capture_of_a_drive_holding_ext4_is_refused_naming_it() {
+    let err = plan_storage(
+        &storage(
+            list(&["/dev/nvme0n1", "/dev/nvme1n1"]),
+            Layout::Stripe,
+            false,
+        ),
+        &devices("lsblk-2.32.1-guest-nvme0-holds-ext4.json"),
+    )
+    .expect_err("refused");
+    assert_eq!(
+        err,
+        StorageRefusal::NotEmpty {
+            device: "/dev/nvme0n1".into(),
+            what: "holds a ext4 filesystem".into()
+        }
+    );
 }

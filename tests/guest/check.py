@@ -5,6 +5,8 @@
     check.py vm-boot OUT COLLECTED_DIR
     check.py vm-reset OUT COLLECTED_DIR RESET_AT_FILE
     check.py vm-refuse OUT NVME0_IMAGE
+    check.py el8-tools OUT
+    check.py el8-refuse OUT NVME0_IMAGE
 
 Prints one line per check and exits non-zero when any fails.
 """
@@ -107,7 +109,7 @@ def completed_run(out, expect_points, collected=None):
     return results
 
 
-def volume_checks(out):
+def stripe_checks(out):
     lsblk = json.loads(read(out, "lsblk.json") or "{}")
     disks = {d["name"]: d for d in lsblk.get("blockdevices", [])}
     for n in ("nvme0n1", "nvme1n1"):
@@ -119,11 +121,50 @@ def volume_checks(out):
     mounts = read(out, "findmnt.json")
     ok(re.search(r'"target":\s*"/var/lib/pgappliance/pgdata",\s*"source":\s*"/dev/mapper/pgappliance-data",\s*"fstype":\s*"xfs"', mounts) is not None,
        "XFS on the LV mounted at the mount point", mounts[-600:])
+
+
+def volume_checks(out):
+    stripe_checks(out)
     ok("transparent_hugepage=never" in read(out, "cmdline"), "kernel argument in /proc/cmdline", read(out, "cmdline"))
     ok("[never]" in read(out, "thp"), "THP is never", read(out, "thp"))
     ok('"postgresql"' in read(out, "tuned-active"), "tuned profile postgresql active", read(out, "tuned-active"))
     st = state(out)
     ok("kernel_args_reboot_from_boot" in st.get("facts", {}), "journal recorded the kernel-argument reboot")
+
+
+def el8_tools_checks(out):
+    """util-linux 2.32.1's lsblk and wipefs were the guest's only ones."""
+    ok("lsblk from util-linux 2.32.1" in read(out, "el8-lsblk-version"),
+       "the guest's lsblk is util-linux 2.32.1", read(out, "el8-lsblk-version"))
+    ok("wipefs from util-linux 2.32.1" in read(out, "el8-wipefs-version"),
+       "the guest's wipefs is util-linux 2.32.1", read(out, "el8-wipefs-version"))
+    before = read(out, "lsblk-2.32.1-before.json")
+    try:
+        devs = {d["name"]: d for d in json.loads(before)["blockdevices"]}
+    except (ValueError, KeyError) as e:
+        ok(False, "lsblk 2.32.1 printed JSON before the daemon ran", f"{e}: {before[:400]}")
+        return
+    nvme = [devs.get(n) for n in ("/dev/nvme0n1", "/dev/nvme1n1")]
+    ok(all(d is not None for d in nvme), "lsblk 2.32.1 -p lists both drives by path", str(list(devs)))
+    ok(all(d and isinstance(d.get("size"), str) and isinstance(d.get("rota"), str) for d in nvme),
+       "lsblk 2.32.1 prints sizes and flags as strings", str(nvme))
+
+
+def el8_inventory_checks(out):
+    rd = run_dir(out)
+    if not ok(rd is not None, "one run directory"):
+        return
+    try:
+        with open(os.path.join(rd, "inventory.json")) as f:
+            inv = json.load(f)
+    except (OSError, ValueError) as e:
+        ok(False, "inventory.json readable", str(e))
+        return
+    devs = {d["name"]: d for d in inv.get("block_devices", [])}
+    for n in ("nvme0n1", "nvme1n1"):
+        d = devs.get(n, {})
+        ok(d.get("path") == f"/dev/{n}" and d.get("size_bytes") == 2 << 30 and d.get("rotational") is False,
+           f"inventory.json from lsblk 2.32.1: {n} with its path, 2 GiB as a number, not rotational", str(d))
 
 
 def boots(out):
@@ -151,7 +192,22 @@ def main():
         if m:
             attempts = state(out).get("points", {}).get(m.group(1), {}).get("attempts")
             ok(attempts == 2, f"the interrupted point {m.group(1)} ran again as attempt 2", str(attempts))
-    elif kind == "vm-refuse":
+    elif kind == "el8-tools":
+        ok(read(out, "outcome").strip() == "stopped-after-storage",
+           "the daemon got through inventory and storage", read(out, "outcome"))
+        el8_tools_checks(out)
+        el8_inventory_checks(out)
+        st = state(out)
+        for step in ("inventory", "packages", "storage"):
+            ok(st.get("steps", {}).get(step, {}).get("finished_at") is not None, f"journal: step {step} finished")
+        stripe_checks(out)
+        journal = "".join(read(out, os.path.basename(p)) for p in glob.glob(os.path.join(out, "journal-*.txt")))
+        for tool in ("lsblk", "wipefs", "pvcreate", "lvcreate", "mkfs_xfs"):
+            ok(re.search(rf"pga-cmd-[0-9a-f]+-\d+-{tool}\.service", journal) is not None,
+               f"{tool} ran as a transient unit")
+    elif kind in ("vm-refuse", "el8-refuse"):
+        if kind == "el8-refuse":
+            el8_tools_checks(out)
         ok(read(out, "outcome").strip() == "failed", "the daemon stopped", read(out, "outcome"))
         log = daemon_log(out)
         ok(re.search(r"/dev/nvme0n1 holds a ext4 filesystem; refusing to touch it", log) is not None,

@@ -17,6 +17,27 @@ if [ -f "$share/guest-address" ]; then
     nic=$(ip -o link show | awk -F': ' '$2 != "lo" { print $2; exit }')
     ip link set "$nic" up && ip addr add "$(cat "$share/guest-address")" dev "$nic" 2>/dev/null
 fi
+# el8-tools: Rocky 8's lsblk and wipefs (util-linux 2.32.1, built on the host) replace the
+# guest's own, so every lsblk/wipefs the daemon runs is the old one; the hook keeps
+# Debian's under another name for its own evidence. The guest's root is a throwaway overlay.
+lsblk=lsblk
+if [ -d "$share/el8-tools" ]; then
+    lsblk=/usr/local/sbin/lsblk.debian
+    for tool in lsblk wipefs; do
+        for dir in /usr/bin /usr/sbin /bin /sbin; do
+            if [ -x "$dir/$tool" ] && [ ! -L "$dir/$tool" ] && ! "$dir/$tool" --version | grep -q 2.32.1; then
+                mv "$dir/$tool" "/usr/local/sbin/$tool.debian"
+            fi
+        done
+        install -m 0755 "$share/el8-tools/$tool" "/usr/local/sbin/$tool"
+    done
+    lsblk --version > "$out/el8-lsblk-version" 2>&1
+    wipefs --version > "$out/el8-wipefs-version" 2>&1
+    [ -e "$out/lsblk-2.32.1-before.json" ] || /usr/local/sbin/lsblk -J -b -p \
+        -o NAME,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN \
+        > "$out/lsblk-2.32.1-before.json" 2> "$out/lsblk-2.32.1-before.err"
+fi
+stop_after=$(cat "$share/stop-after" 2>/dev/null || true)
 if [ ! -x /usr/bin/pgapplianced ]; then
     cd "$share/payload" || exit 1
     if ! sha256sum -c payload.tar.gz.sha256 >> "$out/hook.log" 2>&1; then
@@ -50,6 +71,10 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
         esac
     fi
     if [ -e /var/lib/pgappliance/done ]; then outcome=done; break; fi
+    if [ -n "$stop_after" ] && grep -Eq "^  $stop_after +done" "$out/status" 2>/dev/null; then
+        systemctl stop pgapplianced.service
+        outcome=stopped-after-$stop_after; break
+    fi
     state=$(systemctl show -p ActiveState --value pgapplianced.service)
     if [ "$state" = failed ]; then outcome=failed; break; fi
     sleep 1
@@ -63,7 +88,11 @@ journalctl --no-pager -b > "$out/journal-$(date +%s).txt" 2>&1
 rm -rf "$out/var-lib"; mkdir -p "$out/var-lib"
 cp -a /var/lib/pgappliance/state.json /var/lib/pgappliance/runs /var/lib/pgappliance/store \
     "$out/var-lib/" 2>/dev/null
-lsblk -J -b -o NAME,PATH,TYPE,FSTYPE,MOUNTPOINT > "$out/lsblk.json" 2>&1
+$lsblk -J -b -o NAME,PATH,TYPE,FSTYPE,MOUNTPOINT > "$out/lsblk.json" 2>&1
+if [ -d "$share/el8-tools" ]; then
+    /usr/local/sbin/lsblk -J -b -p -o NAME,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN \
+        > "$out/lsblk-2.32.1-after.json" 2>&1
+fi
 lvs --noheadings -o lv_name,vg_name,stripes,stripe_size --units k > "$out/lvs.txt" 2>&1
 findmnt -J > "$out/findmnt.json" 2>&1
 cat /proc/cmdline > "$out/cmdline"

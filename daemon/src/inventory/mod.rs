@@ -56,15 +56,19 @@ pub async fn collect(runner: &Runner) -> Result<Inventory> {
     })
 }
 
+/// The lsblk columns the inventory and the storage step read. Every one exists in
+/// util-linux 2.32.1 (Rocky 8), whose lsblk has no PATH column (it came in 2.33): the
+/// device path comes from `-p`, which prints NAME as the path (`/dev/nvme0n1`,
+/// `/dev/mapper/<vg>-<lv>`), as PATH would.
+pub const LSBLK_COLUMNS: &str = "NAME,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN";
+
+/// `lsblk -J -b -p -o …` (pure; the el8 facts tests check it against lsblk 2.32.1).
+pub fn lsblk_command() -> CommandSpec {
+    CommandSpec::new("lsblk").args(["-J", "-b", "-p", "-o", LSBLK_COLUMNS])
+}
+
 /// The block devices as lsblk sees them now (the storage step reads them again).
 pub async fn block_devices(runner: &Runner) -> Result<Vec<BlockDevice>> {
-    let lsblk = runner
-        .run(&CommandSpec::new("lsblk").args([
-            "-J",
-            "-b",
-            "-o",
-            "NAME,PATH,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN",
-        ]))
-        .await?;
+    let lsblk = runner.run(&lsblk_command()).await?;
     Ok(parse::parse_lsblk(&lsblk.stdout)?)
 }

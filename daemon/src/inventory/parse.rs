@@ -116,7 +116,8 @@ impl BlockDevice {
     }
 }
 
-/// RHEL 8's lsblk prints numbers and booleans as strings; newer ones as JSON numbers.
+/// util-linux 2.32.1 (Rocky 8) prints every lsblk JSON value as a string (`"size":
+/// "2147483648"`); 2.33 and later print JSON numbers. Both are read.
 fn loose_u64(v: Option<&Value>) -> Option<u64> {
     match v? {
         Value::Number(n) => n.as_u64(),
@@ -125,6 +126,7 @@ fn loose_u64(v: Option<&Value>) -> Option<u64> {
     }
 }
 
+/// 2.32.1 prints flags as `"1"`/`"0"`; 2.33 and later as JSON booleans.
 fn loose_bool(v: Option<&Value>) -> bool {
     match v {
         Some(Value::Bool(b)) => *b,
@@ -141,8 +143,25 @@ fn opt_str(v: Option<&Value>) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The kernel's short name for a NAME printed with `-p` (`/dev/mapper/vg-lv` → `vg-lv`,
+/// `/dev/nvme0n1` → `nvme0n1`); a NAME printed without `-p` is already short.
+fn short_name(name: &str) -> &str {
+    name.strip_prefix("/dev/mapper/")
+        .or_else(|| name.strip_prefix("/dev/"))
+        .unwrap_or(name)
+}
+
 fn block_device(v: &Value) -> BlockDevice {
-    let name = opt_str(v.get("name")).unwrap_or_default();
+    let printed = opt_str(v.get("name")).unwrap_or_default();
+    // With -p the NAME column is the device path (what 2.33's PATH column prints).
+    let path = opt_str(v.get("path")).unwrap_or_else(|| {
+        if printed.starts_with('/') {
+            printed.clone()
+        } else {
+            format!("/dev/{printed}")
+        }
+    });
+    let name = short_name(&printed).to_string();
     let mut mountpoints: Vec<String> = match v.get("mountpoints") {
         Some(Value::Array(a)) => a.iter().filter_map(|m| opt_str(Some(m))).collect(),
         _ => Vec::new(),
@@ -151,7 +170,7 @@ fn block_device(v: &Value) -> BlockDevice {
         mountpoints.push(m);
     }
     BlockDevice {
-        path: opt_str(v.get("path")).unwrap_or_else(|| format!("/dev/{name}")),
+        path,
         name,
         size_bytes: loose_u64(v.get("size")).unwrap_or(0),
         kind: opt_str(v.get("type")).unwrap_or_default(),
@@ -169,7 +188,10 @@ fn block_device(v: &Value) -> BlockDevice {
     }
 }
 
-/// Parses `lsblk -J -b -o NAME,PATH,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT(S),PKNAME,TRAN`.
+/// Parses `lsblk -J -b [-p] -o NAME,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN`
+/// (see [`super::lsblk_command`]) from util-linux 2.32.1 (every value a string or null, one
+/// MOUNTPOINT) and from 2.33 and later (numbers, booleans, a PATH or MOUNTPOINTS column
+/// when asked for).
 pub fn parse_lsblk(json: &str) -> Result<Vec<BlockDevice>, InventoryParseError> {
     let v: Value = serde_json::from_str(json).map_err(|source| InventoryParseError::Json {
         what: "lsblk -J -b",

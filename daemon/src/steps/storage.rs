@@ -29,10 +29,11 @@ pub async fn run(run: &mut Run) -> Result<()> {
     if let (Err(_), Some(claimed)) = (&planned, run.journal.fact(FACT_CLAIMED)) {
         let claimed: Vec<String> = claimed.split(',').map(str::to_string).collect();
         tracing::warn!(devices = %claimed.join(" "), "redoing the interrupted data-volume build");
+        let vgremove = crate::storage::clear_interrupted_build_command();
         let _ = run
             .runner
             .run_accepting(
-                &CommandSpec::new("vgremove").args(["--force", "--yes", VG]),
+                &CommandSpec::new(&vgremove[0]).args(vgremove[1..].iter().cloned()),
                 &[0, 5],
             )
             .await;

@@ -201,15 +201,19 @@ pub fn plan_storage(
     }
     let mut commands: Vec<Vec<String>> = Vec::new();
     let sv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Every claimed device is wiped first, not only those lsblk shows something on: lvm2
+    // 2.03's partition filter rejects a disk that carries only a partition table (lsblk
+    // 2.32.1 has no PTTYPE column to show one), and the device is empty or named with
+    // `wipe = true` by now.
     for d in &chosen {
-        if occupant(d).is_some() {
-            commands.push(sv(&["wipefs", "--all", &d.path]));
-        }
+        commands.push(sv(&["wipefs", "--all", &d.path]));
     }
+    // --yes on every LVM command that may ask: with stdin at /dev/null lvm2 answers a
+    // prompt with "n" and aborts.
     let mut pv = sv(&["pvcreate", "--yes"]);
     pv.extend(paths.iter().cloned());
     commands.push(pv);
-    let mut vg = sv(&["vgcreate", VG]);
+    let mut vg = sv(&["vgcreate", "--yes", VG]);
     vg.extend(paths.iter().cloned());
     commands.push(vg);
     let mut lv = sv(&["lvcreate", "--yes", "--name", LV, "--extents", "100%FREE"]);
@@ -235,6 +239,14 @@ pub fn plan_storage(
         mount_unit: mount_unit_name(&storage.mount_point),
         what,
     })
+}
+
+/// Removes the volume group of an interrupted build (its exit status 5 means there is none).
+pub fn clear_interrupted_build_command() -> Vec<String> {
+    ["vgremove", "--force", "--yes", VG]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// The mount unit's text (pure).

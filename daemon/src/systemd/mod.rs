@@ -17,11 +17,32 @@ use zbus::zvariant::OwnedObjectPath;
 pub use proxies::{ManagerProxy, ServiceProxy, TunedProxy, UnitProxy};
 pub use transient::SystemdExecutor;
 
+/// Keeps `daemon-reload` and running command units apart. systemd 239-58 writes a transient
+/// unit's `StandardErrorFile=` into /run/systemd/transient as `StandardOutput=file:…`
+/// (fixed in 239-68), so a reload while a command unit is loaded would re-read it with its
+/// stdout pointed at the stderr file. Command units hold a shared guard from before
+/// `StartTransientUnit` until they are stopped; [`Systemd::reload`] takes the exclusive one.
+#[derive(Clone, Default)]
+pub struct CommandGate(std::sync::Arc<tokio::sync::RwLock<()>>);
+
+impl CommandGate {
+    /// Held while a command unit exists; several may run at once.
+    pub async fn command(&self) -> tokio::sync::OwnedRwLockReadGuard<()> {
+        self.0.clone().read_owned().await
+    }
+
+    /// Held while systemd reloads: waits until no command unit exists.
+    pub async fn exclusive(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        self.0.clone().write_owned().await
+    }
+}
+
 /// A connection to the system bus with systemd's Manager, subscribed to job signals.
 #[derive(Clone)]
 pub struct Systemd {
     conn: zbus::Connection,
     manager: ManagerProxy<'static>,
+    gate: CommandGate,
 }
 
 impl Systemd {
@@ -36,7 +57,11 @@ impl Systemd {
             .subscribe()
             .await
             .context("subscribing to systemd's job signals")?;
-        Ok(Systemd { conn, manager })
+        Ok(Systemd {
+            conn,
+            manager,
+            gate: CommandGate::default(),
+        })
     }
 
     pub fn connection(&self) -> &zbus::Connection {
@@ -112,8 +137,15 @@ impl Systemd {
         self.reload().await
     }
 
-    /// `systemctl daemon-reload`: systemd rereads unit files and drop-ins.
+    /// The gate command units and reloads share (see [`CommandGate`]).
+    pub fn gate(&self) -> &CommandGate {
+        &self.gate
+    }
+
+    /// `systemctl daemon-reload`: systemd rereads unit files and drop-ins. Waits until no
+    /// command unit of this daemon exists (systemd 239-58's StandardErrorFile bug).
     pub async fn reload(&self) -> Result<()> {
+        let _no_commands = self.gate.exclusive().await;
         self.manager
             .reload()
             .await
@@ -149,5 +181,34 @@ impl Systemd {
             .await
             .context("asking systemd to reboot")?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CommandGate;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_reload_waits_for_running_command_units() {
+        let gate = CommandGate::default();
+        let first = gate.command().await;
+        let second = gate.command().await;
+        let reload = {
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                let _g = gate.exclusive().await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!reload.is_finished(), "reloaded while command units ran");
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!reload.is_finished(), "reloaded while a command unit ran");
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), reload)
+            .await
+            .expect("the reload goes ahead once no command unit is left")
+            .expect("join");
     }
 }

@@ -33,6 +33,11 @@ pub enum Prop {
 }
 
 impl Prop {
+    /// The D-Bus signature the value is sent with (checked against systemd 239's).
+    pub fn dbus_signature(&self) -> String {
+        self.to_value().value_signature().to_string()
+    }
+
     fn to_value(&self) -> Value<'_> {
         match self {
             Prop::Str(s) => Value::from(s.as_str()),
@@ -260,6 +265,9 @@ impl SystemdExecutor {
                 .with_context(|| format!("creating {}", f.display()))
                 .map_err(spawn_err)?;
         }
+        // No daemon-reload while this unit exists (systemd 239-58 would re-read its
+        // StandardErrorFile as StandardOutput): held until the unit is stopped below.
+        let _unit_exists = self.systemd.gate().command().await;
         let props = unit_properties(
             spec,
             &program.display().to_string(),
