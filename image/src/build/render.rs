@@ -250,8 +250,8 @@ mod tests {
         )
         .expect("the example plan");
         let sha = "0".repeat(64);
-        let ks = kickstart(&plan, &sha, Some(url)).unwrap();
-        let ud = user_data(&plan, &sha, url).unwrap();
+        let ks = kickstart(&plan, &sha, Some(url)).expect("ks.cfg");
+        let ud = user_data(&plan, &sha, url).expect("user-data");
         let mut seen = 0;
         for (what, text) in [("ks.cfg", &ks), ("user-data", &ud)] {
             for line in text.lines() {
