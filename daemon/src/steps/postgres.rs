@@ -211,6 +211,7 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
                     .timeout(std::time::Duration::from_secs(1800)),
             )
             .await?;
+        cluster.configure_local_auth()?;
         if profile.has_selinux() && selinux_enforcing() {
             relabel(run, &mount_point).await?;
         }
