@@ -383,6 +383,45 @@ fn collect_from_a_store_that_does_not_exist_is_an_error() {
 }
 
 #[test]
+fn a_name_that_is_not_utf8_at_any_level_of_a_file_store_skips_only_itself() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let store = dir.path().join("store");
+    let bad = std::ffi::OsStr::from_bytes(b"bad\xffname");
+    // Its sibling run (no manifest yet), a run, a machine and an appliance named in bytes
+    // that are not UTF-8, and a stray file beside the runs.
+    for d in [
+        store.join("app/machine/run-1"),
+        store.join("app/machine").join(bad),
+        store.join("app").join(bad).join("run-2"),
+        store.join(bad).join("machine/run-3"),
+    ] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    std::fs::write(store.join("app/machine/stray.txt"), b"x").expect("stray");
+    let out = Command::new(harness::image_binary())
+        .args(["collect", &format!("file://{}", store.display()), "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("collect");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("skipped app/machine/run-1: no manifest yet"),
+        "{stderr}"
+    );
+    for key in ["app/machine/bad", "app/bad", "bad"] {
+        assert!(
+            stderr.contains(&format!("skipped {key}\u{fffd}name"))
+                && stderr.contains("bad\\xffname is not UTF-8"),
+            "{key}: {stderr}"
+        );
+    }
+    assert!(!stderr.contains("stray"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("collected 0 run(s), skipped 4"));
+}
+
+#[test]
 fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
     let weed = harness::seaweed::SeaweedFs::start();
     let dir = tempfile::tempdir().expect("dir");

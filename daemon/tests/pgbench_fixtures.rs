@@ -363,6 +363,24 @@ fn impossible_figures_are_refused_naming_the_line() {
             "tps = ",
         ),
         (
+            "tps = ",
+            "tps = -0 (without initial connection time)",
+            "negative",
+            "tps = ",
+        ),
+        (
+            "latency average = ",
+            "latency average = -0.000 ms",
+            "negative",
+            "latency",
+        ),
+        (
+            "initial connection time = ",
+            "initial connection time = -0.0 ms",
+            "negative",
+            "initial",
+        ),
+        (
             "latency average = ",
             "latency average = inf ms",
             "not a finite",
@@ -424,6 +442,17 @@ fn impossible_figures_are_refused_naming_the_line() {
             "{replacement}: {err}"
         );
     }
+    // A -T run (no expected count) claiming throughput without a transaction processed.
+    let none_processed = captured_with(processed, "number of transactions actually processed: 0")
+        .replace("number of transactions per client: 200", "duration: 10 s");
+    let err = parse_summary(&none_processed)
+        .expect_err("tps with no transaction processed")
+        .to_string();
+    assert!(
+        err.starts_with(&format!("line {}:", line_of("tps = ")))
+            && err.contains("no transaction processed"),
+        "{err}"
+    );
     let failed = captured_with(
         "number of failed transactions: ",
         "number of failed transactions: 1 (0.125%)",

@@ -206,9 +206,13 @@ async fn children(store: &Store, path: &ObjectPath) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Every run key (`appliance/machine/run`) under the store's prefix. A level that cannot
-/// be listed (a bucket or directory that is not there, no permission) is an error.
-async fn run_keys(store: &Store) -> Result<Vec<String>> {
+/// Every run key (`appliance/machine/run`) under the store's prefix, and the entries that
+/// cannot be runs with the reason. A level that cannot be listed (a bucket or directory
+/// that is not there, no permission) is an error.
+async fn run_keys(store: &Store) -> Result<(Vec<String>, Vec<SkippedRun>)> {
+    if let Some(root) = store.url.strip_prefix("file://") {
+        return file_store_run_keys(Path::new(root));
+    }
     let mut keys = Vec::new();
     for appliance in children(store, &store.path(&[])).await? {
         for machine in children(store, &store.path(&[&appliance])).await? {
@@ -218,7 +222,52 @@ async fn run_keys(store: &Store) -> Result<Vec<String>> {
         }
     }
     keys.sort();
-    Ok(keys)
+    Ok((keys, Vec::new()))
+}
+
+/// A file store's run keys, read from its directories: the object store fails a whole
+/// level's listing on one name that is not UTF-8, so such a name is skipped with its
+/// reason here and its siblings are still collected. S3 keys are always UTF-8.
+fn file_store_run_keys(root: &Path) -> Result<(Vec<String>, Vec<SkippedRun>)> {
+    let mut level: Vec<(String, std::path::PathBuf)> = vec![(String::new(), root.to_path_buf())];
+    let mut skipped = Vec::new();
+    for _ in 0..3 {
+        let mut next = Vec::new();
+        for (key, dir) in level {
+            let listing = || format!("listing {}", dir.display());
+            for entry in std::fs::read_dir(&dir).with_context(listing)? {
+                let path = entry.with_context(listing)?.path();
+                // Directories only (through symbolic links), as the object store lists them.
+                if !path.is_dir() {
+                    continue;
+                }
+                let Some(name) = path.file_name() else {
+                    continue;
+                };
+                let join = |n: &str| {
+                    if key.is_empty() {
+                        n.to_string()
+                    } else {
+                        format!("{key}/{n}")
+                    }
+                };
+                match name.to_str() {
+                    Some(n) => next.push((join(n), path.clone())),
+                    None => skipped.push(SkippedRun {
+                        key: join(&name.to_string_lossy()),
+                        reason: format!(
+                            "its name {} is not UTF-8, which no store key can be",
+                            name.as_encoded_bytes().escape_ascii()
+                        ),
+                    }),
+                }
+            }
+        }
+        level = next;
+    }
+    let mut keys: Vec<String> = level.into_iter().map(|(k, _)| k).collect();
+    keys.sort();
+    Ok((keys, skipped))
 }
 
 /// The objects of one run (relative path → size). An entry the store cannot list (a
@@ -252,7 +301,7 @@ async fn run_objects(
 pub async fn collect(args: CollectArgs<'_>) -> Result<i32> {
     existing_file_store(&args.store.url)?;
     let store = Store::open(&args.store)?;
-    let runs = run_keys(&store).await?;
+    let (runs, unusable) = run_keys(&store).await?;
     let bar = if std::io::stderr().is_terminal() && runs.len() > 1 {
         let b = indicatif::ProgressBar::new(runs.len() as u64);
         b.set_style(
@@ -264,7 +313,7 @@ pub async fn collect(args: CollectArgs<'_>) -> Result<i32> {
         None
     };
     let mut collected = Vec::new();
-    let mut skipped = Vec::new();
+    let mut skipped = unusable;
     // A run found twice (copied under another key, or the same results under two run ids)
     // is counted once, under the first key in sorted order.
     let mut by_run_id: BTreeMap<(String, String), String> = BTreeMap::new();

@@ -549,3 +549,23 @@ fn an_empty_plan_names_every_required_table_and_wrong_types_are_all_listed() {
         c.stderr
     );
 }
+
+#[test]
+fn a_plan_larger_than_the_limit_is_refused_unread() {
+    // A valid plan padded with comments to one byte over 1 MiB: refused by its size.
+    let mut text = BASE.to_string();
+    while text.len() <= 1 << 20 {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    let c = check_text(&text);
+    assert_eq!(c.code, 1, "{}{}", c.stdout, c.stderr);
+    assert!(
+        c.stderr.contains("cannot read plan") && c.stderr.contains("larger than 1024 KiB"),
+        "{}",
+        c.stderr
+    );
+    // An endless file is refused the same way, not read until memory runs out.
+    let c = check_path(Path::new("/dev/zero"));
+    assert_eq!(c.code, 1, "{}{}", c.stdout, c.stderr);
+    assert!(c.stderr.contains("larger than 1024 KiB"), "{}", c.stderr);
+}

@@ -169,7 +169,9 @@ fn figure(text: &str, line_no: usize, line: &str, what: &'static str) -> Result<
             format!("{what} is not a finite number"),
         ));
     }
-    if v < 0.0 {
+    // `-0` is negative too: pgbench computes every figure from non-negative counts and
+    // durations, so it never prints a minus sign.
+    if v.is_sign_negative() {
         return Err(impossible(line_no, line, format!("{what} is negative")));
     }
     Ok(v)
@@ -394,8 +396,17 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             "number of transactions actually processed:",
         ));
     };
-    if at("tps = ").is_none() {
+    let Some((tps_no, tps_line)) = at("tps = ") else {
         return Err(SummaryError::Missing("tps ="));
+    };
+    // tps is the processed count over the run's duration: no throughput without a
+    // transaction processed.
+    if s.transactions_processed == 0 && s.tps > 0.0 {
+        return Err(impossible(
+            tps_no,
+            tps_line,
+            format!("tps is {} with no transaction processed", s.tps),
+        ));
     }
     if at("latency average = ").is_none() {
         return Err(SummaryError::Missing("latency average ="));

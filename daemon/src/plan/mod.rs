@@ -697,12 +697,38 @@ impl PlanError {
     }
 }
 
+/// The largest plan file `load` reads.
+pub const MAX_PLAN_BYTES: u64 = 1 << 20;
+
 impl Plan {
     /// Reads, parses and validates a plan file.
+    /// Reads at most [`MAX_PLAN_BYTES`]: a larger file (or an endless one such as
+    /// `/dev/zero`) is refused without being read into memory.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        let read_err = |source| PlanError::Read {
             path: path.to_path_buf(),
             source,
+        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(read_err)?,
+                MAX_PLAN_BYTES + 1,
+            ),
+            &mut bytes,
+        )
+        .map_err(read_err)?;
+        if bytes.len() as u64 > MAX_PLAN_BYTES {
+            return Err(read_err(std::io::Error::other(format!(
+                "it is larger than {} KiB, the most a plan may be (plans are a few KiB of TOML)",
+                MAX_PLAN_BYTES >> 10
+            ))));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
         })?;
         Plan::parse(&text).map_err(|issues| PlanError::Invalid {
             path: path.to_path_buf(),

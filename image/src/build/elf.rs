@@ -164,6 +164,16 @@ pub fn arch_name(a: Arch) -> &'static str {
 /// Refuses a daemon binary that is unreadable, not an ELF executable (a shared library, an
 /// object file, a core dump) or built for another machine. Returns its bytes.
 pub fn read_daemon_binary(path: &Path, want: Arch) -> Result<Vec<u8>> {
+    // A device, FIFO or directory is no program, and `/dev/zero` would be read forever.
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("cannot read the daemon binary {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "the daemon binary {} is not a regular file: give the pgapplianced binary built for {}",
+            path.display(),
+            arch_name(want)
+        );
+    }
     let bytes = std::fs::read(path)
         .with_context(|| format!("cannot read the daemon binary {}", path.display()))?;
     let give = || format!("give the pgapplianced binary built for {}", arch_name(want));
@@ -314,5 +324,21 @@ mod tests {
             err.contains(arch_name(native)) && err.contains(arch_name(other)),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_daemon_binary_that_is_not_a_regular_file_is_refused_unread() {
+        // /dev/zero would be read until memory runs out; a directory or FIFO is no program.
+        let dir = tempfile::tempdir().expect("dir");
+        for path in [dir.path(), Path::new("/dev/null"), Path::new("/dev/zero")] {
+            let err = read_daemon_binary(path, Arch::X86_64)
+                .expect_err("not a regular file")
+                .to_string();
+            assert!(
+                err.contains("is not a regular file"),
+                "{}: {err}",
+                path.display()
+            );
+        }
     }
 }

@@ -223,6 +223,50 @@ mod tests {
         }
     }
 
+    /// Whether the shell would read the text at `at` of `line` inside single quotes (so
+    /// no `$`, backquote or `\` in it is expanded).
+    fn single_quoted_at(line: &str, at: usize) -> bool {
+        let (mut single, mut double, mut escaped) = (false, false, false);
+        for c in line[..at].chars() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if !single => escaped = true,
+                '\'' if !double => single = !single,
+                '"' if !single => double = !double,
+                _ => {}
+            }
+        }
+        single
+    }
+
+    #[test]
+    fn a_payload_url_is_never_expanded_by_the_shell() {
+        // `$`, `(`, backquote, `;`, `&` and `!` may all appear in a valid URL; the shell
+        // must see each occurrence of it as literal text.
+        let url = "https://h.example/b/p.tar.gz?a=$(reboot)&b=`id`;c=${HOME}!x";
+        check_payload_url(url).expect("a URL check_payload_url accepts");
+        let plan = Plan::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/altra-q80.toml"),
+        )
+        .expect("the example plan");
+        let sha = "0".repeat(64);
+        let ks = kickstart(&plan, &sha, Some(url)).expect("ks.cfg");
+        let ud = user_data(&plan, &sha, url).expect("user-data");
+        let mut seen = 0;
+        for (what, text) in [("ks.cfg", &ks), ("user-data", &ud)] {
+            for line in text.lines() {
+                for (at, _) in line.match_indices(url) {
+                    seen += 1;
+                    assert!(
+                        single_quoted_at(line, at),
+                        "{what}: the URL is not single-quoted in {line:?}"
+                    );
+                }
+            }
+        }
+        assert!(seen >= 3, "the URL appears {seen} times");
+    }
+
     #[test]
     fn units_a_script_enables() {
         assert_eq!(
