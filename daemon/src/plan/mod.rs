@@ -106,6 +106,14 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// The name as the plan, `uname -m` and PGDG's paths spell it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+
     fn default_for_target() -> Self {
         if cfg!(target_arch = "aarch64") {
             Arch::Aarch64
@@ -122,9 +130,18 @@ pub struct Postgres {
     /// Major version (13–17). Local mode uses the newest installed one when it is absent.
     #[serde(default)]
     pub version: Option<u32>,
-    /// Repository package or mirror base URL (platform-specific; see docs/plan.md).
+    /// Where PostgreSQL comes from (platform-specific; see docs/plan.md): on rocky8 the
+    /// PGDG repository RPM's URL (required unless `repository_baseurl` is given), on
+    /// debian12 an apt base URL.
     #[serde(default)]
     pub repository: Option<String>,
+    /// rocky8 only: base URL of a PGDG mirror (air-gapped labs), written to a `.repo` file
+    /// with gpgcheck; exclusive with `repository`, needs `repository_gpgkey`.
+    #[serde(default)]
+    pub repository_baseurl: Option<String>,
+    /// rocky8 only, with `repository_baseurl`: the PGDG signing key, a URL or an absolute path.
+    #[serde(default)]
+    pub repository_gpgkey: Option<String>,
     /// initdb with data checksums (`-k`).
     #[serde(default)]
     pub data_checksums: bool,
