@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod fsutil;
+pub mod in_effect;
 pub mod inventory;
 pub mod journal;
 pub mod loader;

@@ -538,7 +538,10 @@ mod tests {
         );
         let files = p.repository_files(&mirror, 14);
         assert_eq!(files.len(), 1);
-        assert_eq!(files[0].path, PathBuf::from("/etc/yum.repos.d/pgdg-mirror.repo"));
+        assert_eq!(
+            files[0].path,
+            PathBuf::from("/etc/yum.repos.d/pgdg-mirror.repo")
+        );
         assert_eq!(
             files[0].text,
             "# Written by pgapplianced: PostgreSQL 14 from the PGDG mirror named in the plan\n\
@@ -552,8 +555,10 @@ mod tests {
              gpgkey=file:///etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL\n"
         );
         // A key given as a URL stays a URL.
-        assert!(pgdg_mirror_repo(14, "file:///srv/pgdg", "https://k.lab/PGDG-KEY")
-            .contains("\ngpgkey=https://k.lab/PGDG-KEY\n"));
+        assert!(
+            pgdg_mirror_repo(14, "file:///srv/pgdg", "https://k.lab/PGDG-KEY")
+                .contains("\ngpgkey=https://k.lab/PGDG-KEY\n")
+        );
         // No repository RPM is installed in mirror mode; the module is still disabled.
         let lines: Vec<String> = p
             .install_commands(&["postgresql14".to_string()], true, &mirror)
@@ -645,7 +650,10 @@ mod tests {
     fn selinux_presence_reads_selinuxfs_then_the_config() {
         use SelinuxPresence::*;
         assert_eq!(selinux_presence(Some("1\n"), None), Running);
-        assert_eq!(selinux_presence(Some("0"), Some("SELINUX=disabled\n")), Running);
+        assert_eq!(
+            selinux_presence(Some("0"), Some("SELINUX=disabled\n")),
+            Running
+        );
         let cfg = "# comment\nSELINUX=enforcing\nSELINUXTYPE=targeted\n";
         assert_eq!(selinux_presence(None, Some(cfg)), Configured);
         assert_eq!(
@@ -699,7 +707,10 @@ mod tests {
             Some("<<None>>")
         );
         // A longer pattern that only starts with ours is not ours.
-        assert_eq!(fcontext_rule_type(&text, "/var/lib/pgappliance(/.*)?"), None);
+        assert_eq!(
+            fcontext_rule_type(&text, "/var/lib/pgappliance(/.*)?"),
+            None
+        );
         assert_eq!(fcontext_rule_type("", "/pgdata(/.*)?"), None);
     }
 

@@ -156,7 +156,10 @@ fn kickstart_passes_ksvalidator_and_bash_n() {
         .iter()
         .filter(|p| !p.starts_with("postgresql"))
     {
-        assert!(packages.contains(&tool.as_str()), "{tool} not in %packages: {packages:?}");
+        assert!(
+            packages.contains(&tool.as_str()),
+            "{tool} not in %packages: {packages:?}"
+        );
     }
     assert!(packages.contains(&"policycoreutils-python-utils"));
     // A marker is @NAME@ with NAME in capitals: look after every '@', not just in pairs

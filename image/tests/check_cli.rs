@@ -376,7 +376,10 @@ fn rocky_mirror_mode() {
     let c = check_text(&mirror);
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert_error(
-        &mirror.replace("repository_gpgkey = \"/etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL\"", ""),
+        &mirror.replace(
+            "repository_gpgkey = \"/etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL\"",
+            "",
+        ),
         6,
         1,
         "postgres.repository_gpgkey",

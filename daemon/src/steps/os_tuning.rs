@@ -90,6 +90,9 @@ pub async fn run(run: &mut Run) -> Result<()> {
             }
         }
     }
+    record_in_effect(run)
+        .await
+        .context("checking that the planned tuning is in effect")?;
     if first || run.journal.state.pending.is_some() {
         run.journal
             .finish(StepName::OsTuning, t0.elapsed().as_secs_f64())?;
@@ -127,3 +130,48 @@ async fn set_kernel_args(run: &Run, args: &[String]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Reads back what the tuning steps planned and records it (`tuning_in_effect.json`, which
+/// the report puts into results.json); a planned value not in effect fails the step. On
+/// the appliance after the OS tuning (and its reboot); in local mode after the PostgreSQL
+/// tuning, with no OS tuning planned.
+pub(super) async fn record_in_effect(run: &Run) -> Result<()> {
+    use crate::in_effect::{evaluate, load_tuned_profile, observe, planned};
+    let appliance = run.is_appliance();
+    let profile = if appliance && run.plan.tuning.tuned_profile != "none" {
+        load_tuned_profile(
+            &run.plan.tuning.tuned_profile,
+            &run.profile().tuned_profile_dirs(),
+        )
+    } else {
+        Default::default()
+    };
+    let want = planned(&run.plan, appliance, profile, run.applied_settings());
+    let cluster = run.cluster()?;
+    let session = crate::postgres::sql::Session::connect(
+        &cluster.socket_dir(),
+        cluster.port,
+        crate::postgres::cluster::SUPERUSER,
+        "postgres",
+    )
+    .await?;
+    let systemd = if appliance {
+        Some(run.systemd()?)
+    } else {
+        None
+    };
+    let seen = observe(
+        &want,
+        &run.runner,
+        systemd,
+        &session,
+        &run.run_dir.join("raw"),
+    )
+    .await?;
+    let result = evaluate(&want, &seen, crate::journal::now());
+    crate::fsutil::write_json(&run.run_dir.join(IN_EFFECT_FILE), &result)?;
+    result.ensure()
+}
+
+/// Where [`record_in_effect`] writes its record in the run directory.
+pub const IN_EFFECT_FILE: &str = "tuning_in_effect.json";

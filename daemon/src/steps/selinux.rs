@@ -21,7 +21,10 @@ pub async fn label_pgdata(run: &Run, path: &str, stage: &str) -> Result<()> {
     let config = std::fs::read_to_string("/etc/selinux/config").ok();
     let presence = selinux_presence(enforce.as_deref(), config.as_deref());
     if presence == SelinuxPresence::Absent {
-        tracing::info!(path, "SELinux is neither running nor configured: no label needed");
+        tracing::info!(
+            path,
+            "SELinux is neither running nor configured: no label needed"
+        );
         return Ok(());
     }
     let pattern = selinux_fcontext_pattern(path);
