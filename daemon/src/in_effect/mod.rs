@@ -627,7 +627,8 @@ transactions = 10
     #[test]
     fn each_planned_value_not_in_effect_fails_naming_it() {
         let want = appliance_plan();
-        let cases: Vec<(Box<dyn Fn(&mut Observed)>, &str)> = vec![
+        type Spoil = Box<dyn Fn(&mut Observed)>;
+        let cases: Vec<(Spoil, &str)> = vec![
             (
                 Box::new(|o| o.kernel_cmdline = Some("root=/dev/vda".into())),
                 "kernel transparent_hugepage=never: planned transparent_hugepage=never, in effect nothing",

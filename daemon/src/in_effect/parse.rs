@@ -12,8 +12,7 @@ pub fn cmdline_word(cmdline: &str, arg: &str) -> Option<String> {
     // The last one wins on the kernel's command line.
     cmdline
         .split_whitespace()
-        .filter(|w| *w == key || w.split('=').next() == Some(key))
-        .next_back()
+        .rfind(|w| *w == key || w.split('=').next() == Some(key))
         .map(str::to_string)
 }
 
