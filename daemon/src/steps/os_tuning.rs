@@ -160,15 +160,24 @@ pub(super) async fn record_in_effect(run: &Run) -> Result<()> {
     } else {
         None
     };
-    let seen = observe(
-        &want,
-        &run.runner,
-        systemd,
-        &session,
-        &run.run_dir.join("raw"),
-    )
-    .await?;
-    let result = evaluate(&want, &seen, crate::journal::now());
+    // tuned answers on the bus as soon as it starts at boot, while it may still be
+    // applying the profile: on the appliance a value not in effect is read again for a
+    // minute before it counts.
+    let raw = run.run_dir.join("raw");
+    let mut tries = if appliance { 12 } else { 1 };
+    let result = loop {
+        let seen = observe(&want, &run.runner, systemd, &session, &raw).await?;
+        let result = evaluate(&want, &seen, crate::journal::now());
+        tries -= 1;
+        if result.not_in_effect().is_empty() || tries == 0 {
+            break result;
+        }
+        tracing::info!(
+            not_in_effect = result.not_in_effect().len(),
+            "planned tuning not all in effect yet; reading again in 5 s"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
     crate::fsutil::write_json(&run.run_dir.join(IN_EFFECT_FILE), &result)?;
     result.ensure()
 }
