@@ -375,6 +375,9 @@ fn rocky_mirror_mode() {
     );
     let c = check_text(&mirror);
     assert_eq!(c.code, 0, "{}", c.stderr);
+    // dnf's variables are left to dnf.
+    let c = check_text(&mirror.replace("rhel-8-x86_64", "rhel-$releasever-$basearch"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
     assert_error(
         &mirror.replace(
             "repository_gpgkey = \"/etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL\"",

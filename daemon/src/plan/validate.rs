@@ -252,12 +252,12 @@ fn repository(plan: &Plan, p: &mut Problems) {
 /// A PGDG URL naming another release or architecture than the appliance's is an error.
 fn release_arch(key: &KeyPath, url: &str, arch: &str, p: &mut Problems) {
     if let Some((release, url_arch)) = pgdg_release_arch(url) {
-        if release != "8" {
+        if release != "8" && !release.starts_with('$') {
             p.push((
                 key.clone(),
                 format!("\"{url}\" is for EL {release}, but platform rocky8 is EL 8"),
             ));
-        } else if url_arch != arch && url_arch != "$basearch" {
+        } else if url_arch != arch && !url_arch.starts_with('$') {
             p.push((
                 key.clone(),
                 format!("\"{url}\" is for {url_arch}, but appliance.arch is {arch}"),
