@@ -207,7 +207,12 @@ pub fn evaluate(planned: &Planned, seen: &Observed, collected_at: String) -> Tun
             ));
         }
         if let Some(profile) = &os.tuned_profile {
-            let active = seen.tuned.as_ref().map(|t| t.active_profile.clone());
+            // tuned 2.18 answers "" for no profile, and also when polkit refuses the call.
+            let active = seen
+                .tuned
+                .as_ref()
+                .map(|t| t.active_profile.clone())
+                .filter(|a| !a.is_empty());
             let ok = active.as_deref() == Some(profile.as_str());
             checks.push(check("tuned", "active_profile", profile, active, ok));
             for (name, want) in comparable_sysctls(&os.profile) {
@@ -645,6 +650,15 @@ transactions = 10
                     })
                 }),
                 "tuned active_profile: planned postgresql, in effect balanced",
+            ),
+            (
+                Box::new(|o| {
+                    o.tuned = Some(TunedInEffect {
+                        active_profile: String::new(),
+                        verified: false,
+                    })
+                }),
+                "tuned active_profile: planned postgresql, in effect nothing",
             ),
             (
                 Box::new(|o| {
