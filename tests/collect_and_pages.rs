@@ -200,3 +200,201 @@ fn the_console_check_catches_a_broken_page() {
         "{console:?}"
     );
 }
+
+/// Rewrites one object of a run in a file store and gives the manifest its new size and
+/// sha256, as an uploader would have.
+fn rewrite_object(run: &Path, rel: &str, bytes: &[u8]) {
+    std::fs::write(run.join(rel), bytes).expect("write");
+    let manifest = run.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("m")).expect("json");
+    let (size, sha) = pgappliance::upload::hash_file(&run.join(rel)).expect("hash");
+    for o in m["objects"].as_array_mut().expect("objects") {
+        if o["path"] == rel {
+            o["size"] = size.into();
+            o["sha256"] = sha.clone().into();
+        }
+    }
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&m).expect("ser")).expect("write");
+}
+
+fn set_manifest_field(run: &Path, rel: &str, field: &str, value: serde_json::Value) {
+    let manifest = run.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("m")).expect("json");
+    for o in m["objects"].as_array_mut().expect("objects") {
+        if o["path"] == rel {
+            o[field] = value.clone();
+        }
+    }
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&m).expect("ser")).expect("write");
+}
+
+/// A reader of RFC 4180 (quoted fields with doubled quotes, CRLF records).
+fn read_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut records, mut record, mut field) = (Vec::new(), Vec::new(), String::new());
+    let mut chars = text.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => record.push(std::mem::take(&mut field)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {
+                chars.next();
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    records
+}
+
+#[test]
+fn collect_skips_each_bad_run_with_its_reason_and_never_panics() {
+    use std::os::unix::ffi::OsStrExt;
+    let plans = tempfile::tempdir().expect("plans");
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = format!("file://{}", store_dir.path().display());
+    let w = Workdir::new("collect-bad");
+    let out = w
+        .run_command_to(&plan_named(plans.path(), "good", 1.0), &store)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", describe(&out));
+    let run_id = w
+        .run_dir()
+        .file_name()
+        .expect("id")
+        .to_string_lossy()
+        .into_owned();
+    let machine = pgappliance::upload::machine_id();
+    let uploaded = store_dir.path().join("good").join(&machine).join(&run_id);
+    let variant = |name: &str| {
+        let dir = store_dir.path().join("variants").join(&machine).join(name);
+        copy_dir(&uploaded, &dir);
+        dir
+    };
+    // A results.json made different (another appliance name, so not a duplicate) with the
+    // manifest updated to match.
+    let renamed = |dir: &Path, appliance: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("results.json")).expect("results"),
+        )
+        .expect("json");
+        v["appliance"] = appliance.into();
+        rewrite_object(dir, "results.json", &serde_json::to_vec(&v).expect("ser"));
+    };
+    let mut expected: Vec<(&str, &str)> = Vec::new();
+    for (name, sha) in [
+        ("sha-short", "abc".to_string()),
+        ("sha-empty", String::new()),
+        ("sha-multibyte", format!("a{}", "é".repeat(63))),
+    ] {
+        let dir = variant(name);
+        set_manifest_field(&dir, "results.json", "sha256", sha.into());
+        expected.push((name, "which is not 64 hex digits"));
+    }
+    let dir = variant("symlink-loop");
+    std::os::unix::fs::symlink("..", dir.join("raw").join("loop")).expect("symlink");
+    expected.push(("symlink-loop", "cannot list"));
+    let dir = variant("non-utf8");
+    let name = std::ffi::OsStr::from_bytes(b"bad-\xff-name.txt");
+    std::fs::write(dir.join("raw").join(name), b"x").expect("non-UTF-8 name");
+    expected.push(("non-utf8", "cannot list"));
+    let dir = variant("oversized");
+    renamed(&dir, "oversized");
+    let big = std::fs::File::create(dir.join("results.json")).expect("create");
+    big.set_len((64 << 20) + 1).expect("sparse 64 MiB + 1");
+    set_manifest_field(&dir, "results.json", "size", ((64u64 << 20) + 1).into());
+    expected.push(("oversized", "more than the 64 MiB collect reads"));
+    // The same run copied under another machine id.
+    copy_dir(
+        &uploaded,
+        &store_dir
+            .path()
+            .join("good")
+            .join("zz-copy-machine")
+            .join(&run_id),
+    );
+    // A run with names a CSV must quote.
+    let awkward = "a, \"quoted\"\nname";
+    renamed(&variant("awkward"), awkward);
+
+    let out_dir = tempfile::tempdir().expect("out");
+    let out = Command::new(harness::image_binary())
+        .args(["collect", &store, "--out"])
+        .arg(out_dir.path())
+        .output()
+        .expect("collect");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains(&format!(
+            "collected 2 run(s), skipped {}",
+            expected.len() + 1
+        )),
+        "{stdout}{stderr}"
+    );
+    for (name, words) in expected {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains(&format!("/{name}: ")))
+            .unwrap_or_else(|| panic!("{name} skipped: {stderr}"));
+        assert!(line.contains(words), "{name}: {line}");
+    }
+    assert!(
+        stderr.contains(&format!(
+            "good/{machine}/{run_id} (appliance good, run id {run_id}): counted once"
+        )),
+        "the copy under another machine id is a duplicate: {stderr}"
+    );
+
+    let csv = std::fs::read_to_string(out_dir.path().join("summary.csv")).expect("csv");
+    let records = read_csv(&csv);
+    let width = records[0].len();
+    assert!(records.iter().all(|r| r.len() == width), "{csv:?}");
+    let machines: std::collections::BTreeSet<&str> =
+        records[1..].iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(machines, ["good", awkward].into_iter().collect(), "{csv:?}");
+}
+
+#[test]
+fn collect_from_a_store_that_does_not_exist_is_an_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let missing = dir.path().join("no-such-store");
+    let out = Command::new(harness::image_binary())
+        .args(["collect", &format!("file://{}", missing.display()), "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("collect");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no-such-store"), "{stderr}");
+    assert!(!missing.exists(), "collect does not create the store");
+    assert!(!dir.path().join("out").exists(), "nothing written");
+}
+
+#[test]
+fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
+    let weed = harness::seaweed::SeaweedFs::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let out = Command::new(harness::image_binary())
+        .args(["collect", "s3://no-such-bucket/results", "--out"])
+        .arg(dir.path().join("out"))
+        .args(["--endpoint", &weed.endpoint(), "--credentials-file"])
+        .arg(weed.credentials_file())
+        .output()
+        .expect("collect");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("s3://no-such-bucket/results"), "{stderr}");
+    assert!(!dir.path().join("out").exists(), "nothing written");
+}

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::csv::CsvWriter;
 use crate::plan::Checksums;
 use crate::report::{escape, line_chart, Series};
 use crate::results::{PointStatus, RunResults};
@@ -131,42 +132,47 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_default()
 }
 
+/// `collect`'s `summary.csv`: one row per machine × workload × checksums × clients (RFC 4180).
 pub fn summary_csv(rows: &[Row]) -> String {
-    let mut s = String::from(
-        "machine,run_id,workload,builtin,checksums,clients,samples,tps_mean,tps_min,tps_max,\
-         latency_avg_ms,p50_ms,p95_ms,p99_ms,hourly_price_usd,tps_per_dollar_hour\n",
-    );
+    let mut w = CsvWriter::with_header(&[
+        "machine",
+        "run_id",
+        "workload",
+        "builtin",
+        "checksums",
+        "clients",
+        "samples",
+        "tps_mean",
+        "tps_min",
+        "tps_max",
+        "latency_avg_ms",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "hourly_price_usd",
+        "tps_per_dollar_hour",
+    ]);
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{},{},{}",
-            csv_field(&r.machine),
-            r.run_id,
-            r.workload,
-            r.builtin,
-            r.checksums,
-            r.clients,
-            r.samples,
-            r.tps_mean,
-            r.tps_min,
-            r.tps_max,
+        w.record(&[
+            r.machine.clone(),
+            r.run_id.clone(),
+            r.workload.clone(),
+            r.builtin.clone(),
+            r.checksums.clone(),
+            r.clients.to_string(),
+            r.samples.to_string(),
+            format!("{:.3}", r.tps_mean),
+            format!("{:.3}", r.tps_min),
+            format!("{:.3}", r.tps_max),
             opt(r.latency_avg_ms),
             opt(r.p50_ms),
             opt(r.p95_ms),
             opt(r.p99_ms),
-            r.hourly_price_usd,
+            r.hourly_price_usd.to_string(),
             opt(r.tps_per_dollar_hour()),
-        );
+        ]);
     }
-    s
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+    w.finish()
 }
 
 fn series_by(rows: &[Row], pick: fn(&Row) -> Option<f64>) -> Vec<Series> {

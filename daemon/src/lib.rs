@@ -6,6 +6,7 @@ pub mod assets;
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod csv;
 pub mod fsutil;
 pub mod in_effect;
 pub mod inventory;

@@ -2,10 +2,10 @@
 //! `summary.csv` (one row per point). Formats are documented in docs/results.md.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::csv::CsvWriter;
 use crate::inventory::Inventory;
 use crate::pgbench::{InitBreakdown, LatencyStats, ProgressSample, Summary};
 use crate::plan::{Builtin, Checksums, Plan, Protocol};
@@ -128,13 +128,31 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x}")).unwrap_or_default()
 }
 
-/// `summary.csv`: one row per point, the figures people chart.
+/// `summary.csv`: one row per point, the figures people chart (RFC 4180, [`CsvWriter`]).
 pub fn summary_csv(r: &RunResults) -> String {
-    let mut out = String::from(
-        "run_id,appliance,workload,builtin,checksums,clients,threads,repeat,status,tps,\
-         latency_avg_ms,latency_stddev_ms,p50_ms,p90_ms,p95_ms,p99_ms,p99_9_ms,max_ms,\
-         transactions,failed_transactions,tps_per_dollar_hour\n",
-    );
+    let mut w = CsvWriter::with_header(&[
+        "run_id",
+        "appliance",
+        "workload",
+        "builtin",
+        "checksums",
+        "clients",
+        "threads",
+        "repeat",
+        "status",
+        "tps",
+        "latency_avg_ms",
+        "latency_stddev_ms",
+        "p50_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "p99_9_ms",
+        "max_ms",
+        "transactions",
+        "failed_transactions",
+        "tps_per_dollar_hour",
+    ]);
     for p in &r.points {
         let s = p.summary.as_ref();
         let l = p.latency.as_ref();
@@ -142,22 +160,20 @@ pub fn summary_csv(r: &RunResults) -> String {
             (Some(t), price) if price > 0.0 => format!("{}", t / price),
             _ => String::new(),
         };
-        let checksums = Checksums::label(p.checksums);
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.run_id,
-            r.appliance,
-            p.workload,
-            p.builtin.pgbench_name(),
-            checksums,
-            p.clients,
-            p.threads,
-            p.repeat,
+        w.record(&[
+            r.run_id.clone(),
+            r.appliance.clone(),
+            p.workload.clone(),
+            p.builtin.pgbench_name().to_string(),
+            Checksums::label(p.checksums).to_string(),
+            p.clients.to_string(),
+            p.threads.to_string(),
+            p.repeat.to_string(),
             match p.status {
                 PointStatus::Ok => "ok",
                 PointStatus::Failed => "failed",
-            },
+            }
+            .to_string(),
             opt(p.tps()),
             opt(s.map(|s| s.latency_avg_ms)),
             opt(s.and_then(|s| s.latency_stddev_ms)),
@@ -173,7 +189,7 @@ pub fn summary_csv(r: &RunResults) -> String {
                 .map(|f| f.to_string())
                 .unwrap_or_default(),
             tps_per_dollar_hour,
-        );
+        ]);
     }
-    out
+    w.finish()
 }

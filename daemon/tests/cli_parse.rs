@@ -123,3 +123,28 @@ fn local_only_options_are_refused_in_appliance_mode() {
     assert_ne!(code, 0);
     assert!(stderr.contains("belong to --local"), "{stderr}");
 }
+
+#[test]
+fn parse_pgbench_refuses_impossible_figures_naming_the_line() {
+    // The captured 15 summary with one line made impossible (composed here).
+    let captured = std::fs::read_to_string(fixture("v15-captured-t.txt")).expect("fixture");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (from, to) in [
+        ("tps = 1542.825956", "tps = 1e400"),
+        ("tps = 1542.825956", "tps = NaN"),
+        ("latency average = 2.593", "latency average = inf"),
+        ("800/800", "900/800"),
+        ("number of threads: 2", "number of threads: 0"),
+    ] {
+        let path = dir.path().join("out.txt");
+        std::fs::write(&path, captured.replace(from, to)).expect("write");
+        let (code, stdout, stderr) = daemon(&["parse", "pgbench", &path.display().to_string()]);
+        assert_ne!(code, 0, "{to}: {stdout}");
+        assert!(stdout.is_empty(), "{to}: nothing on stdout: {stdout}");
+        assert!(stderr.contains(to), "{to}: the line is quoted: {stderr}");
+        assert!(
+            stderr.contains("line "),
+            "{to}: the line is numbered: {stderr}"
+        );
+    }
+}

@@ -74,3 +74,12 @@ fn meminfo_and_os_release() {
     assert_eq!(os.get("ID").map(String::as_str), Some("rocky"));
     assert_eq!(os.get("VERSION_ID").map(String::as_str), Some("8.6"));
 }
+
+#[test]
+fn impossible_inventory_figures_are_refused() {
+    let zero_cpus = r#"{"lscpu": [{"field": "Architecture:", "data": "aarch64"}, {"field": "CPU(s):", "data": "0"}]}"#;
+    assert!(parse_lscpu(zero_cpus).is_err());
+    assert!(parse_meminfo_total("MemTotal: 0 kB\n").is_err());
+    let huge = format!("MemTotal: {} kB\n", u64::MAX / 2);
+    assert!(parse_meminfo_total(&huge).is_err(), "bytes past u64");
+}

@@ -49,7 +49,7 @@ fn v13_duration_with_progress_and_statement_latencies() {
         .command
         .starts_with("UPDATE pgbench_tellers"));
     assert_eq!(s.statement_latencies[7].failures, None);
-    let p = parse_progress(&text);
+    let p = parse_progress(&text).expect("progress");
     assert_eq!(p.len(), 3);
     assert_eq!(p[1].tps, 701.9);
     assert_eq!(p[1].failed, None);
@@ -135,7 +135,7 @@ fn v15_captured_select_only_with_failures_column() {
     assert!(s.statement_latencies[1]
         .command
         .starts_with("SELECT abalance"));
-    let p = parse_progress(&text);
+    let p = parse_progress(&text).expect("progress");
     assert!(p.len() >= 2);
     assert_eq!(p[0].failed, Some(0));
 }
@@ -234,7 +234,7 @@ fn init_interrupted_is_an_error() {
 
 #[test]
 fn progress_handles_nan_and_lag() {
-    let p = parse_progress(&fixture("progress-v13.txt"));
+    let p = parse_progress(&fixture("progress-v13.txt")).expect("progress");
     assert_eq!(p.len(), 3);
     assert_eq!(p[0].elapsed_s, 60.0);
     assert_eq!(p[1].tps, 0.0);
@@ -312,4 +312,200 @@ fn malformed_transaction_log_names_file_and_line() {
     std::fs::write(&f, "0 1 100 0 1 2\nnonsense\n").expect("write");
     let err = latency_from_logs(&[f], false, 15).expect_err("malformed");
     assert!(err.to_string().contains("log.1:2"), "{err}");
+}
+
+/// The captured 15 summary with one line replaced (composed here, from the captured file).
+fn captured_with(line: &str, replacement: &str) -> String {
+    let text = fixture("v15-captured-t.txt");
+    let found = text.lines().filter(|l| l.starts_with(line)).count();
+    assert_eq!(found, 1, "one \"{line}\" line in the captured fixture");
+    text.lines()
+        .map(|l| if l.starts_with(line) { replacement } else { l })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn impossible_figures_are_refused_naming_the_line() {
+    let text = fixture("v15-captured-t.txt");
+    let line_of = |prefix: &str| {
+        text.lines()
+            .position(|l| l.starts_with(prefix))
+            .map(|i| i + 1)
+            .expect("line in fixture")
+    };
+    // (line replaced, its replacement, words of the error, the line the error names)
+    let thr = "number of threads: ";
+    let processed = "number of transactions actually processed: ";
+    let cases = [
+        (
+            "tps = ",
+            "tps = 1e400 (without initial connection time)",
+            "not a finite",
+            "tps = ",
+        ),
+        (
+            "tps = ",
+            "tps = inf (without initial connection time)",
+            "not a finite",
+            "tps = ",
+        ),
+        (
+            "tps = ",
+            "tps = NaN (without initial connection time)",
+            "not a finite",
+            "tps = ",
+        ),
+        (
+            "tps = ",
+            "tps = -1542.8 (without initial connection time)",
+            "negative",
+            "tps = ",
+        ),
+        (
+            "latency average = ",
+            "latency average = inf ms",
+            "not a finite",
+            "latency",
+        ),
+        (
+            "latency average = ",
+            "latency average = -2.5 ms",
+            "negative",
+            "latency",
+        ),
+        (
+            "initial connection time = ",
+            "initial connection time = NaN ms",
+            "not a finite",
+            "initial",
+        ),
+        (thr, "number of threads: 0", "is 0", thr),
+        (
+            "number of clients: ",
+            "number of clients: 0",
+            "is 0",
+            "number of clients: ",
+        ),
+        (thr, "number of threads: 5", "5 threads for 4 clients", thr),
+        (
+            "scaling factor: ",
+            "scaling factor: 0",
+            "is 0",
+            "scaling factor: ",
+        ),
+        (
+            processed,
+            "number of transactions actually processed: 900/800",
+            "900 processed of 800 expected",
+            processed,
+        ),
+        (
+            processed,
+            "number of transactions actually processed: 900/900",
+            "not 4 clients × 200 per client",
+            processed,
+        ),
+        (
+            "number of transactions per client: ",
+            "number of transactions per client: 0",
+            "is 0",
+            "number of transactions per client: ",
+        ),
+    ];
+    for (prefix, replacement, words, at) in cases {
+        let err = parse_summary(&captured_with(prefix, replacement))
+            .expect_err(replacement)
+            .to_string();
+        assert!(err.contains(words), "{replacement}: {err}");
+        let at = line_of(at);
+        assert!(
+            err.starts_with(&format!("line {at}:")),
+            "{replacement}: {err}"
+        );
+    }
+    let failed = captured_with(
+        "number of failed transactions: ",
+        "number of failed transactions: 1 (0.125%)",
+    );
+    let err = parse_summary(&failed).expect_err("800 processed and 1 failed of 800");
+    assert!(err.to_string().contains("and 1 failed"), "{err}");
+}
+
+#[test]
+fn a_second_summary_is_refused_not_merged() {
+    let one = fixture("v15-captured-t.txt");
+    let twice = format!("{one}\n{}", one.replace("1542.825956", "9999.0"));
+    let err = parse_summary(&twice)
+        .expect_err("two summaries")
+        .to_string();
+    assert!(err.contains("two summaries in one output"), "{err}");
+    let first = one.lines().count() + 1;
+    assert!(err.starts_with(&format!("line {}:", first + 1)), "{err}");
+}
+
+#[test]
+fn impossible_progress_lines_are_refused_naming_the_line() {
+    let good = "progress: 1.0 s, 1201.0 tps, lat 3.321 ms stddev 1.002, 0 failed\n";
+    for bad in [
+        "progress: 2.0 s, -5.0 tps, lat 3.3 ms stddev 1.0",
+        "progress: 2.0 s, inf tps, lat 3.3 ms stddev 1.0",
+        "progress: 2.0 s, 10.0 tps, lat -3.3 ms stddev 1.0",
+        "progress: 2.0 s, 10.0 tps, lat 3.3 ms stddev inf",
+        "progress: 2.0 s, 10.0 tps, lat 3.3 ms, lag 1e400 ms",
+        "progress: 0.5 s, 10.0 tps, lat 3.3 ms stddev 1.0",
+        "progress: 2.0 s, 10.0 tps, lat 3.3 ms stddev 1.0, -1 failed",
+    ] {
+        let err = parse_progress(&format!("{good}{bad}\n")).expect_err(bad);
+        assert_eq!(err.line_no, 2, "{bad}: {err}");
+    }
+    // pgbench prints NaN latencies for an interval without a finished transaction.
+    let idle = parse_progress("progress: 1.0 s, 0.0 tps, lat NaN ms stddev NaN\n").expect("idle");
+    assert_eq!(idle[0].latency_ms, None);
+}
+
+#[test]
+fn impossible_init_and_aggregate_figures_are_refused() {
+    for bad in [
+        "done in inf s (drop tables 0.00 s, create tables 0.01 s).",
+        "done in 1.00 s (drop tables -0.50 s, create tables 0.01 s).",
+        "done in 1.00 s (drop tables NaN s, create tables 0.01 s).",
+        "done in 1.00 s (vacuum 0.10 s, vacuum 0.20 s).",
+    ] {
+        assert!(parse_init(bad).is_err(), "{bad}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    for bad in [
+        "1795988045 -380 557163 921375609 767 6164 0 0 0 0 0 0 0 0 0",
+        "1795988045 380 inf 921375609 767 6164 0 0 0 0 0 0 0 0 0",
+        "1795988045 380 557163 921375609 7670 6164 0 0 0 0 0 0 0 0 0",
+        "1795988045 380 557163 921375609 767 6164 0 0 0 0 -1 0 0 0 0",
+        "1795988045 380 557163 921375609 767 NaN 0 0 0 0 0 0 0 0 0",
+    ] {
+        let f = dir.path().join("agg.1");
+        std::fs::write(&f, format!("{bad}\n")).expect("write");
+        let err = latency_from_logs(&[f], true, 15).expect_err(bad);
+        assert!(err.to_string().contains("agg.1:1"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn an_impossible_statement_latency_is_refused_naming_the_line() {
+    let text = fixture("v17-distro-server-r.txt");
+    let at = text
+        .lines()
+        .position(|l| l.contains("\\set aid"))
+        .expect("statement line")
+        + 1;
+    for bad in ["inf", "-0.001", "NaN"] {
+        let broken = text.replacen(
+            "         0.001           0  \\set aid",
+            &format!("         {bad}           0  \\set aid"),
+            1,
+        );
+        assert_ne!(broken, text);
+        let err = parse_summary(&broken).expect_err(bad).to_string();
+        assert!(err.starts_with(&format!("line {at}:")), "{bad}: {err}");
+        assert!(err.contains("statement latency"), "{bad}: {err}");
+    }
 }

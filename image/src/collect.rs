@@ -2,12 +2,13 @@
 //! there and whose results check out, rendered into one comparison (index.html,
 //! summary.csv). Runs that cannot be used are listed with the reason.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use pgappliance::compare::{render_index, rows, summary_csv, CollectedRun, SkippedRun};
 use pgappliance::results::{RunResults, RESULTS_SCHEMA_VERSION};
@@ -19,16 +20,89 @@ pub struct CollectArgs<'a> {
     pub out: &'a Path,
 }
 
-async fn get(store: &Store, path: &object_store::path::Path) -> Result<Vec<u8>> {
-    Ok(store
+/// The largest `results.json` collect reads (a run of 10,000 points with per-second series
+/// is about 40 MiB); a larger one is skipped unread.
+pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
+/// The largest `manifest.json` collect reads (about 150 bytes per object).
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// Reads an object, refusing it as soon as it passes `limit` bytes, whatever the listing
+/// said its size was.
+async fn get_capped(
+    store: &Store,
+    path: &object_store::path::Path,
+    limit: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    let mut stream = store
         .objects
         .get(path)
         .await
-        .with_context(|| format!("reading {path}"))?
-        .bytes()
+        .map_err(|e| format!("reading {path}: {e}"))?
+        .into_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream
+        .try_next()
         .await
-        .with_context(|| format!("reading {path}"))?
-        .to_vec())
+        .map_err(|e| format!("reading {path}: {e}"))?
+    {
+        if out.len() as u64 + chunk.len() as u64 > limit {
+            return Err(format!(
+                "{path} is larger than {} MiB, the most collect reads",
+                limit >> 20
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// At most the first `n` characters of a string from the store, for messages.
+fn head(s: &str, n: usize) -> String {
+    let h: String = s.chars().take(n).collect();
+    if h.len() < s.len() {
+        format!("{h}…")
+    } else {
+        h
+    }
+}
+
+/// What a manifest must say before anything in it is trusted: relative object paths
+/// without `.`/`..`/empty segments, each once, with a sha256 of 64 hex digits.
+fn check_manifest(manifest: &Manifest) -> std::result::Result<(), String> {
+    let mut paths = BTreeSet::new();
+    for o in &manifest.objects {
+        let path_ok = !o.path.is_empty()
+            && o.path
+                .split('/')
+                .all(|seg| !seg.is_empty() && seg != "." && seg != "..");
+        if !path_ok {
+            return Err(format!(
+                "manifest.json lists an object path \"{}\" that is not a plain relative path",
+                head(&o.path, 80)
+            ));
+        }
+        if !paths.insert(o.path.as_str()) {
+            return Err(format!("manifest.json lists {} twice", o.path));
+        }
+        let sha_ok = o.sha256.len() == 64
+            && o.sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !sha_ok {
+            return Err(format!(
+                "manifest.json gives {} the sha256 \"{}\", which is not 64 hex digits",
+                o.path,
+                head(&o.sha256, 70)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A run that checked out: its results and the sha256 of its results.json.
+struct LoadedRun {
+    results: RunResults,
+    sha256: String,
 }
 
 /// Checks one run and loads its results, or says why not.
@@ -36,17 +110,21 @@ async fn load_run(
     store: &Store,
     key: &str,
     objects: &BTreeMap<String, u64>,
-) -> std::result::Result<RunResults, String> {
-    if !objects.contains_key(MANIFEST) {
+) -> std::result::Result<LoadedRun, String> {
+    let Some(&manifest_size) = objects.get(MANIFEST) else {
         return Err("no manifest yet (upload unfinished)".into());
+    };
+    if manifest_size > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "manifest.json is {manifest_size} bytes, more than the {} MiB collect reads",
+            MAX_MANIFEST_BYTES >> 20
+        ));
     }
     let base = |rel: &str| store.path(&[key, rel]);
-    let manifest: Manifest = serde_json::from_slice(
-        &get(store, &base(MANIFEST))
-            .await
-            .map_err(|e| format!("{e:#}"))?,
-    )
-    .map_err(|e| format!("manifest.json is not a manifest: {e}"))?;
+    let manifest: Manifest =
+        serde_json::from_slice(&get_capped(store, &base(MANIFEST), MAX_MANIFEST_BYTES).await?)
+            .map_err(|e| format!("manifest.json is not a manifest: {e}"))?;
+    check_manifest(&manifest)?;
     for o in &manifest.objects {
         match objects.get(&o.path) {
             None => return Err(format!("{} is listed in the manifest but missing", o.path)),
@@ -64,15 +142,20 @@ async fn load_run(
         .iter()
         .find(|o| o.path == "results.json")
         .ok_or("the manifest lists no results.json")?;
-    let bytes = get(store, &base("results.json"))
-        .await
-        .map_err(|e| format!("{e:#}"))?;
+    if entry.size > MAX_RESULTS_BYTES {
+        return Err(format!(
+            "results.json is {} bytes, more than the {} MiB collect reads",
+            entry.size,
+            MAX_RESULTS_BYTES >> 20
+        ));
+    }
+    let bytes = get_capped(store, &base("results.json"), MAX_RESULTS_BYTES).await?;
     let sha = format!("{:x}", Sha256::digest(&bytes));
     if sha != entry.sha256 {
         return Err(format!(
             "checksum mismatch: results.json has sha256 {}…, the manifest says {}…",
-            &sha[..12],
-            &entry.sha256[..12]
+            head(&sha, 12),
+            head(&entry.sha256, 12)
         ));
     }
     let value: serde_json::Value =
@@ -83,35 +166,93 @@ async fn load_run(
             "results.json has schema version {version}, newer than this collector's {RESULTS_SCHEMA_VERSION}: upgrade pgappliance"
         ));
     }
-    serde_json::from_value(value)
-        .map_err(|e| format!("results.json does not match schema version {version}: {e}"))
+    let results = serde_json::from_value(value)
+        .map_err(|e| format!("results.json does not match schema version {version}: {e}"))?;
+    Ok(LoadedRun {
+        results,
+        sha256: sha,
+    })
+}
+
+/// The directory of a `file://` store, which must exist: collecting from a directory
+/// that is not there is a mistake in the URL, not an empty store.
+fn existing_file_store(url: &str) -> Result<()> {
+    let Some(dir) = url.strip_prefix("file://") else {
+        return Ok(());
+    };
+    let dir = Path::new(dir);
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!("store {url}: {} is not a directory", dir.display()),
+        Err(e) => bail!("store {url}: {}: {e}", dir.display()),
+    }
+}
+
+/// The names one level below `path` (`list_with_delimiter`'s common prefixes).
+async fn children(store: &Store, path: &ObjectPath) -> Result<Vec<String>> {
+    let listing = store
+        .objects
+        .list_with_delimiter(if path.as_ref().is_empty() {
+            None
+        } else {
+            Some(path)
+        })
+        .await
+        .with_context(|| format!("listing {} at \"{path}\"", store.url))?;
+    Ok(listing
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename().map(str::to_string))
+        .collect())
+}
+
+/// Every run key (`appliance/machine/run`) under the store's prefix. A level that cannot
+/// be listed (a bucket or directory that is not there, no permission) is an error.
+async fn run_keys(store: &Store) -> Result<Vec<String>> {
+    let mut keys = Vec::new();
+    for appliance in children(store, &store.path(&[])).await? {
+        for machine in children(store, &store.path(&[&appliance])).await? {
+            for run in children(store, &store.path(&[&appliance, &machine])).await? {
+                keys.push(format!("{appliance}/{machine}/{run}"));
+            }
+        }
+    }
+    keys.sort();
+    Ok(keys)
+}
+
+/// The objects of one run (relative path → size). An entry the store cannot list (a
+/// symlink loop, a name that is not UTF-8) makes this run unusable, not the collect.
+async fn run_objects(
+    store: &Store,
+    key: &str,
+) -> std::result::Result<BTreeMap<String, u64>, String> {
+    let base = store.path(&[key]);
+    let depth = base.parts().count();
+    let listing: Vec<ObjectMeta> = store
+        .objects
+        .list(Some(&base))
+        .try_collect()
+        .await
+        .map_err(|e| format!("cannot list the run: {e}"))?;
+    Ok(listing
+        .into_iter()
+        .map(|m| {
+            let rel: Vec<String> = m
+                .location
+                .parts()
+                .skip(depth)
+                .map(|p| p.as_ref().to_string())
+                .collect();
+            (rel.join("/"), m.size)
+        })
+        .collect())
 }
 
 pub async fn collect(args: CollectArgs<'_>) -> Result<i32> {
+    existing_file_store(&args.store.url)?;
     let store = Store::open(&args.store)?;
-    let prefix = store.path(&[]);
-    let listing: Vec<ObjectMeta> = store
-        .objects
-        .list(if prefix.as_ref().is_empty() {
-            None
-        } else {
-            Some(&prefix)
-        })
-        .try_collect()
-        .await
-        .with_context(|| format!("listing {}", store.url))?;
-    let prefix_len = prefix.parts().count();
-    // appliance/machine/run → relative object path → size
-    let mut runs: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for m in listing {
-        let parts: Vec<String> = m.location.parts().map(|p| p.as_ref().to_string()).collect();
-        if parts.len() < prefix_len + 4 {
-            continue;
-        }
-        let key = parts[prefix_len..prefix_len + 3].join("/");
-        let rel = parts[prefix_len + 3..].join("/");
-        runs.entry(key).or_default().insert(rel, m.size);
-    }
+    let runs = run_keys(&store).await?;
     let bar = if std::io::stderr().is_terminal() && runs.len() > 1 {
         let b = indicatif::ProgressBar::new(runs.len() as u64);
         b.set_style(
@@ -124,14 +265,39 @@ pub async fn collect(args: CollectArgs<'_>) -> Result<i32> {
     };
     let mut collected = Vec::new();
     let mut skipped = Vec::new();
-    for (key, objects) in &runs {
+    // A run found twice (copied under another key, or the same results under two run ids)
+    // is counted once, under the first key in sorted order.
+    let mut by_run_id: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut by_content: BTreeMap<String, String> = BTreeMap::new();
+    for key in &runs {
         if let Some(b) = &bar {
             b.set_message(key.clone());
         }
-        match load_run(&store, key, objects).await {
-            Ok(results) => collected.push(CollectedRun {
+        let loaded = match run_objects(&store, key).await {
+            Ok(objects) => load_run(&store, key, &objects).await,
+            Err(reason) => Err(reason),
+        };
+        let loaded = loaded.and_then(|run| {
+            let id = (run.results.appliance.clone(), run.results.run_id.clone());
+            if let Some(first) = by_run_id.get(&id) {
+                return Err(format!(
+                    "the same run as {first} (appliance {}, run id {}): counted once",
+                    id.0, id.1
+                ));
+            }
+            if let Some(first) = by_content.get(&run.sha256) {
+                return Err(format!(
+                    "results.json is identical to {first}'s: counted once"
+                ));
+            }
+            by_run_id.insert(id, key.clone());
+            by_content.insert(run.sha256.clone(), key.clone());
+            Ok(run)
+        });
+        match loaded {
+            Ok(run) => collected.push(CollectedRun {
                 key: key.clone(),
-                results,
+                results: run.results,
             }),
             Err(reason) => skipped.push(SkippedRun {
                 key: key.clone(),

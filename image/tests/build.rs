@@ -1,6 +1,7 @@
 //! `pgappliance build`: the payload is deterministic and complete, the kickstart passes
 //! `ksvalidator -v RHEL8` and `bash -n` on its scripts, the user-data passes
-//! `cloud-init schema`, and bad input is refused with nothing left in DIR.
+//! `cloud-init schema`, bad input is refused with nothing left in DIR, and `--out` is only
+//! ever a new or empty directory or an earlier build: nothing else there is touched.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,32 +17,82 @@ fn native_daemon() -> PathBuf {
     PathBuf::from("/bin/true")
 }
 
-/// A file that is an aarch64 ELF executable as far as its header goes.
+/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes.
 fn fake_aarch64_binary(dir: &Path) -> PathBuf {
     let mut h = vec![0u8; 4096];
     h[..4].copy_from_slice(b"\x7fELF");
     h[4] = 2;
     h[5] = 1;
+    h[16..18].copy_from_slice(&2u16.to_le_bytes());
     h[18..20].copy_from_slice(&0xb7u16.to_le_bytes());
     let p = dir.join("pgapplianced-aarch64");
     std::fs::write(&p, h).expect("write");
     p
 }
 
-fn build(plan: &Path, out: &Path, daemon: &Path, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("build")
+fn build_command(plan: &Path, out: &Path, daemon: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pgappliance"));
+    c.arg("build")
         .arg(plan)
         .arg("--out")
         .arg(out)
         .arg("--daemon-binary")
         .arg(daemon)
-        .arg("--units")
-        .arg(repo().join("units"))
         .args(extra)
-        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env("SOURCE_DATE_EPOCH", "1700000000");
+    c
+}
+
+fn build(plan: &Path, out: &Path, daemon: &Path, extra: &[&str]) -> Output {
+    build_command(plan, out, daemon, extra)
         .output()
         .expect("run pgappliance build")
+}
+
+/// `build` run from `cwd`.
+fn build_in(cwd: &Path, plan: &Path, out: &Path, daemon: &Path, extra: &[&str]) -> Output {
+    build_command(plan, out, daemon, extra)
+        .current_dir(cwd)
+        .output()
+        .expect("run pgappliance build")
+}
+
+/// The payload's members: path → content.
+fn payload_members(payload: &Path) -> Vec<(String, Vec<u8>)> {
+    let bytes = std::fs::read(payload).expect("payload");
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+    tar.entries()
+        .expect("entries")
+        .map(|e| {
+            let mut e = e.expect("entry");
+            let path = e.path().expect("path").display().to_string();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).expect("read member");
+            (path, data)
+        })
+        .collect()
+}
+
+/// Every file under `dir` with its content, for "nothing was touched" comparisons.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("ls") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).expect("read")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn describe(o: &Output) -> String {
@@ -121,6 +172,7 @@ fn payload_is_byte_identical_across_builds_and_holds_what_the_appliance_needs() 
         "usr/bin/pgapplianced",
         "etc/pgappliance/plan.toml",
         "usr/lib/tuned/postgresql/tuned.conf",
+        "usr/lib/systemd/system/pgapplianced.service",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
@@ -264,14 +316,27 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("not an ELF executable"));
     let o = build(&altra, &out, &dir.path().join("missing"), &[]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing"));
-    // A payload URL that would break the scripts.
-    let o = build(
-        &altra,
-        &out,
-        &fake_aarch64_binary(dir.path()),
-        &["--payload-url", "https://x/'; rm -rf /"],
-    );
-    assert!(!o.status.success());
+    // A payload URL that would break the scripts, and ones instances cannot fetch.
+    for url in [
+        "https://x/'; rm -rf /",
+        "ftp://objects.lab.example/payload.tar.gz",
+        "file:///var/tmp/payload.tar.gz",
+        "https:///payload.tar.gz",
+        "objects.lab.example/payload.tar.gz",
+    ] {
+        let o = build(
+            &altra,
+            &out,
+            &fake_aarch64_binary(dir.path()),
+            &["--payload-url", url],
+        );
+        assert_eq!(o.status.code(), Some(1), "{url}: {}", describe(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("--payload-url") && err.contains(url),
+            "{url}: {err}"
+        );
+    }
     assert!(!out.exists(), "nothing half written");
     let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .expect("ls")
@@ -464,4 +529,301 @@ fn an_iso_that_is_not_a_rocky_boot_iso_is_refused() {
     let o = build(&altra, &out, &daemon, &["--iso", "/nonexistent/rocky.iso"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/rocky.iso"));
     assert!(!out.exists(), "nothing half written");
+}
+
+/// A small C program compiled for aarch64 with Debian's cross compiler
+/// (`gcc-aarch64-linux-gnu`, installed by tools/install-deps) as `kind` of ELF file.
+fn aarch64_elf(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join("daemon.c");
+    std::fs::write(
+        &src,
+        "int answer(void) { return 42; }\nint main(void) { return 0; }\n",
+    )
+    .expect("write");
+    let out = dir.join(name);
+    let o = Command::new("aarch64-linux-gnu-gcc")
+        .args(flags)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("aarch64-linux-gnu-gcc (tools/install-deps)");
+    assert!(o.status.success(), "{}", describe(&o));
+    out
+}
+
+#[test]
+fn only_an_executable_is_taken_as_the_daemon() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let altra = repo().join("examples/altra-q80.toml");
+    let out = dir.path().join("out");
+    for (name, flags, says) in [
+        ("libdaemon.so", &["-shared", "-fPIC"][..], "shared library"),
+        ("daemon.o", &["-c"][..], "object file (ELF type ET_REL)"),
+    ] {
+        let bin = aarch64_elf(dir.path(), name, flags);
+        let o = build(&altra, &out, &bin, &[]);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", describe(&o));
+        let err = stderr(&o);
+        assert!(err.contains(says) && err.contains(name), "{name}: {err}");
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+    // Executables: a PIE (ET_DYN with an interpreter), a static one, a static PIE.
+    for (name, flags) in [
+        ("pie", &["-fPIE", "-pie"][..]),
+        ("static", &["-static"][..]),
+        ("static-pie", &["-static-pie"][..]),
+    ] {
+        let bin = aarch64_elf(dir.path(), name, flags);
+        let o = build(&altra, &dir.path().join(format!("out-{name}")), &bin, &[]);
+        assert!(o.status.success(), "{name}: {}", describe(&o));
+    }
+}
+
+#[test]
+fn run_from_another_directory_the_payload_has_the_unit_it_enables() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let daemon = fake_aarch64_binary(dir.path());
+    let plan = plan_with_keys(dir.path());
+    let o = build_in(
+        &elsewhere,
+        &plan,
+        Path::new("out"),
+        &daemon,
+        &["--payload-url", "https://h.example/p.tar.gz"],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let out = elsewhere.join("out");
+    let members = payload_members(&out.join("payload.tar.gz"));
+    let unit = members
+        .iter()
+        .find(|(p, _)| p == "usr/lib/systemd/system/pgapplianced.service")
+        .unwrap_or_else(|| {
+            panic!(
+                "the unit is in the payload: {:?}",
+                members.iter().map(|m| &m.0).collect::<Vec<_>>()
+            )
+        });
+    assert_eq!(
+        unit.1,
+        std::fs::read(repo().join("units/pgapplianced.service")).expect("unit"),
+        "the payload carries units/pgapplianced.service as it is"
+    );
+    for (file, enable) in [
+        ("ks.cfg", "systemctl enable pgapplianced.service"),
+        (
+            "user-data.yaml",
+            "systemctl enable --now --no-block pgapplianced.service",
+        ),
+    ] {
+        let text = std::fs::read_to_string(out.join(file)).expect("read");
+        assert!(
+            text.contains(enable),
+            "{file} enables the unit the payload has"
+        );
+    }
+}
+
+#[test]
+fn out_that_is_or_holds_the_current_directory_is_refused_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let daemon = fake_aarch64_binary(&work);
+    let plan = plan_with_keys(&work);
+    std::fs::write(work.join("notes.txt"), "mine").expect("write");
+    let before = snapshot(dir.path());
+    for (out, says) in [
+        (".", "is the current directory"),
+        ("./", "is the current directory"),
+        ("..", "holds the current directory"),
+        ("sub/../.", "is the current directory"),
+    ] {
+        if out.starts_with("sub") {
+            std::fs::create_dir_all(work.join("sub")).expect("mkdir");
+        }
+        let o = build_in(
+            &work,
+            Path::new("altra.toml"),
+            Path::new(out),
+            Path::new("pgapplianced-aarch64"),
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(1), "--out {out}: {}", describe(&o));
+        assert!(stderr(&o).contains(says), "--out {out}: {}", stderr(&o));
+        let _ = std::fs::remove_dir(work.join("sub"));
+        assert_eq!(snapshot(dir.path()), before, "--out {out}: nothing touched");
+    }
+    // The home directory, outright, even empty. (The root directory is refused the same
+    // way; that is a unit test in the builder, as a regression here could empty the host.)
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).expect("mkdir");
+    let o = build_command(&plan, &home, &daemon, &[])
+        .env("HOME", &home)
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("$HOME"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&home).expect("ls").count(), 0);
+}
+
+#[test]
+fn out_holding_an_input_is_refused_however_it_is_spelled() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let inputs = dir.path().join("inputs");
+    let bins = dir.path().join("bins");
+    std::fs::create_dir_all(&inputs).expect("mkdir");
+    std::fs::create_dir_all(&bins).expect("mkdir");
+    let plan = plan_with_keys(&inputs);
+    let daemon = fake_aarch64_binary(&bins);
+    std::os::unix::fs::symlink(&inputs, dir.path().join("link")).expect("symlink");
+    let before = snapshot(dir.path());
+    for (out, says) in [
+        (inputs.clone(), "holds the plan"),
+        (dir.path().join("link"), "holds the plan"),
+        (dir.path().join("bins/../inputs"), "holds the plan"),
+        (bins.clone(), "holds the daemon binary"),
+        (dir.path().to_path_buf(), "holds the plan"),
+    ] {
+        let o = build(&plan, &out, &daemon, &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{}: {}",
+            out.display(),
+            describe(&o)
+        );
+        assert!(
+            stderr(&o).contains(says),
+            "{}: {}",
+            out.display(),
+            stderr(&o)
+        );
+        assert_eq!(
+            snapshot(dir.path()),
+            before,
+            "{}: nothing touched",
+            out.display()
+        );
+    }
+}
+
+#[test]
+fn out_holding_unrelated_files_is_refused_naming_them_and_they_survive() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let daemon = fake_aarch64_binary(dir.path());
+    let plan = plan_with_keys(dir.path());
+    let out = dir.path().join("results");
+    std::fs::create_dir_all(out.join("raw")).expect("mkdir");
+    for i in 0..6 {
+        std::fs::write(
+            out.join(format!("run-{i}.json")),
+            format!("{{\"run\": {i}}}"),
+        )
+        .expect("write");
+    }
+    std::fs::write(out.join("raw/point.log"), "log").expect("write");
+    let before = snapshot(&out);
+    let o = build(&plan, &out, &daemon, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("holds 7 entries that pgappliance did not write: raw/, run-0.json, run-1.json, run-2.json, run-3.json and 2 more"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&out), before, "every file survives");
+    // A file in place of the directory.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "keep").expect("write");
+    let o = build(&plan, &file, &daemon, &[]);
+    assert!(stderr(&o).contains("not a directory"), "{}", describe(&o));
+    assert_eq!(std::fs::read(&file).expect("read"), b"keep");
+    // An empty directory is fine.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let o = build(&plan, &empty, &daemon, &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(empty.join("payload.tar.gz").is_file());
+}
+
+#[test]
+fn an_earlier_build_is_replaced_but_not_once_something_else_is_in_it() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let daemon = fake_aarch64_binary(dir.path());
+    let plan = plan_with_keys(dir.path());
+    let out = dir.path().join("out");
+    let url = ["--payload-url", "https://h.example/payload.tar.gz"];
+    let o = build(&plan, &out, &daemon, &url);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(out.join("user-data.yaml").is_file());
+    let marker = std::fs::read_to_string(out.join(".pgappliance-build")).expect("marker");
+    for f in [
+        "payload.tar.gz",
+        "payload.tar.gz.sha256",
+        "ks.cfg",
+        "user-data.yaml",
+    ] {
+        assert!(marker.contains(&format!("\"{f}\"")), "{f} listed: {marker}");
+    }
+    // Again, from another directory through a relative path and a symbolic link, without
+    // the URL: the new build replaces the old one as a whole.
+    std::os::unix::fs::symlink(&out, dir.path().join("link")).expect("symlink");
+    let o = build_in(dir.path(), &plan, Path::new("./link"), &daemon, &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(
+        stdout_has(&o, "the earlier build there replaced"),
+        "{}",
+        describe(&o)
+    );
+    assert!(dir
+        .path()
+        .join("link")
+        .symlink_metadata()
+        .expect("link")
+        .file_type()
+        .is_symlink());
+    assert!(out.join("ks.cfg").is_file());
+    assert!(
+        !out.join("user-data.yaml").exists(),
+        "the earlier build's files are gone"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .map(|e| e.expect("e").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".pgappliance-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // A file added to the build, or one of its files changed: refused, all kept.
+    std::fs::write(out.join("notes.txt"), "mine").expect("write");
+    let before = snapshot(&out);
+    let o = build(&plan, &out, &daemon, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("notes.txt (not written by the build)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(snapshot(&out), before);
+    std::fs::remove_file(out.join("notes.txt")).expect("rm");
+    let ks = std::fs::read_to_string(out.join("ks.cfg")).expect("ks");
+    std::fs::write(
+        out.join("ks.cfg"),
+        ks.replace("Europe/Berlin", "Europe/Madrid"),
+    )
+    .expect("write");
+    let before = snapshot(&out);
+    let o = build(&plan, &out, &daemon, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("ks.cfg (changed since the build wrote it)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(snapshot(&out), before);
+}
+
+fn stdout_has(o: &Output, s: &str) -> bool {
+    String::from_utf8_lossy(&o.stdout).contains(s)
 }

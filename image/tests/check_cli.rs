@@ -320,6 +320,234 @@ fn missing_file_names_it() {
     assert!(c.stderr.contains("/nonexistent/plan.toml"), "{}", c.stderr);
 }
 
+#[test]
+fn paths_that_escape_are_refused_with_their_meaning() {
+    for (value, words) in [
+        ("/var/..", "means \"/\""),
+        ("/.", "means \"/\""),
+        ("/var/lib/../../etc", "means \"/etc\""),
+        ("/pgdata/", "means \"/pgdata\""),
+        ("/srv//pgdata", "means \"/srv/pgdata\""),
+        ("/etc/pgdata", "belongs to the operating system"),
+        ("/usr", "belongs to the operating system"),
+        ("/var", "would hide what the system keeps there"),
+    ] {
+        assert_error(
+            &with(
+                "mount_point = \"/pgdata\"",
+                &format!("mount_point = \"{value}\""),
+            ),
+            12,
+            15,
+            "storage.mount_point",
+            words,
+        );
+    }
+    for (value, words) in [
+        ("/dev/../etc/passwd", "means \"/etc/passwd\""),
+        ("/dev/./nvme1n1", "means \"/dev/nvme1n1\""),
+        ("/dev/", "means \"/dev\""),
+    ] {
+        assert_error(
+            &with(
+                "devices = [\"/dev/nvme0n1\", \"/dev/nvme1n1\"]",
+                &format!("devices = [\"/dev/nvme0n1\", \"{value}\"]"),
+            ),
+            10,
+            28,
+            "storage.devices[1]",
+            words,
+        );
+    }
+    for (store, words) in [
+        (
+            "s3://bucket/results/../other",
+            "\"results/../other\" has an empty",
+        ),
+        ("s3://bucket/./results", "\"./results\" has an empty"),
+        ("s3://bucket/a//b", "\"a//b\" has an empty"),
+        ("file:///var/lib/../../etc", "means \"/etc\""),
+    ] {
+        assert_error(
+            &format!("{BASE}\n[upload]\nstore = \"{store}\"\n"),
+            27,
+            9,
+            "upload.store",
+            words,
+        );
+    }
+    // Plainly written ones still pass.
+    let ok = format!("{BASE}\n[upload]\nstore = \"s3://bucket/results/2026/\"\n");
+    assert_eq!(check_text(&ok).code, 0, "{}", check_text(&ok).stderr);
+    let creds = format!(
+        "{BASE}\n[upload]\nstore = \"s3://bucket/r\"\ncredentials = \"file\"\ncredentials_file = \"/etc/../root/creds\"\n"
+    );
+    assert_error(
+        &creds,
+        29,
+        20,
+        "upload.credentials_file",
+        "means \"/root/creds\"",
+    );
+}
+
+#[test]
+fn every_type_error_is_reported_at_once_in_plain_words() {
+    let text = with("scale = 10\n", "scale = \"ten\"\n")
+        .replace("threads = 10", "threads = \"many\"")
+        .replace("platform = \"rocky8\"", "platform = \"windows\"")
+        .replace("clients = [10, 25, 50]", "clients = [10, -25, 50]")
+        .replace("auto = true", "auto = true\nbogus = 1")
+        .replace("layout = \"stripe\"", "layout = \"stripe\"\nwipe = \"yes\"");
+    let c = check_text(&text);
+    assert_ne!(c.code, 0);
+    let lines: Vec<&str> = c.stderr.lines().collect();
+    let expect = [
+        ("appliance.platform", "unknown variant `windows`"),
+        ("storage.wipe", "expected a boolean"),
+        ("tuning.bogus", "unknown field `bogus`"),
+        (
+            "dataset.scale",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        (
+            "workloads[0].clients[1]",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        (
+            "workloads[0].threads",
+            "expected \"auto\" or a number of threads, found \"many\"",
+        ),
+    ];
+    assert_eq!(lines.len(), expect.len(), "{}", c.stderr);
+    for (line, (key, words)) in lines.iter().zip(expect) {
+        assert!(
+            line.contains(&format!(": {key}: ")),
+            "{key} in {line}\n{}",
+            c.stderr
+        );
+        assert!(line.contains(words), "{words} in {line}");
+    }
+    assert!(!c.stderr.contains("untagged"), "{}", c.stderr);
+    assert!(!c.stderr.contains("u32"), "{}", c.stderr);
+    // A missing required key and a type error are both reported, nothing about stand-ins.
+    let text = with("name = \"rw\"\n", "")
+        .replace("hourly_price_usd = 1.5", "hourly_price_usd = \"cheap\"");
+    let c = check_text(&text);
+    let lines: Vec<&str> = c.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", c.stderr);
+    assert!(
+        lines[0].contains("appliance.hourly_price_usd"),
+        "{}",
+        c.stderr
+    );
+    assert!(lines[1].contains("missing field `name`"), "{}", c.stderr);
+    let c = check_text(&with("threads = 10", "threads = [1]"));
+    assert!(
+        c.stderr
+            .contains("expected \"auto\" or a number of threads"),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&format!("{BASE}\n[tuning.settings]\nwork_mem = [1, 2]\n"));
+    assert!(
+        c.stderr.contains("a string, a number or true/false"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn values_that_would_only_fail_at_run_time_are_refused() {
+    assert_error(
+        &with("clients = [10, 25, 50]", "clients = [10, 25, 4000000000]"),
+        22,
+        20,
+        "workloads[0].clients[2]",
+        "more than the 100000",
+    );
+    assert_error(
+        &with("clients = [10, 25, 50]", "clients = [10, 25, 4294967295]"),
+        22,
+        20,
+        "workloads[0].clients[2]",
+        "more than the 100000",
+    );
+    assert_error(
+        &with("clients = [10, 25, 50]", "clients = [10, 25, 4e9]"),
+        22,
+        20,
+        "workloads[0].clients[2]",
+        "invalid type",
+    );
+    assert_error(
+        &with("transactions = 1000", "transactions = 3000000000"),
+        24,
+        16,
+        "workloads[0].transactions",
+        "at most 2147483647",
+    );
+    assert_error(
+        &with("scale = 10\n", "scale = 3000000000\n"),
+        18,
+        9,
+        "dataset.scale",
+        "at most 2147483647",
+    );
+    assert_error(
+        &with("transactions = 1000", "duration = \"100years\""),
+        24,
+        12,
+        "workloads[0].duration",
+        "at most 2147483647s",
+    );
+    assert_error(
+        &format!("{BASE}\n[tuning.settings]\nmax_connections = 300000\n"),
+        27,
+        19,
+        "tuning.settings.max_connections",
+        "above PostgreSQL's limit",
+    );
+}
+
+#[test]
+fn an_empty_plan_names_every_required_table_and_wrong_types_are_all_listed() {
+    let c = check_text("");
+    assert_ne!(c.code, 0);
+    for key in ["appliance", "postgres", "dataset", "workloads"] {
+        assert!(
+            c.stderr.contains(&format!("missing field `{key}`")),
+            "{key}: {}",
+            c.stderr
+        );
+    }
+    assert_eq!(c.stderr.lines().count(), 4, "{}", c.stderr);
+    // Required keys of the wrong type are each reported once, with nothing about the
+    // stand-ins that let the rest of the plan be checked.
+    let c = check_text(
+        &with("name = \"t1\"", "name = 1")
+            .replace("platform = \"rocky8\"", "platform = 2")
+            .replace("hourly_price_usd = 1.5", "hourly_price_usd = \"x\"")
+            .replace("arch = \"x86_64\"", "arch = 3"),
+    );
+    let keys: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "appliance.name",
+            "appliance.platform",
+            "appliance.hourly_price_usd",
+            "appliance.arch"
+        ],
+        "{}",
+        c.stderr
+    );
+}
+
 const REPO_LINE: &str = "repository = \"https://download.postgresql.org/pub/repos/yum/reporpms/EL-8-x86_64/pgdg-redhat-repo-latest.noarch.rpm\"";
 
 #[test]

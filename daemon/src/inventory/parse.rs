@@ -25,7 +25,7 @@ impl CpuInfo {
     /// Physical cores when lscpu says, else logical CPUs.
     pub fn cores(&self) -> u32 {
         match (self.cores_per_socket, self.sockets) {
-            (Some(c), Some(s)) if c > 0 && s > 0 => c * s,
+            (Some(c), Some(s)) if c > 0 && s > 0 => c.checked_mul(s).unwrap_or(self.cpus),
             _ => self.cpus,
         }
     }
@@ -70,10 +70,12 @@ pub fn parse_lscpu(json: &str) -> Result<CpuInfo, InventoryParseError> {
     }
     walk(list, &mut fields);
     let num = |k: &str| fields.get(k).and_then(|s| s.parse::<u32>().ok());
-    let cpus = num("CPU(s)").ok_or_else(|| InventoryParseError::Shape {
-        what: "lscpu -J",
-        message: "no \"CPU(s)\" field".into(),
-    })?;
+    let cpus = num("CPU(s)")
+        .filter(|n| *n > 0)
+        .ok_or_else(|| InventoryParseError::Shape {
+            what: "lscpu -J",
+            message: "no \"CPU(s)\" field with at least one CPU".into(),
+        })?;
     Ok(CpuInfo {
         architecture: fields.get("Architecture").cloned().unwrap_or_default(),
         vendor: fields.get("Vendor ID").cloned(),
@@ -191,7 +193,7 @@ pub fn parse_meminfo_total(text: &str) -> Result<u64, InventoryParseError> {
             let mut it = rest.split_whitespace();
             let n: u64 = it.next()?.parse().ok()?;
             match it.next() {
-                Some("kB") | None => Some(n * 1024),
+                Some("kB") | None => n.checked_mul(1024).filter(|b| *b > 0),
                 _ => None,
             }
         })

@@ -31,6 +31,27 @@ pub enum InitParseError {
     NotDone,
     #[error("cannot read the init breakdown from \"{0}\"")]
     Malformed(String),
+    #[error("{problem} in \"{line}\"")]
+    Impossible { problem: String, line: String },
+}
+
+/// Seconds as pgbench prints them: finite and not negative.
+fn seconds(text: &str, what: &str, line: &str) -> Result<f64, InitParseError> {
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| InitParseError::Malformed(line.to_string()))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(InitParseError::Impossible {
+            problem: format!(
+                "{what} \"{}\" is not a finite, non-negative number of seconds",
+                text.trim()
+            ),
+            line: line.to_string(),
+        })
+    }
 }
 
 /// Finds and parses the last `done in` line of `pgbench -i` output.
@@ -44,7 +65,7 @@ pub fn parse_init(text: &str) -> Result<InitBreakdown, InitParseError> {
     let bad = || InitParseError::Malformed(line.to_string());
     let rest = line.strip_prefix("done in ").ok_or_else(bad)?;
     let (total, rest) = rest.split_once(" s").ok_or_else(bad)?;
-    let total_s: f64 = total.trim().parse().map_err(|_| bad())?;
+    let total_s = seconds(total, "the total", line)?;
     let mut phases = Vec::new();
     if let Some(inner) = rest
         .trim()
@@ -54,9 +75,18 @@ pub fn parse_init(text: &str) -> Result<InitBreakdown, InitParseError> {
         for part in inner.split(", ") {
             let part = part.trim().strip_suffix(" s").ok_or_else(bad)?;
             let (name, secs) = part.rsplit_once(' ').ok_or_else(bad)?;
+            if name.trim().is_empty() {
+                return Err(bad());
+            }
+            if phases.iter().any(|p: &InitPhase| p.phase == name) {
+                return Err(InitParseError::Impossible {
+                    problem: format!("phase \"{name}\" listed twice"),
+                    line: line.to_string(),
+                });
+            }
             phases.push(InitPhase {
                 phase: name.to_string(),
-                seconds: secs.parse().map_err(|_| bad())?,
+                seconds: seconds(secs, name, line)?,
             });
         }
     }

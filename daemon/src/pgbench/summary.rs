@@ -84,6 +84,14 @@ pub enum SummaryError {
         what: &'static str,
         line: String,
     },
+    /// A figure pgbench cannot have printed: not finite, negative, zero where at least one
+    /// is needed, or contradicting another line; or a second summary in the same output.
+    #[error("line {line_no}: {problem}: \"{line}\"")]
+    Impossible {
+        line_no: usize,
+        problem: String,
+        line: String,
+    },
 }
 
 fn progress_note(processed: &Option<u64>, expected: &Option<u64>) -> String {
@@ -142,7 +150,67 @@ fn num<T: std::str::FromStr>(
     })
 }
 
-/// Parses the summary pgbench prints at the end of a run.
+fn impossible(line_no: usize, line: &str, problem: String) -> SummaryError {
+    SummaryError::Impossible {
+        line_no,
+        problem,
+        line: line.to_string(),
+    }
+}
+
+/// A measured figure (tps, milliseconds, seconds): finite and not negative. Rust's float
+/// parser takes `inf`, `NaN` and `1e400` (as infinity); pgbench prints none of them.
+fn figure(text: &str, line_no: usize, line: &str, what: &'static str) -> Result<f64, SummaryError> {
+    let v: f64 = num(text, line_no, line, what)?;
+    if !v.is_finite() {
+        return Err(impossible(
+            line_no,
+            line,
+            format!("{what} is not a finite number"),
+        ));
+    }
+    if v < 0.0 {
+        return Err(impossible(line_no, line, format!("{what} is negative")));
+    }
+    Ok(v)
+}
+
+/// A count that pgbench never prints as zero (clients, threads, scaling factor).
+fn at_least_one(
+    text: &str,
+    line_no: usize,
+    line: &str,
+    what: &'static str,
+) -> Result<u32, SummaryError> {
+    let v: u32 = num(text, line_no, line, what)?;
+    if v == 0 {
+        return Err(impossible(line_no, line, format!("{what} is 0")));
+    }
+    Ok(v)
+}
+
+/// The summary lines the parser reads, each at most once per output.
+const SUMMARY_LINES: &[&str] = &[
+    "pgbench (",
+    "transaction type: ",
+    "scaling factor: ",
+    "query mode: ",
+    "number of clients: ",
+    "number of threads: ",
+    "maximum number of tries: ",
+    "number of transactions per client: ",
+    "duration: ",
+    "number of transactions actually processed: ",
+    "number of failed transactions: ",
+    "latency average = ",
+    "latency stddev = ",
+    "initial connection time = ",
+    "tps = ",
+];
+
+/// Parses the summary pgbench prints at the end of a run. Every figure must be one pgbench
+/// can print (finite, in range, consistent with the other lines) and every line appear
+/// once, or the output is refused naming the line.
 pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
     let mut s = Summary {
         output_format: OutputFormat::V13,
@@ -167,10 +235,9 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
         tps_including_connections: None,
         statement_latencies: Vec::new(),
     };
-    let mut seen_clients = false;
-    let mut seen_threads = false;
-    let mut seen_processed = false;
-    let mut seen_banner = false;
+    // Where each summary line was seen (its number and text), to refuse a second one and
+    // to name the line when figures contradict each other.
+    let mut seen: Vec<(&'static str, usize, &str)> = Vec::new();
     let mut aborted = false;
     let mut in_statements = false;
     let mut statements_have_failures = false;
@@ -185,6 +252,13 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
         }
         if in_statements {
             if let Some(st) = parse_statement_line(line, statements_have_failures) {
+                if !st.latency_ms.is_finite() || st.latency_ms < 0.0 {
+                    return Err(impossible(
+                        line_no,
+                        line,
+                        "statement latency is not a finite, non-negative number".into(),
+                    ));
+                }
                 s.statement_latencies.push(st);
                 continue;
             }
@@ -194,97 +268,178 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             }
             in_statements = false;
         }
-        if let Some(rest) = line.strip_prefix("pgbench (") {
-            let rest = rest.strip_suffix(')').unwrap_or(rest);
-            let (short, full, server) = parse_banner(rest);
-            s.client_version = Some(short);
-            s.client_version_full = Some(full);
-            s.server_version = server;
-            seen_banner = true;
-        } else if let Some(v) = line.strip_prefix("transaction type: ") {
-            s.transaction_type = Some(v.to_string());
-        } else if let Some(v) = line.strip_prefix("scaling factor: ") {
-            s.scaling_factor = Some(num(v, line_no, line, "scaling factor")?);
-        } else if let Some(v) = line.strip_prefix("query mode: ") {
-            s.query_mode = Some(v.to_string());
-        } else if let Some(v) = line.strip_prefix("number of clients: ") {
-            s.clients = num(v, line_no, line, "number of clients")?;
-            seen_clients = true;
-        } else if let Some(v) = line.strip_prefix("number of threads: ") {
-            s.threads = num(v, line_no, line, "number of threads")?;
-            seen_threads = true;
-        } else if let Some(v) = line.strip_prefix("maximum number of tries: ") {
-            s.max_tries = Some(num(v, line_no, line, "maximum number of tries")?);
-        } else if let Some(v) = line.strip_prefix("number of transactions per client: ") {
-            s.transactions_per_client = Some(num(v, line_no, line, "transactions per client")?);
-        } else if let Some(v) = line.strip_prefix("duration: ") {
-            let v = v.strip_suffix(" s").unwrap_or(v);
-            s.duration_s = Some(num(v, line_no, line, "duration")?);
-        } else if let Some(v) = line.strip_prefix("number of transactions actually processed: ") {
-            match v.split_once('/') {
+        if line.starts_with("statement latencies in milliseconds")
+            || line.starts_with("script statistics:")
+        {
+            in_statements = true;
+            statements_have_failures |= line.contains("failures");
+            continue;
+        }
+        let Some(prefix) = SUMMARY_LINES.iter().find(|k| line.starts_with(**k)) else {
+            continue;
+        };
+        let v = &line[prefix.len()..];
+        // pgbench 13 prints two tps lines, told apart by their note.
+        let kind = if *prefix == "tps = " && line.contains("including connections establishing") {
+            "tps = (including connections establishing)"
+        } else {
+            prefix
+        };
+        if let Some((_, first, _)) = seen.iter().find(|(k, _, _)| *k == kind) {
+            return Err(impossible(
+                line_no,
+                line,
+                format!(
+                    "a second \"{}\" line (the first is line {first}): two summaries in one output",
+                    kind.trim_end_matches([' ', ':', '('])
+                ),
+            ));
+        }
+        seen.push((kind, line_no, line));
+        match kind {
+            "pgbench (" => {
+                let rest = v.strip_suffix(')').unwrap_or(v);
+                let (short, full, server) = parse_banner(rest);
+                s.client_version = Some(short);
+                s.client_version_full = Some(full);
+                s.server_version = server;
+            }
+            "transaction type: " => s.transaction_type = Some(v.to_string()),
+            "scaling factor: " => {
+                s.scaling_factor = Some(at_least_one(v, line_no, line, "scaling factor")?)
+            }
+            "query mode: " => s.query_mode = Some(v.to_string()),
+            "number of clients: " => {
+                s.clients = at_least_one(v, line_no, line, "number of clients")?
+            }
+            "number of threads: " => {
+                s.threads = at_least_one(v, line_no, line, "number of threads")?
+            }
+            "maximum number of tries: " => {
+                s.max_tries = Some(num(v, line_no, line, "maximum number of tries")?)
+            }
+            "number of transactions per client: " => {
+                let n: u64 = num(v, line_no, line, "transactions per client")?;
+                if n == 0 {
+                    return Err(impossible(
+                        line_no,
+                        line,
+                        "transactions per client is 0".into(),
+                    ));
+                }
+                s.transactions_per_client = Some(n);
+            }
+            "duration: " => {
+                let v = v.strip_suffix(" s").unwrap_or(v);
+                s.duration_s = Some(figure(v, line_no, line, "duration")?);
+            }
+            "number of transactions actually processed: " => match v.split_once('/') {
                 Some((a, b)) => {
                     s.transactions_processed = num(a, line_no, line, "processed transactions")?;
                     s.transactions_expected = Some(num(b, line_no, line, "expected transactions")?);
                 }
                 None => s.transactions_processed = num(v, line_no, line, "processed transactions")?,
+            },
+            "number of failed transactions: " => {
+                let count = v.split_whitespace().next().unwrap_or("");
+                s.failed_transactions = Some(num(count, line_no, line, "failed transactions")?);
             }
-            seen_processed = true;
-        } else if let Some(v) = line.strip_prefix("number of failed transactions: ") {
-            let count = v.split_whitespace().next().unwrap_or("");
-            s.failed_transactions = Some(num(count, line_no, line, "failed transactions")?);
-        } else if let Some(v) = line.strip_prefix("latency average = ") {
-            let v = v.strip_suffix(" ms").unwrap_or(v);
-            s.latency_avg_ms = num(v, line_no, line, "latency average")?;
-        } else if let Some(v) = line.strip_prefix("latency stddev = ") {
-            let v = v.strip_suffix(" ms").unwrap_or(v);
-            s.latency_stddev_ms = Some(num(v, line_no, line, "latency stddev")?);
-        } else if let Some(v) = line.strip_prefix("initial connection time = ") {
-            let v = v.strip_suffix(" ms").unwrap_or(v);
-            s.initial_connection_ms = Some(num(v, line_no, line, "initial connection time")?);
-        } else if let Some(v) = line.strip_prefix("tps = ") {
-            let (value, note) = v.split_once(' ').unwrap_or((v, ""));
-            let value: f64 = num(value, line_no, line, "tps")?;
-            if note.contains("including connections establishing") {
-                s.tps_including_connections = Some(value);
-            } else {
-                s.tps = value;
+            "latency average = " => {
+                let v = v.strip_suffix(" ms").unwrap_or(v);
+                s.latency_avg_ms = figure(v, line_no, line, "latency average")?;
             }
-        } else if line.starts_with("statement latencies in milliseconds")
-            || line.starts_with("script statistics:")
-        {
-            in_statements = true;
-            statements_have_failures |= line.contains("failures");
+            "latency stddev = " => {
+                let v = v.strip_suffix(" ms").unwrap_or(v);
+                s.latency_stddev_ms = Some(figure(v, line_no, line, "latency stddev")?);
+            }
+            "initial connection time = " => {
+                let v = v.strip_suffix(" ms").unwrap_or(v);
+                s.initial_connection_ms =
+                    Some(figure(v, line_no, line, "initial connection time")?);
+            }
+            "tps = " | "tps = (including connections establishing)" => {
+                let value = v.split_once(' ').map_or(v, |(value, _)| value);
+                let value = figure(value, line_no, line, "tps")?;
+                if kind == "tps = " {
+                    s.tps = value;
+                } else {
+                    s.tps_including_connections = Some(value);
+                }
+            }
+            _ => {}
         }
     }
+    let at = |kind: &str| {
+        seen.iter()
+            .find(|(k, _, _)| *k == kind)
+            .map(|(_, n, l)| (*n, *l))
+    };
 
     if aborted {
         return Err(SummaryError::Aborted {
-            processed: seen_processed.then_some(s.transactions_processed),
+            processed: at("number of transactions actually processed: ")
+                .map(|_| s.transactions_processed),
             expected: s.transactions_expected,
         });
     }
-    if !seen_clients {
+    if at("number of clients: ").is_none() {
         return Err(SummaryError::Missing("number of clients:"));
     }
-    if !seen_threads {
+    let Some((threads_no, threads_line)) = at("number of threads: ") else {
         return Err(SummaryError::Missing("number of threads:"));
-    }
-    if !seen_processed {
+    };
+    let Some((processed_no, processed_line)) = at("number of transactions actually processed: ")
+    else {
         return Err(SummaryError::Missing(
             "number of transactions actually processed:",
         ));
-    }
-    if s.tps.is_nan() {
+    };
+    if at("tps = ").is_none() {
         return Err(SummaryError::Missing("tps ="));
     }
-    if s.latency_avg_ms.is_nan() {
+    if at("latency average = ").is_none() {
         return Err(SummaryError::Missing("latency average ="));
     }
+    // pgbench never runs more threads than clients.
+    if s.threads > s.clients {
+        return Err(impossible(
+            threads_no,
+            threads_line,
+            format!("{} threads for {} clients", s.threads, s.clients),
+        ));
+    }
     if let Some(expected) = s.transactions_expected {
+        let failed = s.failed_transactions.unwrap_or(0);
+        if s.transactions_processed.saturating_add(failed) > expected {
+            return Err(impossible(
+                processed_no,
+                processed_line,
+                format!(
+                    "{} processed{} of {expected} expected transactions",
+                    s.transactions_processed,
+                    if failed > 0 {
+                        format!(" and {failed} failed")
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+        }
+        if let Some(per_client) = s.transactions_per_client {
+            if u64::from(s.clients).checked_mul(per_client) != Some(expected) {
+                return Err(impossible(
+                    processed_no,
+                    processed_line,
+                    format!(
+                        "{expected} expected transactions is not {} clients × {per_client} per client",
+                        s.clients
+                    ),
+                ));
+            }
+        }
         // 15+ counts failed transactions apart from processed ones: a gap they explain is a
         // complete run with failures, anything more is an incomplete run.
-        let accounted = s.transactions_processed + s.failed_transactions.unwrap_or(0);
-        if accounted < expected {
+        if s.transactions_processed + failed < expected {
             return Err(SummaryError::Incomplete {
                 processed: s.transactions_processed,
                 expected,
@@ -294,7 +449,7 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
     }
     s.output_format = if s.failed_transactions.is_some() || s.max_tries.is_some() {
         OutputFormat::V15Plus
-    } else if seen_banner || s.initial_connection_ms.is_some() {
+    } else if at("pgbench (").is_some() || s.initial_connection_ms.is_some() {
         OutputFormat::V14
     } else {
         OutputFormat::V13

@@ -171,24 +171,37 @@ impl AggregateLog {
 
     pub fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
         for_each_record(file, reader, |f, malformed| {
-            let parse = |s: &str| s.parse::<f64>().map_err(|_| malformed());
-            let count = parse(f[1])? as u64;
-            self.transactions += count;
-            self.sum_us += parse(f[2])?;
-            if count > 0 {
-                let (lo, hi) = (parse(f[4])?, parse(f[5])?);
+            // Counts are whole numbers; latencies (µs) finite and not negative.
+            let count = |s: &str| s.parse::<u64>().map_err(|_| malformed());
+            let micros = |s: &str| match s.parse::<f64>() {
+                Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+                _ => Err(malformed()),
+            };
+            let n = count(f[1])?;
+            let sum = micros(f[2])?;
+            micros(f[3])?;
+            if n > 0 {
+                let (lo, hi) = (micros(f[4])?, micros(f[5])?);
+                if lo > hi {
+                    return Err(malformed());
+                }
                 self.min_us = Some(self.min_us.map_or(lo, |m| m.min(lo)));
                 self.max_us = Some(self.max_us.map_or(hi, |m| m.max(hi)));
             }
+            self.transactions = self.transactions.checked_add(n).ok_or_else(malformed)?;
+            self.sum_us += sum;
             // Later 15.x and 16+ always print every column: lag (4), skipped, retried,
             // retries, serialization and deadlock failures. Early 15.x printed one failures
             // column after max_latency.
-            if f.len() >= 15 {
-                self.skipped += parse(f[10])? as u64;
-                self.failed += (parse(f[13])? + parse(f[14])?) as u64;
+            let failed = if f.len() >= 15 {
+                self.skipped = self.skipped.saturating_add(count(f[10])?);
+                count(f[13])?.saturating_add(count(f[14])?)
             } else if self.client_major >= 15 && f.len() == 7 {
-                self.failed += parse(f[6])? as u64;
-            }
+                count(f[6])?
+            } else {
+                0
+            };
+            self.failed = self.failed.saturating_add(failed);
             Ok(())
         })
     }

@@ -31,6 +31,32 @@ impl KeyPath {
         v.push(Segment::Index(i));
         KeyPath(v)
     }
+    /// Whether `self` is `other` or inside it.
+    pub fn starts_with(&self, other: &KeyPath) -> bool {
+        self.0.starts_with(&other.0)
+    }
+    /// The last key, when the path ends in one (not an array index).
+    pub fn last_key(&self) -> Option<&str> {
+        match self.0.last()? {
+            Segment::Key(k) => Some(k),
+            Segment::Index(_) => None,
+        }
+    }
+    pub fn parent(&self) -> Option<KeyPath> {
+        let (_, rest) = self.0.split_last()?;
+        Some(KeyPath(rest.to_vec()))
+    }
+    /// The item at this path in an editable document.
+    pub fn item_mut<'a>(&self, doc: &'a mut toml_edit::DocumentMut) -> Option<&'a mut Item> {
+        let mut item = doc.as_item_mut();
+        for seg in &self.0 {
+            item = match seg {
+                Segment::Key(k) => item.get_mut(k.as_str())?,
+                Segment::Index(i) => item.get_mut(*i)?,
+            };
+        }
+        Some(item)
+    }
 }
 
 impl fmt::Display for KeyPath {
@@ -74,6 +100,120 @@ pub fn issue_from_toml_error(text: &str, err: &toml::de::Error) -> PlanIssue {
         column,
         key,
         message: err.message().trim().to_string(),
+    }
+}
+
+/// Where a deserialisation error points in `text`: the key path, and whether it points at
+/// the key itself (an unknown key) rather than its value.
+pub fn error_path(text: &str, err: &toml::de::Error) -> Option<(KeyPath, bool)> {
+    let span = err.span()?;
+    let doc = Document::parse(text).ok()?;
+    let path = path_at(doc.as_table(), &span, &KeyPath::root())?;
+    let on_key = key_span(doc.as_table(), &path.0).is_some_and(|k| covers(&k, &span));
+    Some((path, on_key))
+}
+
+/// The table (or array-of-tables element) whose span is exactly `span`; the top level
+/// when none is.
+pub fn table_with_span(text: &str, span: &Range<usize>) -> Option<KeyPath> {
+    fn walk(table: &Table, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+        for (k, item) in table.iter() {
+            let path = here.key(k);
+            match item {
+                Item::Table(t) => {
+                    if t.span().as_ref() == Some(span) {
+                        return Some(path);
+                    }
+                    if let Some(found) = walk(t, span, &path) {
+                        return Some(found);
+                    }
+                }
+                Item::ArrayOfTables(a) => {
+                    for (i, t) in a.iter().enumerate() {
+                        let p = path.index(i);
+                        if t.span().as_ref() == Some(span) {
+                            return Some(p);
+                        }
+                        if let Some(found) = walk(t, span, &p) {
+                            return Some(found);
+                        }
+                    }
+                }
+                Item::Value(v) => {
+                    if let Some(found) = inline(v, span, &path) {
+                        return Some(found);
+                    }
+                }
+                Item::None => {}
+            }
+        }
+        None
+    }
+    fn inline(v: &Value, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
+        match v {
+            Value::InlineTable(t) => {
+                if t.span().as_ref() == Some(span) {
+                    return Some(here.clone());
+                }
+                t.iter().find_map(|(k, v)| inline(v, span, &here.key(k)))
+            }
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| inline(v, span, &here.index(i))),
+            _ => None,
+        }
+    }
+    let doc = Document::parse(text).ok()?;
+    Some(walk(doc.as_table(), span, &KeyPath::root()).unwrap_or_default())
+}
+
+/// Locates a problem at the key itself (an unknown key), else like [`locate`].
+pub fn locate_key(text: &str, path: &KeyPath, message: String) -> PlanIssue {
+    let offset = Document::parse(text)
+        .ok()
+        .and_then(|doc| key_span(doc.as_table(), &path.0))
+        .map(|s| s.start);
+    match offset {
+        Some(offset) => {
+            let (line, column) = line_col(text, offset);
+            PlanIssue {
+                line,
+                column,
+                key: path.to_string(),
+                message,
+            }
+        }
+        None => locate(text, path, message),
+    }
+}
+
+/// The span of the last key of `path`, when it is a key in a table or inline table.
+fn key_span(table: &Table, path: &[Segment]) -> Option<Range<usize>> {
+    let (first, rest) = path.split_first()?;
+    let Segment::Key(k) = first else { return None };
+    if rest.is_empty() {
+        return table.key(k).and_then(|key| key.span());
+    }
+    match (table.get(k)?, rest.split_first()?) {
+        (Item::Table(t), _) => key_span(t, rest),
+        (Item::ArrayOfTables(a), (Segment::Index(i), more)) => key_span(a.get(*i)?, more),
+        (Item::Value(v), _) => value_key_span(v, rest),
+        _ => None,
+    }
+}
+
+fn value_key_span(value: &Value, path: &[Segment]) -> Option<Range<usize>> {
+    match (value, path.split_first()?) {
+        (Value::InlineTable(t), (Segment::Key(k), more)) => {
+            if more.is_empty() {
+                t.key(k).and_then(|key| key.span())
+            } else {
+                value_key_span(t.get(k)?, more)
+            }
+        }
+        (Value::Array(a), (Segment::Index(i), more)) => value_key_span(a.get(*i)?, more),
+        _ => None,
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod location;
 pub mod tuning;
+mod type_errors;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use location::KeyPath;
-pub use validate::parse_size;
+pub use validate::{check_abs_path, check_store_url, parse_size, MAX_CLIENTS};
 
 /// A parsed and validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -304,13 +305,47 @@ impl Default for Tuning {
 }
 
 /// A GUC value as written in the plan; rendered for `ALTER SYSTEM SET`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(untagged)]
 pub enum SettingValue {
     Bool(bool),
     Int(i64),
     Float(f64),
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for SettingValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = SettingValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a setting value: a string, a number or true/false")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<SettingValue, E> {
+                Ok(SettingValue::Bool(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<SettingValue, E> {
+                Ok(SettingValue::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<SettingValue, E> {
+                i64::try_from(v)
+                    .map(SettingValue::Int)
+                    .map_err(|_| E::custom(format!("{v} is too large for a setting")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<SettingValue, E> {
+                if v.is_finite() {
+                    Ok(SettingValue::Float(v))
+                } else {
+                    Err(E::custom(format!("{v} is not a finite number")))
+                }
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SettingValue, E> {
+                Ok(SettingValue::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl fmt::Display for SettingValue {
@@ -453,31 +488,57 @@ impl Builtin {
     }
 }
 
-mod auto_marker {
-    use serde::{Deserialize, Deserializer, Serializer};
+/// Threads per point: a number, or `"auto"` = min(clients, cores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Threads {
+    #[default]
+    Auto,
+    Fixed(u32),
+}
 
-    pub fn serialize<S: Serializer>(s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str("auto")
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-        let s = String::deserialize(d)?;
-        if s == "auto" {
-            Ok(())
-        } else {
-            Err(serde::de::Error::custom(format!(
-                "expected \"auto\" or a number, found \"{s}\""
-            )))
+impl Serialize for Threads {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Threads::Auto => s.serialize_str("auto"),
+            Threads::Fixed(n) => s.serialize_u32(*n),
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
-#[serde(untagged)]
-pub enum Threads {
-    #[default]
-    #[serde(with = "auto_marker")]
-    Auto,
-    Fixed(u32),
+impl<'de> Deserialize<'de> for Threads {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Threads;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"auto\" or a number of threads")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Threads, E> {
+                u32::try_from(v).map(Threads::Fixed).map_err(|_| {
+                    E::custom(format!(
+                        "expected \"auto\" or a number of threads, found {v}"
+                    ))
+                })
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Threads, E> {
+                u32::try_from(v).map(Threads::Fixed).map_err(|_| {
+                    E::custom(format!(
+                        "expected \"auto\" or a number of threads, found {v}"
+                    ))
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Threads, E> {
+                if v == "auto" {
+                    Ok(Threads::Auto)
+                } else {
+                    Err(E::custom(format!(
+                        "expected \"auto\" or a number of threads, found \"{v}\""
+                    )))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -655,21 +716,34 @@ impl Plan {
         })
     }
 
-    /// Parses and validates plan text; on failure every problem found, in file order.
+    /// Parses and validates plan text; on failure every problem found, in file order:
+    /// every type error (not only serde's first) and every validation problem.
     pub fn parse(text: &str) -> Result<Plan, Vec<PlanIssue>> {
-        let plan: Plan = match toml::from_str(text) {
-            Ok(plan) => plan,
-            Err(err) => return Err(vec![location::issue_from_toml_error(text, &err)]),
-        };
-        let mut issues: Vec<PlanIssue> = validate::validate(&plan)
-            .into_iter()
-            .map(|(path, message)| location::locate(text, &path, message))
-            .collect();
-        if issues.is_empty() {
-            Ok(plan)
-        } else {
-            issues.sort_by_key(|i| (i.line, i.column));
-            Err(issues)
+        let found = type_errors::deserialise(text).map_err(|syntax| vec![syntax])?;
+        let mut issues = found.issues;
+        if let Some(plan) = &found.plan {
+            issues.extend(
+                validate::validate(plan)
+                    .into_iter()
+                    .filter(|(path, _)| {
+                        // Not real when the key, or a key it is judged against, holds a
+                        // stand-in.
+                        let judged = validate::judged_against(path);
+                        !found
+                            .stand_ins
+                            .iter()
+                            .any(|s| path.starts_with(s) || judged.iter().any(|d| d.starts_with(s)))
+                    })
+                    .map(|(path, message)| location::locate(text, &path, message)),
+            );
+        }
+        match found.plan {
+            Some(plan) if issues.is_empty() => Ok(plan),
+            _ => {
+                issues.sort_by_key(|i| (i.line, i.column));
+                issues.dedup();
+                Err(issues)
+            }
         }
     }
 

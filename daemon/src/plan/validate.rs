@@ -74,6 +74,98 @@ fn root() -> KeyPath {
     KeyPath::root()
 }
 
+/// The most clients a point may have: PostgreSQL's max_connections stops at 262143
+/// (MAX_BACKENDS) including its background processes, and pgbench holds about two open
+/// files per client.
+pub const MAX_CLIENTS: u32 = 100_000;
+/// pgbench reads -c, -j, -t, -T, -s and --progress as C ints.
+const PGBENCH_INT_MAX: u64 = i32::MAX as u64;
+/// PostgreSQL's upper bound for max_connections (MAX_BACKENDS).
+const MAX_CONNECTIONS: i64 = 262_143;
+
+/// `path` with `.`, `..` and empty segments resolved, as the kernel would read it.
+fn normalise(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// An absolute path written plainly: no `.`, `..` or empty segments, which make a path
+/// mean another place than it seems to (`/var/lib/../../etc` is `/etc`).
+pub fn check_abs_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("\"{path}\" is not an absolute path"));
+    }
+    if path.contains(['\0', '\n', '\r']) {
+        return Err("a path cannot contain a line break or NUL".into());
+    }
+    let normal = normalise(path);
+    if normal != path {
+        return Err(format!(
+            "\"{path}\" means \"{normal}\": write the path plainly, without \".\", \"..\" or empty segments"
+        ));
+    }
+    Ok(())
+}
+
+/// A store URL: `s3://bucket/prefix` or `file:///dir`, its prefix or directory written
+/// plainly (one trailing `/` allowed). Also checked when a store comes from the command line.
+pub fn check_store_url(url: &str) -> Result<(), String> {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let ok = (3..=63).contains(&bucket.len())
+            && bucket
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !ok {
+            return Err(format!(
+                "\"{bucket}\" is not a valid S3 bucket name (3-63 of a-z, 0-9, '-', '.')"
+            ));
+        }
+        let prefix = prefix.strip_suffix('/').unwrap_or(prefix);
+        if !prefix.is_empty()
+            && prefix
+                .split('/')
+                .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        {
+            return Err(format!(
+                "store prefix \"{prefix}\" has an empty, \".\" or \"..\" segment: write it plainly, e.g. s3://{bucket}/results/2026"
+            ));
+        }
+        Ok(())
+    } else if let Some(rest) = url.strip_prefix("file://") {
+        if !rest.starts_with('/') {
+            return Err(format!(
+                "file store \"{url}\" needs an absolute path: file:///dir"
+            ));
+        }
+        let dir = match rest.strip_suffix('/') {
+            Some(d) if !d.is_empty() => d,
+            _ => rest,
+        };
+        check_abs_path(dir).map_err(|e| format!("file store: {e}"))
+    } else {
+        Err(format!(
+            "\"{url}\" is not a store URL: use s3://bucket/prefix or file:///dir"
+        ))
+    }
+}
+
+/// Directories the data volume must never be mounted on or under (the OS lives there).
+const SYSTEM_DIRS: &[&str] = &[
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
+];
+/// Directories the data volume must not replace (it may go below them).
+const SYSTEM_PARENTS: &[&str] = &["/home", "/opt", "/root", "/srv", "/tmp", "/var", "/var/lib"];
+
 fn is_simple_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
@@ -249,6 +341,21 @@ fn repository(plan: &Plan, p: &mut Problems) {
     }
 }
 
+/// The other keys a problem at `path` is judged against (the repository keys against the
+/// platform and architecture): a type error there makes the problem unreal.
+pub fn judged_against(path: &KeyPath) -> Vec<KeyPath> {
+    let pg = root().key("postgres");
+    let repo = ["repository", "repository_baseurl", "repository_gpgkey"]
+        .iter()
+        .any(|k| path.starts_with(&pg.key(k)));
+    if repo {
+        let a = root().key("appliance");
+        vec![a.key("platform"), a.key("arch")]
+    } else {
+        Vec::new()
+    }
+}
+
 /// A PGDG URL naming another release or architecture than the appliance's is an error.
 fn release_arch(key: &KeyPath, url: &str, arch: &str, p: &mut Problems) {
     if let Some((release, url_arch)) = pgdg_release_arch(url) {
@@ -294,7 +401,9 @@ fn storage(plan: &Plan, p: &mut Problems) {
         }
         let mut seen = BTreeSet::new();
         for (i, d) in devs.iter().enumerate() {
-            if !d.starts_with("/dev/") {
+            if let Err(e) = check_abs_path(d) {
+                p.push((at.key("devices").index(i), e));
+            } else if !d.starts_with("/dev/") || d.len() <= "/dev/".len() {
                 p.push((
                     at.key("devices").index(i),
                     format!("\"{d}\" is not a device path under /dev/"),
@@ -332,15 +441,26 @@ fn storage(plan: &Plan, p: &mut Problems) {
             ),
         )),
     }
-    if !s.mount_point.starts_with('/') {
-        p.push((
-            at.key("mount_point"),
-            format!("mount point \"{}\" is not an absolute path", s.mount_point),
-        ));
-    } else if s.mount_point.trim_end_matches('/').is_empty() {
+    let mount = s.mount_point.as_str();
+    if let Err(e) = check_abs_path(mount) {
+        p.push((at.key("mount_point"), format!("mount point: {e}")));
+    } else if mount == "/" {
         p.push((
             at.key("mount_point"),
             "the data volume cannot be mounted on /".into(),
+        ));
+    } else if let Some(sys) = SYSTEM_DIRS
+        .iter()
+        .find(|d| mount == **d || mount.starts_with(&format!("{d}/")))
+    {
+        p.push((
+            at.key("mount_point"),
+            format!("\"{mount}\" is in {sys}, which belongs to the operating system: use e.g. \"/var/lib/pgappliance/pgdata\""),
+        ));
+    } else if SYSTEM_PARENTS.contains(&mount) {
+        p.push((
+            at.key("mount_point"),
+            format!("mounting the data volume on {mount} would hide what the system keeps there: use a directory below it"),
         ));
     }
 }
@@ -374,6 +494,10 @@ fn tuning(plan: &Plan, p: &mut Problems) {
         // the hard floor is the client count itself (scenario A ran 1000 clients at 1000).
         let needed = u64::from(plan.max_clients());
         match mc {
+            SettingValue::Int(n) if *n > MAX_CONNECTIONS => p.push((
+                at.key("settings").key("max_connections"),
+                format!("max_connections = {n} is above PostgreSQL's limit of {MAX_CONNECTIONS}"),
+            )),
             SettingValue::Int(n) if *n >= 0 && (*n as u64) >= needed => {}
             SettingValue::Int(n) => p.push((
                 at.key("settings").key("max_connections"),
@@ -416,6 +540,14 @@ fn dataset(plan: &Plan, p: &mut Problems) {
     let at = root().key("dataset");
     if d.scale == 0 {
         p.push((at.key("scale"), "scale must be at least 1".into()));
+    } else if u64::from(d.scale) > PGBENCH_INT_MAX {
+        p.push((
+            at.key("scale"),
+            format!(
+                "scale must be at most {PGBENCH_INT_MAX} (pgbench's limit), found {}",
+                d.scale
+            ),
+        ));
     }
     if let Some(n) = d.parallel_degree {
         if !(1..=1024).contains(&n) {
@@ -503,6 +635,13 @@ fn workloads(plan: &Plan, p: &mut Problems) {
                     at.key("clients").index(j),
                     "client count must be at least 1".into(),
                 ));
+            } else if *c > MAX_CLIENTS {
+                p.push((
+                    at.key("clients").index(j),
+                    format!(
+                        "{c} clients is more than the {MAX_CLIENTS} a PostgreSQL server can take"
+                    ),
+                ));
             } else if j > 0 && *c <= w.clients[j - 1] {
                 p.push((
                     at.key("clients").index(j),
@@ -539,14 +678,30 @@ fn workloads(plan: &Plan, p: &mut Problems) {
                 at.key("transactions"),
                 "transactions must be at least 1".into(),
             )),
+            (Some(t), None) if *t > PGBENCH_INT_MAX => p.push((
+                at.key("transactions"),
+                format!("transactions must be at most {PGBENCH_INT_MAX} (pgbench's -t limit), found {t}"),
+            )),
             _ => {}
         }
         if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
             if d.as_secs() == 0 {
                 p.push((at.key("duration"), "duration must be at least 1s".into()));
+            } else if d.as_secs() > PGBENCH_INT_MAX {
+                p.push((
+                    at.key("duration"),
+                    format!("duration must be at most {PGBENCH_INT_MAX}s (pgbench's -T limit)"),
+                ));
             }
         }
-        parse_duration_field(&w.warmup, at.key("warmup"), "warm-up duration", p);
+        if let Some(d) = parse_duration_field(&w.warmup, at.key("warmup"), "warm-up duration", p) {
+            if d.as_secs() > PGBENCH_INT_MAX {
+                p.push((
+                    at.key("warmup"),
+                    format!("warm-up must be at most {PGBENCH_INT_MAX}s (pgbench's -T limit)"),
+                ));
+            }
+        }
         if !(1..=100).contains(&w.repeats) {
             p.push((
                 at.key("repeats"),
@@ -582,6 +737,11 @@ fn workloads(plan: &Plan, p: &mut Problems) {
                 at.key("progress_interval_s"),
                 "progress interval must be at least 1 second".into(),
             ));
+        } else if u64::from(w.progress_interval_s) > PGBENCH_INT_MAX {
+            p.push((
+                at.key("progress_interval_s"),
+                format!("progress interval must be at most {PGBENCH_INT_MAX} seconds"),
+            ));
         }
     }
 }
@@ -589,36 +749,8 @@ fn workloads(plan: &Plan, p: &mut Problems) {
 fn upload(plan: &Plan, p: &mut Problems) {
     let u = &plan.upload;
     let at = root().key("upload");
-    if let Some(rest) = u.store.strip_prefix("s3://") {
-        let bucket = rest.split('/').next().unwrap_or("");
-        let ok = (3..=63).contains(&bucket.len())
-            && bucket
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
-        if !ok {
-            p.push((
-                at.key("store"),
-                format!("\"{bucket}\" is not a valid S3 bucket name (3-63 of a-z, 0-9, '-', '.')"),
-            ));
-        }
-    } else if let Some(rest) = u.store.strip_prefix("file://") {
-        if !rest.starts_with('/') {
-            p.push((
-                at.key("store"),
-                format!(
-                    "file store \"{}\" needs an absolute path: file:///dir",
-                    u.store
-                ),
-            ));
-        }
-    } else {
-        p.push((
-            at.key("store"),
-            format!(
-                "\"{}\" is not a store URL: use s3://bucket/prefix or file:///dir",
-                u.store
-            ),
-        ));
+    if let Err(e) = check_store_url(&u.store) {
+        p.push((at.key("store"), e));
     }
     if let Some(e) = &u.endpoint {
         if !(e.starts_with("https://") || e.starts_with("http://")) {
@@ -633,9 +765,12 @@ fn upload(plan: &Plan, p: &mut Problems) {
             at.key("credentials"),
             "credentials = \"file\" needs credentials_file".into(),
         )),
-        (super::Credentials::File, Some(f)) if !f.starts_with('/') => p.push((
+        (super::Credentials::File, Some(f)) if check_abs_path(f).is_err() => p.push((
             at.key("credentials_file"),
-            format!("credentials file \"{f}\" must be an absolute path"),
+            format!(
+                "credentials file: {}",
+                check_abs_path(f).err().unwrap_or_default()
+            ),
         )),
         (super::Credentials::Environment | super::Credentials::InstanceRole, Some(_)) => p.push((
             at.key("credentials_file"),
@@ -647,7 +782,60 @@ fn upload(plan: &Plan, p: &mut Problems) {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{check_abs_path, check_store_url, parse_size};
+
+    #[test]
+    fn paths_and_store_urls_are_written_plainly() {
+        assert!(check_abs_path("/var/lib/pgappliance/pgdata").is_ok());
+        for bad in [
+            "/var/..",
+            "/.",
+            "/var/lib/../../etc",
+            "//x",
+            "/x/",
+            "x",
+            "/a/./b",
+        ] {
+            assert!(check_abs_path(bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "s3://bucket",
+            "s3://bucket/",
+            "s3://bucket/a/b",
+            "s3://bucket/a/b/",
+            "file:///srv/store",
+            "file:///srv/store/",
+        ] {
+            assert_eq!(check_store_url(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "s3://bucket//a",
+            "s3://bucket/a/../b",
+            "s3://bucket/./a",
+            "s3://bucket/a//",
+            "file:///srv/../etc",
+            "file:///srv//x",
+            "file://rel",
+        ] {
+            assert!(check_store_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_store_url_from_the_command_line_is_checked_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("file://{}/a/../b", dir.path().display());
+        let cfg = crate::upload::StoreConfig {
+            url,
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+        };
+        let err = crate::upload::Store::open(&cfg).err().expect("refused");
+        assert!(err.to_string().contains("means"), "{err}");
+        assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
+    }
 
     #[test]
     fn sizes() {

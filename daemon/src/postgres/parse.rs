@@ -13,16 +13,23 @@ pub fn parse_tool_version(text: &str) -> Option<(u32, String)> {
         .split(|c: char| !c.is_ascii_digit())
         .next()?
         .parse()
-        .ok()?;
+        .ok()
+        .filter(|m| *m > 0)?;
     Some((major, version.to_string()))
 }
 
-/// `Data page checksum version: 1` from pg_controldata → whether checksums are on.
+/// `Data page checksum version: 1` from pg_controldata → whether checksums are on. The
+/// only versions PostgreSQL writes are 0 (off) and 1 (PG_DATA_CHECKSUM_VERSION).
 pub fn parse_controldata_checksums(text: &str) -> Option<bool> {
-    text.lines()
+    match text
+        .lines()
         .find_map(|l| l.strip_prefix("Data page checksum version:"))
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .map(|v| v != 0)
+        .map(str::trim)?
+    {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -40,6 +47,7 @@ mod tests {
             Some((17, "17beta2".to_string()))
         );
         assert_eq!(parse_tool_version("bash: pgbench: not found"), None);
+        assert_eq!(parse_tool_version("pgbench (PostgreSQL) 0.9\n"), None);
     }
 
     #[test]
@@ -49,5 +57,9 @@ mod tests {
         let off = "Data page checksum version:           0\n";
         assert_eq!(parse_controldata_checksums(off), Some(false));
         assert_eq!(parse_controldata_checksums("garbage"), None);
+        for impossible in ["2", "-1", "4294967296"] {
+            let text = format!("Data page checksum version: {impossible}\n");
+            assert_eq!(parse_controldata_checksums(&text), None, "{impossible}");
+        }
     }
 }

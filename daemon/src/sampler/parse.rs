@@ -24,7 +24,8 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
     let get = |i: usize| v.get(i).copied().unwrap_or(0);
     let idle = get(3);
     let iowait = get(4);
-    let total: u64 = v.iter().sum();
+    // Jiffies counters: a sum that overflows is not a /proc/stat line.
+    let total = v.iter().try_fold(0u64, |sum, x| sum.checked_add(*x))?;
     Some(CpuTimes {
         busy: total - idle - iowait,
         iowait,
@@ -49,8 +50,12 @@ pub fn parse_diskstats(text: &str, is_disk: impl Fn(&str) -> bool) -> DiskTotals
         }
         let sectors_read: u64 = f[5].parse().unwrap_or(0);
         let sectors_written: u64 = f[9].parse().unwrap_or(0);
-        t.read_bytes += sectors_read * 512;
-        t.write_bytes += sectors_written * 512;
+        t.read_bytes = t
+            .read_bytes
+            .saturating_add(sectors_read.saturating_mul(512));
+        t.write_bytes = t
+            .write_bytes
+            .saturating_add(sectors_written.saturating_mul(512));
     }
     t
 }
@@ -69,7 +74,7 @@ pub fn parse_meminfo(text: &str) -> Option<Memory> {
             .find_map(|l| l.strip_prefix(name))
             .and_then(|r| r.split_whitespace().next())
             .and_then(|n| n.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
+            .and_then(|kb| kb.checked_mul(1024))
     };
     Some(Memory {
         total: field("MemTotal:")?,
@@ -89,6 +94,11 @@ mod tests {
         assert_eq!(t.iowait, 40);
         assert_eq!(t.busy, 160);
         assert!(parse_proc_stat("intr 1 2 3").is_none());
+        let overflow = format!("cpu  {} {} 0 0\n", u64::MAX, u64::MAX);
+        assert!(
+            parse_proc_stat(&overflow).is_none(),
+            "a sum past u64 is refused"
+        );
     }
 
     #[test]
@@ -97,6 +107,17 @@ mod tests {
         let t = parse_diskstats(text, |n| n == "nvme0n1");
         assert_eq!(t.read_bytes, 200 * 512);
         assert_eq!(t.write_bytes, 400 * 512);
+        let huge = format!(
+            " 259 0 nvme0n1 1 0 {} 0 1 0 {} 0 0 0 0\n",
+            u64::MAX,
+            u64::MAX
+        );
+        let t = parse_diskstats(&huge, |_| true);
+        assert_eq!(
+            (t.read_bytes, t.write_bytes),
+            (u64::MAX, u64::MAX),
+            "saturates"
+        );
     }
 
     #[test]
@@ -107,5 +128,10 @@ mod tests {
         assert_eq!(m.total, 1_024_000);
         assert_eq!(m.available, 614_400);
         assert_eq!(m.dirty, 2048);
+        let huge = format!("MemTotal: {} kB\nMemAvailable: 1 kB\n", u64::MAX / 2);
+        assert!(
+            parse_meminfo(&huge).is_none(),
+            "a size past u64 bytes is refused"
+        );
     }
 }

@@ -242,6 +242,13 @@ pub async fn measure_point(
             }
         }
     };
+    let tps_series = match parse_progress(&err_text) {
+        Ok(series) => series,
+        Err(e) => {
+            error.get_or_insert_with(|| e.to_string());
+            Vec::new()
+        }
+    };
     let status = if error.is_some() {
         PointStatus::Failed
     } else {
@@ -268,7 +275,7 @@ pub async fn measure_point(
         raw_dir: run.rel(raw),
         summary,
         latency,
-        tps_series: parse_progress(&err_text),
+        tps_series,
         stats: Some(stats),
         os,
     };

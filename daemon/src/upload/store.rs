@@ -59,6 +59,7 @@ impl Store {
     }
 
     pub fn open(cfg: &StoreConfig) -> Result<Store> {
+        crate::plan::check_store_url(&cfg.url).map_err(anyhow::Error::msg)?;
         if let Some(rest) = cfg.url.strip_prefix("file://") {
             if !rest.starts_with('/') {
                 bail!(

@@ -1,11 +1,14 @@
 //! `pgappliance build PLAN --out DIR`: everything needed to boot a server into the
-//! benchmark, checked on the way: the payload (daemon for the plan's architecture, units,
-//! plan, tuned profile), its sha256, the Rocky 8 kickstart and, given `--payload-url`, the
-//! cloud-init user-data. Written to a temporary directory and moved into place at the end,
-//! so DIR never holds half a build.
+//! benchmark, checked on the way: the payload (daemon for the plan's architecture, the
+//! units compiled into this binary, plan, tuned profile), its sha256, the Rocky 8 kickstart
+//! and, given `--payload-url`, the cloud-init user-data. The payload is checked for
+//! completeness against what the kickstart and user-data enable before anything is written.
+//! Written to a temporary directory and moved into place at the end, so DIR never holds
+//! half a build; DIR is only replaced when it is empty or an earlier build ([`outdir`]).
 
 pub mod elf;
 pub mod iso;
+pub mod outdir;
 pub mod payload;
 pub mod render;
 
@@ -22,30 +25,24 @@ use payload::Member;
 pub struct BuildArgs {
     /// The plan file.
     pub plan: PathBuf,
-    /// Output directory (replaced as a whole when the build succeeds).
+    /// Output directory: new, empty, or an earlier build (replaced as a whole when the build
+    /// succeeds); anything else is refused.
     #[arg(long)]
     pub out: PathBuf,
-    /// pgapplianced built for the plan's architecture (its ELF machine is checked).
+    /// pgapplianced built for the plan's architecture (its ELF machine and type are checked).
     #[arg(long)]
     pub daemon_binary: Option<PathBuf>,
-    /// Where instances fetch the payload (e.g. a presigned URL); enables user-data.yaml.
+    /// An http(s) URL where instances fetch the payload (e.g. a presigned URL); enables
+    /// user-data.yaml.
     #[arg(long)]
     pub payload_url: Option<String>,
-    /// systemd units to ship.
-    #[arg(long, default_value = "units")]
-    pub units: PathBuf,
     /// The Rocky 8 boot ISO to remaster into appliance.iso (BMC virtual media).
     #[arg(long)]
     pub iso: Option<PathBuf>,
 }
 
 /// The payload's members for a plan.
-pub fn members(
-    plan_text: &str,
-    plan: &Plan,
-    daemon: &[u8],
-    units: &Path,
-) -> Result<BTreeMap<String, Member>> {
+pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, Member> {
     let mut m = BTreeMap::new();
     m.insert(
         "usr/bin/pgapplianced".to_string(),
@@ -73,28 +70,22 @@ pub fn members(
             },
         );
     }
-    if units.is_dir() {
-        for e in std::fs::read_dir(units).with_context(|| format!("listing {}", units.display()))? {
-            let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if [".service", ".mount", ".target", ".timer"]
-                .iter()
-                .any(|s| name.ends_with(s))
-            {
-                m.insert(
-                    format!("usr/lib/systemd/system/{name}"),
-                    Member {
-                        mode: 0o644,
-                        data: std::fs::read(e.path())?,
-                    },
-                );
-            }
-        }
+    for (name, text) in payload::UNITS {
+        m.insert(
+            format!("{}/{name}", payload::UNIT_DIR),
+            Member {
+                mode: 0o644,
+                data: text.as_bytes().to_vec(),
+            },
+        );
     }
-    Ok(m)
+    m
 }
 
 pub fn run(args: BuildArgs) -> Result<i32> {
+    if let Some(url) = &args.payload_url {
+        render::check_payload_url(url)?;
+    }
     let plan = Plan::load(&args.plan)?;
     let plan_text = std::fs::read_to_string(&args.plan)
         .with_context(|| format!("reading {}", args.plan.display()))?;
@@ -104,10 +95,17 @@ pub fn run(args: BuildArgs) -> Result<i32> {
             elf::arch_name(plan.appliance.arch)
         );
     };
-    elf::check_daemon_binary(daemon_path, plan.appliance.arch)?;
-    let daemon =
-        std::fs::read(daemon_path).with_context(|| format!("reading {}", daemon_path.display()))?;
-    let members = members(&plan_text, &plan, &daemon, &args.units)?;
+    let daemon = elf::read_daemon_binary(daemon_path, plan.appliance.arch)?;
+    let mut inputs: Vec<(&str, &Path)> = vec![
+        ("the plan", args.plan.as_path()),
+        ("the daemon binary", daemon_path),
+    ];
+    if let Some(iso) = &args.iso {
+        inputs.push(("the ISO", iso.as_path()));
+    }
+    let out = outdir::check(&args.out, &inputs)?;
+
+    let members = members(&plan_text, &plan, &daemon);
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
     let ks = render::kickstart(&plan, &sha, args.payload_url.as_deref())?;
@@ -115,12 +113,16 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         Some(url) => Some(render::user_data(&plan, &sha, url)?),
         None => None,
     };
+    let mut enabled = render::enabled_units(&ks);
+    enabled.extend(
+        user_data
+            .as_deref()
+            .map(render::enabled_units)
+            .unwrap_or_default(),
+    );
+    payload::check_complete(&members, &plan, &enabled)?;
 
-    let out = &args.out;
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = out.path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     let tmp = tempfile::Builder::new()
         .prefix(".pgappliance-build-")
@@ -152,12 +154,9 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         }
         None => None,
     };
-    if out.exists() {
-        std::fs::remove_dir_all(out).with_context(|| format!("replacing {}", out.display()))?;
-    }
-    let kept = tmp.keep();
-    std::fs::rename(&kept, out)
-        .with_context(|| format!("moving the build to {}", out.display()))?;
+    outdir::write_marker(tmp.path())?;
+    let replaced = matches!(out.previous, outdir::Previous::Build(_));
+    outdir::install(tmp, &out)?;
     println!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
     println!(
         "ks.cfg           Rocky 8 {} kickstart, OS on {}",
@@ -175,6 +174,13 @@ pub fn run(args: BuildArgs) -> Result<i32> {
             println!("appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media")
         }
     }
-    println!("built into {}", out.display());
+    if replaced {
+        println!(
+            "built into {} (the earlier build there replaced)",
+            out.path.display()
+        );
+    } else {
+        println!("built into {}", out.path.display());
+    }
     Ok(0)
 }

@@ -20,15 +20,11 @@ const MARKERS: [&str; 8] = [
     "@PAYLOAD_URL@",
 ];
 
-fn shell_single_quoted_ok(s: &str) -> bool {
-    !s.contains(['\'', '\n', '\\'])
-}
-
 pub fn kickstart(plan: &Plan, payload_sha256: &str, payload_url: Option<&str>) -> Result<String> {
-    let url = payload_url.unwrap_or("");
-    if !shell_single_quoted_ok(url) {
-        bail!("the payload URL contains a quote, backslash or newline");
+    if let Some(url) = payload_url {
+        check_payload_url(url)?;
     }
+    let url = payload_url.unwrap_or("");
     let disk = plan.install.os_disk.trim_start_matches("/dev/");
     let append = if plan.tuning.kernel_args.is_empty() {
         String::new()
@@ -70,10 +66,85 @@ pub fn kickstart(plan: &Plan, payload_sha256: &str, payload_url: Option<&str>) -
     Ok(out)
 }
 
-pub fn user_data(plan: &Plan, payload_sha256: &str, payload_url: &str) -> Result<String> {
-    if !shell_single_quoted_ok(payload_url) || payload_url.is_empty() {
-        bail!("--payload-url must be a plain URL (no quotes, backslashes or newlines)");
+/// Refuses a `--payload-url` that instances could not fetch with `curl` or that would break
+/// the scripts it is pasted into: it must be `http://` or `https://` with a host, and hold
+/// no whitespace, control character, quote or backslash.
+pub fn check_payload_url(url: &str) -> Result<()> {
+    if let Some(c) = url
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '\\'))
+    {
+        bail!(
+            "--payload-url {url:?} contains {c:?}: give a plain URL (no spaces, quotes, backslashes or control characters)"
+        );
     }
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        bail!(
+            "--payload-url {url:?} is not an http:// or https:// URL: instances fetch the payload with curl over HTTP(S) (a presigned object-store URL, for example)"
+        );
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((h, p)) if !h.is_empty() => (h, p.strip_prefix(':')),
+            _ => bail!("--payload-url {url:?}: the IPv6 host is not closed with ']'"),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        bail!("--payload-url {url:?} names no host");
+    }
+    if let Some(p) = port {
+        if p.parse::<u16>().map_or(true, |p| p == 0) {
+            bail!("--payload-url {url:?}: port \"{p}\" is not a TCP port number");
+        }
+    }
+    Ok(())
+}
+
+/// The units a script enables (`systemctl enable [--now] [--no-block] NAME…`), a name
+/// without a unit suffix being a `.service`.
+pub fn enabled_units(script: &str) -> Vec<String> {
+    let mut units = Vec::new();
+    for line in script.lines() {
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ';')
+            .map(|w| w.trim_matches(['\'', '"']))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let Some(at) = words.windows(2).position(|w| w == ["systemctl", "enable"]) else {
+            continue;
+        };
+        for w in &words[at + 2..] {
+            if matches!(*w, "&&" | "||" | "|") {
+                break;
+            }
+            if w.starts_with('-') {
+                continue;
+            }
+            let has_suffix = [
+                ".service", ".socket", ".timer", ".target", ".mount", ".path",
+            ]
+            .iter()
+            .any(|s| w.ends_with(s));
+            units.push(if has_suffix {
+                w.to_string()
+            } else {
+                format!("{w}.service")
+            });
+        }
+    }
+    units
+}
+
+pub fn user_data(plan: &Plan, payload_sha256: &str, payload_url: &str) -> Result<String> {
+    check_payload_url(payload_url)?;
     let text = format!(
         r#"#cloud-config
 # pgappliance {name}: fetch the payload, verify it, unpack it, start the daemon without
@@ -106,4 +177,66 @@ runcmd:
         );
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_urls() {
+        for ok in [
+            "https://objects.lab.example/b/payload.tar.gz?X-Amz-Signature=abc",
+            "http://10.0.0.5:8333/b/p.tar.gz",
+            "HTTPS://h",
+            "http://[fd00::5]:80/p",
+            "https://user:pw@h.example/p",
+        ] {
+            check_payload_url(ok).unwrap_or_else(|e| panic!("{ok}: {e:#}"));
+        }
+        for (bad, says) in [
+            ("ftp://h/p", "not an http:// or https:// URL"),
+            (
+                "file:///tmp/payload.tar.gz",
+                "not an http:// or https:// URL",
+            ),
+            ("s3://bucket/p", "not an http:// or https:// URL"),
+            ("h.example/p", "not an http:// or https:// URL"),
+            ("", "not an http:// or https:// URL"),
+            ("https://", "names no host"),
+            ("https:///p", "names no host"),
+            ("http://:80/p", "names no host"),
+            ("http://u@/p", "names no host"),
+            ("http://h:x/p", "not a TCP port"),
+            ("http://h:0/p", "not a TCP port"),
+            ("http://h:/p", "not a TCP port"),
+            ("http://[fd00::5/p", "IPv6"),
+            ("https://x/'; rm -rf /", "contains '\\''"),
+            ("https://x/p q", "contains ' '"),
+            ("https://x/p\nq", "contains '\\n'"),
+        ] {
+            let e = check_payload_url(bad).expect_err(bad).to_string();
+            assert!(
+                e.contains(says) && e.contains("--payload-url"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn units_a_script_enables() {
+        assert_eq!(
+            enabled_units("set -eu\nsystemctl enable pgapplianced.service\n"),
+            ["pgapplianced.service"]
+        );
+        assert_eq!(
+            enabled_units("      systemctl enable --now --no-block pgapplianced.service\n"),
+            ["pgapplianced.service"]
+        );
+        assert_eq!(
+            enabled_units("systemctl daemon-reload; systemctl enable a b.timer && echo x\n"),
+            ["a.service", "b.timer"]
+        );
+        assert!(enabled_units("systemctl daemon-reload\n# enable it later\n").is_empty());
+    }
 }
