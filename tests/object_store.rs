@@ -303,3 +303,142 @@ fn a_proxy_returning_503s_and_cutting_connections_cannot_stop_the_upload() {
     );
     assert_arrived(&weed.store("faulty"), &w);
 }
+
+/// Puts `bytes` at `rel` of the run in the store (what a corruption or a stray writer does).
+fn put_object(store: &pgappliance::upload::Store, key: &str, rel: &str, bytes: Vec<u8>) {
+    use object_store::ObjectStoreExt;
+    harness::runtime().block_on(async {
+        store
+            .objects
+            .put(&store.path(&[key, rel]), bytes.into())
+            .await
+            .expect("put");
+    });
+}
+
+fn delete_object(store: &pgappliance::upload::Store, key: &str, rel: &str) {
+    use object_store::ObjectStoreExt;
+    harness::runtime().block_on(async {
+        store
+            .objects
+            .delete(&store.path(&[key, rel]))
+            .await
+            .expect("delete");
+    });
+}
+
+fn modified(store: &pgappliance::upload::Store, key: &str, rel: &str) -> (String, u64) {
+    use object_store::ObjectStoreExt;
+    harness::runtime().block_on(async {
+        let m = store
+            .objects
+            .head(&store.path(&[key, rel]))
+            .await
+            .expect("head");
+        (m.last_modified.to_rfc3339(), m.size)
+    })
+}
+
+/// `upload` on a run the store no longer holds as uploaded: it verifies in the store (not in
+/// its journal), repairs, says what it repaired, and leaves the run complete and verified.
+fn upload_repairs(
+    w: &Workdir,
+    store_url: &str,
+    env: &[(&str, String)],
+    store: &pgappliance::upload::Store,
+) {
+    let key = key_of(w);
+    let upload = |what: &str| {
+        let out = with_env(upload_cmd(w, store_url, 8), env)
+            .output()
+            .expect("upload");
+        assert!(out.status.success(), "{what}: {}", describe(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_arrived(store, w);
+        stdout
+    };
+    // Stored and intact: verified, nothing repaired, nothing rewritten.
+    let untouched = modified(store, &key, "summary.csv");
+    let said = upload("intact");
+    assert!(
+        said.contains("verified") && !said.contains("repaired"),
+        "{said}"
+    );
+
+    // results.json corrupted in the store, same size and another size.
+    let results = std::fs::read(w.run_dir().join("results.json")).expect("results.json");
+    let mut flipped = results.clone();
+    flipped[10] ^= 0x20;
+    for (case, bytes) in [
+        ("same size", flipped),
+        ("truncated", results[..100].to_vec()),
+    ] {
+        put_object(store, &key, "results.json", bytes);
+        let said = upload(case);
+        assert!(
+            said.contains("repaired") && said.contains("results.json"),
+            "{case}: {said}"
+        );
+        assert!(
+            !said.contains("summary.csv ("),
+            "{case}: only what was wrong: {said}"
+        );
+    }
+    // One object deleted.
+    delete_object(store, &key, "report.html");
+    let said = upload("one object deleted");
+    assert!(said.contains("repaired 1: report.html (missing)"), "{said}");
+    // The manifest corrupted: repaired, the objects left as they are.
+    put_object(
+        store,
+        &key,
+        "manifest.json",
+        b"{\"not\": \"a manifest\"}".to_vec(),
+    );
+    let said = upload("manifest corrupted");
+    assert!(said.contains("manifest.json (not a manifest"), "{said}");
+    assert_eq!(
+        modified(store, &key, "summary.csv"),
+        untouched,
+        "a correct object was rewritten"
+    );
+    // The whole run deleted from the store.
+    for rel in stored_hashes(store, &key).keys() {
+        delete_object(store, &key, rel);
+    }
+    assert!(stored_hashes(store, &key).is_empty());
+    let said = upload("run deleted");
+    assert!(
+        said.contains("repaired") && said.contains("manifest.json (missing)"),
+        "{said}"
+    );
+}
+
+#[test]
+fn upload_verifies_the_run_in_s3_and_repairs_what_is_missing_or_different() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let weed = SeaweedFs::start();
+    let w = finished_quick_run("s3repair");
+    let store_url = format!("s3://{BUCKET}/repair");
+    let first = with_env(upload_cmd(&w, &store_url, 8), &weed.env())
+        .output()
+        .expect("upload");
+    assert!(first.status.success(), "{}", describe(&first));
+    upload_repairs(&w, &store_url, &weed.env(), &weed.store("repair"));
+}
+
+#[test]
+fn upload_verifies_the_run_in_a_file_store_and_repairs_what_is_missing_or_different() {
+    let w = finished_quick_run("filerepair");
+    let store_url = w.file_store();
+    let store = pgappliance::upload::Store::open(&pgappliance::upload::StoreConfig {
+        url: store_url.clone(),
+        endpoint: None,
+        region: "us-east-1".into(),
+        credentials: pgappliance::plan::Credentials::Environment,
+        credentials_file: None,
+        credentials_profile: pgappliance::upload::store::DEFAULT_PROFILE.into(),
+    })
+    .expect("open file store");
+    upload_repairs(&w, &store_url, &[], &store);
+}

@@ -244,10 +244,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                 upload.options(),
             )
             .await?;
-            println!(
-                "run {run_id}: {} objects and manifest.json in the store",
-                m.objects.len()
-            );
+            println!("run {run_id}: {}", m.describe());
             Ok(0)
         }
     }

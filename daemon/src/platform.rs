@@ -226,7 +226,7 @@ impl Profile {
         let mut opts = vec![
             "--encoding=UTF8".to_string(),
             "--locale=C".to_string(),
-            "--auth-local=trust".to_string(),
+            "--auth-local=peer".to_string(),
             "--auth-host=scram-sha-256".to_string(),
         ];
         if checksums {

@@ -17,6 +17,20 @@ use tokio::io::AsyncReadExt;
 /// Lines of stderr kept in errors.
 const STDERR_TAIL_LINES: usize = 12;
 
+/// Variables a command inherits from the daemon's own environment; every `LC_*` locale
+/// category too. Nothing else passes: the daemon may hold object-store credentials
+/// (`AWS_*`), a BMC password or `PG*` connection settings, and the server or pgbench must
+/// never see them. What a command needs beyond this, its spec says ([`CommandSpec::env`]).
+pub const INHERITED_VARIABLES: &[&str] = &["PATH", "LANG", "LANGUAGE", "TZ"];
+
+/// `PATH` when the daemon has none.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Whether a variable of the daemon's environment passes to commands.
+pub fn is_inherited(name: &str) -> bool {
+    INHERITED_VARIABLES.contains(&name) || name.starts_with("LC_")
+}
+
 /// What to run and how.
 #[derive(Debug, Clone, Default)]
 pub struct CommandSpec {
@@ -78,6 +92,41 @@ impl CommandSpec {
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self
+    }
+
+    /// The complete environment of the command (pure): the allowed variables of the
+    /// daemon's environment `parent` ([`INHERITED_VARIABLES`], `LC_*`), `HOME`, `USER` and
+    /// `LOGNAME` of the user it runs as, then the spec's own variables.
+    pub fn environment<I>(
+        &self,
+        parent: I,
+        user: Option<&crate::sys::Identity>,
+    ) -> BTreeMap<String, String>
+    where
+        I: IntoIterator<Item = (String, String)>,
+    {
+        let mut env: BTreeMap<String, String> = parent
+            .into_iter()
+            .filter(|(k, _)| is_inherited(k))
+            .collect();
+        env.entry("PATH".into())
+            .or_insert_with(|| DEFAULT_PATH.into());
+        if let Some(id) = user {
+            env.insert("HOME".into(), id.home.display().to_string());
+            env.insert("USER".into(), id.name.clone());
+            env.insert("LOGNAME".into(), id.name.clone());
+        }
+        env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env
+    }
+
+    /// The user the command runs as: the spec's, else the daemon's own (None when the
+    /// daemon's uid has no passwd entry).
+    pub fn identity(&self) -> std::io::Result<Option<crate::sys::Identity>> {
+        match &self.user {
+            Some(name) => crate::sys::lookup_user(name).map(Some),
+            None => Ok(crate::sys::current_user()),
+        }
     }
 
     /// The command line as a shell would show it (for logs and errors).
@@ -253,24 +302,18 @@ async fn run_local(spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
     if let Some(dir) = &spec.cwd {
         cmd.current_dir(dir);
     }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
-    let identity = match &spec.user {
-        Some(name) => {
-            Some(
-                crate::sys::lookup_user(name).map_err(|source| CommandError::Spawn {
-                    command: display.clone(),
-                    source,
-                })?,
-            )
-        }
-        None => None,
+    let identity = spec.identity().map_err(|source| CommandError::Spawn {
+        command: display.clone(),
+        source,
+    })?;
+    cmd.env_clear()
+        .envs(spec.environment(std::env::vars(), identity.as_ref()));
+    let switch_to = if spec.user.is_some() {
+        identity.as_ref()
+    } else {
+        None
     };
-    if let Some(id) = &identity {
-        cmd.env("HOME", &id.home).env("USER", &id.name);
-    }
-    crate::sys::prepare_child(cmd.as_std_mut(), spec.limit_nofile, identity.as_ref());
+    crate::sys::prepare_child(cmd.as_std_mut(), spec.limit_nofile, switch_to);
 
     let mut child = cmd.spawn().map_err(|source| CommandError::Spawn {
         command: display.clone(),
@@ -394,6 +437,75 @@ mod tests {
             .block_on(Runner::local().run(&spec))
             .expect_err("fails");
         assert!(err.to_string().contains("timed out"), "{err}");
+    }
+
+    #[test]
+    fn environment_keeps_only_the_allow_list_the_user_and_the_spec() {
+        let parent = [
+            ("PATH", "/usr/bin:/bin"),
+            ("LANG", "C.UTF-8"),
+            ("LC_MESSAGES", "C"),
+            ("TZ", "UTC"),
+            ("HOME", "/root"),
+            ("USER", "root"),
+            ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t"),
+            ("AWS_SESSION_TOKEN", "tok"),
+            ("PGAPPLIANCE_BMC_PASSWORD", "bmc"),
+            ("PGPASSWORD", "pw"),
+            ("PGHOST", "elsewhere"),
+            ("NOTIFY_SOCKET", "/run/systemd/notify"),
+            ("http_proxy", "http://u:p@proxy:3128"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let postgres = crate::sys::Identity {
+            name: "postgres".into(),
+            uid: 26,
+            gid: 26,
+            groups: vec![26],
+            home: PathBuf::from("/var/lib/pgsql"),
+        };
+        let spec = CommandSpec::new("pgbench").env("PGHOST", "/run/postgresql");
+        let env = spec.environment(parent.clone(), Some(&postgres));
+        let want: BTreeMap<String, String> = [
+            ("PATH", "/usr/bin:/bin"),
+            ("LANG", "C.UTF-8"),
+            ("LC_MESSAGES", "C"),
+            ("TZ", "UTC"),
+            ("HOME", "/var/lib/pgsql"),
+            ("USER", "postgres"),
+            ("LOGNAME", "postgres"),
+            ("PGHOST", "/run/postgresql"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(env, want);
+        // Without a PATH of its own the daemon still gives commands one.
+        let env = CommandSpec::new("lsblk").environment(Vec::new(), None);
+        assert_eq!(env.get("PATH").map(String::as_str), Some(DEFAULT_PATH));
+        assert_eq!(env.len(), 1);
+    }
+
+    #[test]
+    fn a_child_sees_only_its_explicit_environment() {
+        // The test process's own environment stands in for the daemon's: whatever it holds
+        // beyond the allow-list must not reach the child.
+        let spec = CommandSpec::new("env").env("PGAPPLIANCE_TEST_SET", "1");
+        let out = rt().block_on(Runner::local().run(&spec)).expect("runs");
+        let mut names: Vec<&str> = out
+            .stdout
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+            .collect();
+        names.sort_unstable();
+        for n in &names {
+            assert!(
+                is_inherited(n) || ["HOME", "USER", "LOGNAME", "PGAPPLIANCE_TEST_SET"].contains(n),
+                "{n} reached the child: {names:?}"
+            );
+        }
+        assert!(names.contains(&"PATH") && names.contains(&"PGAPPLIANCE_TEST_SET"));
     }
 
     #[test]

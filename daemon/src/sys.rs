@@ -43,6 +43,12 @@ pub fn lookup_user(name: &str) -> io::Result<Identity> {
     })
 }
 
+/// The daemon's own user (by effective uid); None when it has no passwd entry.
+pub fn current_user() -> Option<Identity> {
+    let user = User::from_uid(Uid::effective()).ok().flatten()?;
+    lookup_user(&user.name).ok()
+}
+
 pub fn is_root() -> bool {
     Uid::effective().is_root()
 }

@@ -40,5 +40,8 @@ pub enum Command {
         /// A 0600 file with access_key_id/secret_access_key; default: the environment.
         #[arg(long)]
         credentials_file: Option<PathBuf>,
+        /// The profile (`[name]` section) of the credentials file to use.
+        #[arg(long, default_value = "default", requires = "credentials_file")]
+        credentials_profile: String,
     },
 }

@@ -18,7 +18,15 @@ fn main() {
             endpoint,
             region,
             credentials_file,
-        } => collect_command(store, &out, endpoint, region, credentials_file),
+            credentials_profile,
+        } => collect_command(
+            store,
+            &out,
+            endpoint,
+            region,
+            credentials_file,
+            credentials_profile,
+        ),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -35,6 +43,7 @@ fn collect_command(
     endpoint: Option<String>,
     region: String,
     credentials_file: Option<std::path::PathBuf>,
+    credentials_profile: String,
 ) -> anyhow::Result<i32> {
     use pgappliance::plan::Credentials;
     let store = pgappliance::upload::StoreConfig {
@@ -47,6 +56,7 @@ fn collect_command(
             Credentials::Environment
         },
         credentials_file: credentials_file.map(|p| p.display().to_string()),
+        credentials_profile,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -176,6 +176,7 @@ impl SeaweedFs {
             region: "us-east-1".into(),
             credentials: pgappliance::plan::Credentials::File,
             credentials_file: Some(self.credentials_file().display().to_string()),
+            credentials_profile: pgappliance::upload::store::DEFAULT_PROFILE.into(),
         })
         .expect("open store")
     }

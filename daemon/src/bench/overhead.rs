@@ -62,7 +62,10 @@ pub async fn run(o: OverheadOptions) -> Result<()> {
                     before_point(&run, p).await?;
                     let spec = point_command(&run, p, &raw)?;
                     let mut cmd = tokio::process::Command::new(&spec.program);
-                    cmd.args(&spec.args)
+                    let identity = spec.identity()?;
+                    cmd.env_clear()
+                        .envs(spec.environment(std::env::vars(), identity.as_ref()))
+                        .args(&spec.args)
                         .current_dir(&raw)
                         .stdout(std::fs::File::create(raw.join("stdout.txt"))?)
                         .stderr(std::fs::File::create(raw.join("stderr.txt"))?);

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::runner::CommandSpec;
 use crate::upload::{upload_run, RunKey, Store, StoreConfig, UploadOptions};
 
 pub struct UploadBenchOptions {
@@ -41,6 +42,16 @@ fn max_rss_of_children_mib() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The environment of the two uploaders compared: what every command gets
+/// ([`CommandSpec::environment`]) plus the `AWS_*` settings and credentials, which these
+/// two need and nothing else the appliance runs is given.
+fn uploader_environment() -> std::collections::BTreeMap<String, String> {
+    let mut env = CommandSpec::new("upload")
+        .environment(std::env::vars(), crate::sys::current_user().as_ref());
+    env.extend(std::env::vars().filter(|(k, _)| k.starts_with("AWS_") || k == "RUST_LOG"));
+    env
+}
+
 pub async fn run(o: UploadBenchOptions) -> Result<()> {
     if !o.store.starts_with("s3://") {
         bail!("bench upload needs an s3:// store to compare with aws s3 cp");
@@ -60,6 +71,8 @@ pub async fn run(o: UploadBenchOptions) -> Result<()> {
 
     let t0 = Instant::now();
     let status = std::process::Command::new(&exe)
+        .env_clear()
+        .envs(uploader_environment())
         .args(["bench", "upload-child", "--dir"])
         .arg(&run_dir)
         .arg("--store")
@@ -78,7 +91,9 @@ pub async fn run(o: UploadBenchOptions) -> Result<()> {
 
     let target = format!("{}/awscli-{tag}/{FILE}", o.store.trim_end_matches('/'));
     let mut aws = std::process::Command::new(&o.aws);
-    aws.args(["s3", "cp", "--only-show-errors"])
+    aws.env_clear()
+        .envs(uploader_environment())
+        .args(["s3", "cp", "--only-show-errors"])
         .arg(&file)
         .arg(&target);
     if let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") {
@@ -114,6 +129,7 @@ pub async fn child(dir: &Path, store: &str, part_size_mib: u32, tag: &str) -> Re
         region: std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
         credentials: crate::plan::Credentials::Environment,
         credentials_file: None,
+        credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
     })?;
     let part = (part_size_mib as usize) << 20;
     let key = RunKey {

@@ -604,6 +604,9 @@ pub struct Upload {
     /// A 0600 file with the key pair when `credentials = "file"`.
     #[serde(default)]
     pub credentials_file: Option<String>,
+    /// The profile (`[name]` section) of the credentials file to use; `default` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_profile: Option<String>,
 }
 
 impl Upload {
@@ -612,6 +615,13 @@ impl Upload {
     }
     fn default_region() -> String {
         "us-east-1".to_string()
+    }
+
+    /// The credentials file's profile the plan names (`default` when it names none).
+    pub fn profile(&self) -> &str {
+        self.credentials_profile
+            .as_deref()
+            .unwrap_or(crate::upload::store::DEFAULT_PROFILE)
     }
 }
 
@@ -623,6 +633,7 @@ impl Default for Upload {
             region: Upload::default_region(),
             credentials: Credentials::default(),
             credentials_file: None,
+            credentials_profile: None,
         }
     }
 }

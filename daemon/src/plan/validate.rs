@@ -778,6 +778,16 @@ fn upload(plan: &Plan, p: &mut Problems) {
         )),
         _ => {}
     }
+    if let Some(profile) = &u.credentials_profile {
+        if u.credentials != super::Credentials::File {
+            p.push((
+                at.key("credentials_profile"),
+                "credentials_profile only applies with credentials = \"file\"".into(),
+            ));
+        } else if let Err(why) = crate::upload::store::check_profile_name(profile) {
+            p.push((at.key("credentials_profile"), why));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -831,6 +841,7 @@ mod tests {
             region: "us-east-1".into(),
             credentials: crate::plan::Credentials::Environment,
             credentials_file: None,
+            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
         };
         let err = crate::upload::Store::open(&cfg).err().expect("refused");
         assert!(err.to_string().contains("means"), "{err}");

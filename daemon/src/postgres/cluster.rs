@@ -15,6 +15,10 @@ use crate::runner::{CommandSpec, Runner};
 /// Superuser role created by initdb and used by the appliance.
 pub const SUPERUSER: &str = "postgres";
 
+/// The pg_ident.conf map through which the daemon's and the cluster's OS users log in as
+/// [`SUPERUSER`] over the local socket (peer authentication).
+pub const IDENT_MAP: &str = "pgappliance";
+
 /// Longest Unix socket path Linux accepts (sun_path is 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -178,7 +182,7 @@ impl Cluster {
                 &self.data_dir().display().to_string(),
                 "--username",
                 SUPERUSER,
-                "--auth-local=trust",
+                "--auth-local=peer",
                 "--auth-host=scram-sha-256",
                 "--encoding=UTF8",
                 "--locale=C",
@@ -189,6 +193,39 @@ impl Cluster {
             spec = spec.arg("--data-checksums");
         }
         self.runner.run(&spec).await?;
+        self.configure_local_auth()
+    }
+
+    /// Replaces initdb's pg_hba.conf and pg_ident.conf with the appliance's: local sockets
+    /// by `peer` through [`IDENT_MAP`], which lets only the daemon's OS user and the
+    /// cluster's in (as [`SUPERUSER`]); TCP by `scram-sha-256` (no role has a password, so
+    /// nobody logs in over TCP). Run after initdb, before the first start.
+    pub fn configure_local_auth(&self) -> Result<()> {
+        let daemon_user = crate::sys::current_user().context(
+            "the daemon's user has no passwd entry, so peer authentication cannot name it",
+        )?;
+        let owner = match &self.os_user {
+            Some(u) => crate::sys::lookup_user(u)?,
+            None => daemon_user.clone(),
+        };
+        let users = [daemon_user.name.as_str(), owner.name.as_str()];
+        for (name, text) in [
+            ("pg_hba.conf", hba_conf()),
+            ("pg_ident.conf", ident_conf(&users)),
+        ] {
+            let path = self.data_dir.join(name);
+            crate::fsutil::atomic_write(&path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            nix::unistd::chown(
+                &path,
+                Some(nix::unistd::Uid::from_raw(owner.uid)),
+                Some(nix::unistd::Gid::from_raw(owner.gid)),
+            )
+            .with_context(|| format!("giving {} to {}", path.display(), owner.name))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("restricting {}", path.display()))?;
+        }
         Ok(())
     }
 
@@ -340,6 +377,34 @@ impl Cluster {
     }
 }
 
+/// The appliance's pg_hba.conf (pure): peer on the local socket through [`IDENT_MAP`],
+/// scram-sha-256 over TCP.
+pub fn hba_conf() -> String {
+    format!(
+        "# Written by pgapplianced. Local sockets: peer, mapped in pg_ident.conf ({IDENT_MAP});\n\
+         # TCP: scram-sha-256 (no role has a password).\n\
+         # TYPE  DATABASE     USER  ADDRESS       METHOD\n\
+         local   all          all                 peer map={IDENT_MAP}\n\
+         local   replication  all                 peer map={IDENT_MAP}\n\
+         host    all          all   127.0.0.1/32  scram-sha-256\n\
+         host    all          all   ::1/128       scram-sha-256\n\
+         host    replication  all   127.0.0.1/32  scram-sha-256\n\
+         host    replication  all   ::1/128       scram-sha-256\n"
+    )
+}
+
+/// The appliance's pg_ident.conf (pure): each OS user may log in as [`SUPERUSER`].
+pub fn ident_conf(os_users: &[&str]) -> String {
+    let mut users: Vec<&str> = os_users.to_vec();
+    users.sort_unstable();
+    users.dedup();
+    let mut s = String::from("# Written by pgapplianced: OS users that log in as the superuser.\n# MAPNAME     SYSTEM-USERNAME  PG-USERNAME\n");
+    for u in users {
+        s.push_str(&format!("{IDENT_MAP}  {u}  {SUPERUSER}\n"));
+    }
+    s
+}
+
 /// Picks a free TCP port on the loopback address.
 pub fn free_loopback_port() -> Result<u16> {
     let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0")?;
@@ -376,4 +441,37 @@ pub fn check_reachable_by(dir: &Path, user: &str) -> Result<()> {
         cur = p.parent();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_sockets_take_peer_through_the_map_and_nothing_is_trusted() {
+        let hba = hba_conf();
+        let rules: Vec<Vec<&str>> = hba
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert!(!hba.contains("trust"));
+        let local: Vec<&Vec<&str>> = rules.iter().filter(|r| r[0] == "local").collect();
+        assert_eq!(local.len(), 2);
+        assert!(local.iter().all(|r| r[3..] == ["peer", "map=pgappliance"]));
+        assert!(rules
+            .iter()
+            .filter(|r| r[0] == "host")
+            .all(|r| r.last() == Some(&"scram-sha-256")));
+        assert_eq!(
+            ident_conf(&["root", "postgres", "postgres"])
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>(),
+            [
+                "pgappliance  postgres  postgres",
+                "pgappliance  root  postgres"
+            ]
+        );
+    }
 }

@@ -252,9 +252,19 @@ pub async fn prepare(run: &mut Run) -> Result<()> {
     Ok(())
 }
 
+/// Fails fast, before any step, when the upload at the end could not open its store (a
+/// credentials file that is missing, readable by others, someone else's or without the
+/// plan's profile), instead of after the sweep.
+fn preflight_upload(run: &Run) -> Result<()> {
+    crate::upload::StoreConfig::from_plan(&run.plan.upload, run.options.store.as_deref())
+        .preflight()
+        .context("the upload at the end of the run could not open its store; fix this first")
+}
+
 /// Runs (or resumes) the plan in local mode.
 pub async fn run_local(options: RunOptions) -> Result<RunOutcome> {
     let mut run = open_run(options)?;
+    preflight_upload(&run)?;
     if run.journal.state.finished_at.is_some() {
         if let Ok(results) = report::load_results(&run) {
             crate::notify::status(&format!(
@@ -314,7 +324,7 @@ async fn upload_and_finish(
             .store
             .clone()
             .unwrap_or_else(|| run.plan.upload.store.clone()),
-        manifest.objects.len(),
+        manifest.manifest.objects.len(),
     ));
     Ok(outcome)
 }
@@ -327,6 +337,7 @@ pub const DONE_MARKER: &str = "done";
 pub async fn run_appliance(options: RunOptions) -> Result<RunOutcome> {
     let systemd = crate::systemd::Systemd::connect().await?;
     let mut run = open_run(options)?;
+    preflight_upload(&run)?;
     let done = run.workdir.join(DONE_MARKER);
     if done.exists() {
         if let Ok(results) = report::load_results(&run) {

@@ -206,6 +206,7 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
                     .timeout(std::time::Duration::from_secs(1800)),
             )
             .await?;
+        cluster.configure_local_auth()?;
         run.journal.set_fact(FACT_INITDB, crate::journal::now())?;
         run.journal.set_fact(
             FACT_INITDB_SECONDS,

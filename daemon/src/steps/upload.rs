@@ -9,12 +9,12 @@ use anyhow::{Context, Result};
 use super::Run;
 use crate::journal::StepName;
 use crate::plan::Plan;
-use crate::upload::{self, Manifest, RunKey, Store, StoreConfig, UploadOptions};
+use crate::upload::{self, RunKey, Store, StoreConfig, Stored, UploadOptions};
 
-pub async fn run(run: &mut Run) -> Result<Manifest> {
+pub async fn run(run: &mut Run) -> Result<Stored> {
     let t0 = Instant::now();
     run.journal.begin(StepName::Upload, None)?;
-    let manifest = upload_dir(
+    let stored = upload_dir(
         &run.plan,
         &run.journal.state.run_id,
         &run.run_dir,
@@ -32,7 +32,7 @@ pub async fn run(run: &mut Run) -> Result<Manifest> {
     )?;
     run.journal
         .finish(StepName::Upload, t0.elapsed().as_secs_f64())?;
-    Ok(manifest)
+    Ok(stored)
 }
 
 pub async fn upload_dir(
@@ -42,7 +42,7 @@ pub async fn upload_dir(
     workdir: &Path,
     store_override: Option<&str>,
     options: UploadOptions,
-) -> Result<Manifest> {
+) -> Result<Stored> {
     let cfg = StoreConfig::from_plan(&plan.upload, store_override);
     let store = Store::open(&cfg)?;
     let key = RunKey {
@@ -51,14 +51,14 @@ pub async fn upload_dir(
         run_id: run_id.to_string(),
     };
     crate::notify::status(&format!("upload: run {run_id} to {}", store.url));
-    let m = upload::upload_run(&store, &key, run_dir, workdir, options).await?;
+    let stored = upload::upload_run(&store, &key, run_dir, workdir, options).await?;
     crate::notify::status(&format!(
-        "upload: {} objects in {} under {}",
-        m.objects.len(),
-        store.url,
-        key.parts().join("/")
+        "upload: {} under {} in {}",
+        stored.describe(),
+        key.parts().join("/"),
+        store.url
     ));
-    Ok(m)
+    Ok(stored)
 }
 
 /// `pgapplianced upload`: (re)uploads the finished run of a work dir.
@@ -66,7 +66,7 @@ pub async fn upload_finished(
     workdir: &Path,
     store_override: Option<&str>,
     options: UploadOptions,
-) -> Result<(String, Manifest)> {
+) -> Result<(String, Stored)> {
     let journal = crate::journal::JournalFile::load(&super::journal_path(workdir))?;
     let run_dir = workdir.join("runs").join(&journal.run_id);
     let results: crate::results::RunResults = serde_json::from_str(

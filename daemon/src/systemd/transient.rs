@@ -1,10 +1,13 @@
 //! Every external command as a transient systemd service (`StartTransientUnit`): its argv,
 //! user, working directory, environment, `LimitNOFILE` and output files become unit
-//! properties; the daemon waits for the start job (a `Type=oneshot` job ends when the
+//! properties. The environment is the spec's complete one ([`CommandSpec::environment`]):
+//! a unit never sees the daemon's environment (systemd does not pass a caller's), only
+//! this list and the manager's own block (`systemctl show-environment`); the daemon waits for the start job (a `Type=oneshot` job ends when the
 //! command does) and reads `ExecMainCode`/`ExecMainStatus`/`Result`. The commands appear in
 //! the journal under their unit, get their own cgroup and limits, and survive a daemon
 //! restart (the next daemon stops what an earlier one left, then redoes the step).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,12 +44,14 @@ impl Prop {
     }
 }
 
-/// The unit properties for a command (pure; tested). `program` must be absolute.
+/// The unit properties for a command (pure; tested). `program` must be absolute;
+/// `environment` is the command's complete environment.
 pub fn unit_properties(
     spec: &CommandSpec,
     program: &str,
     stdout: &Path,
     stderr: &Path,
+    environment: &BTreeMap<String, String>,
 ) -> Vec<(&'static str, Prop)> {
     let mut description = spec.display();
     if description.len() > 200 {
@@ -90,10 +95,15 @@ pub fn unit_properties(
     if let Some(dir) = &spec.cwd {
         props.push(("WorkingDirectory", Prop::Str(dir.display().to_string())));
     }
-    if !spec.env.is_empty() {
+    if !environment.is_empty() {
         props.push((
             "Environment",
-            Prop::StrList(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            Prop::StrList(
+                environment
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            ),
         ));
     }
     if let Some(n) = spec.limit_nofile {
@@ -219,9 +229,14 @@ impl SystemdExecutor {
             command: display.clone(),
             source: std::io::Error::other(format!("{e:#}")),
         };
-        let path_var = spec.env.get("PATH").cloned().unwrap_or_else(|| {
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
-        });
+        let identity = spec
+            .identity()
+            .map_err(|e| spawn_err(anyhow::Error::from(e)))?;
+        let environment = spec.environment(std::env::vars(), identity.as_ref());
+        let path_var = environment
+            .get("PATH")
+            .cloned()
+            .unwrap_or_else(|| crate::runner::DEFAULT_PATH.into());
         let program = resolve_program(&spec.program, &path_var).ok_or_else(|| {
             spawn_err(anyhow::anyhow!(
                 "{} is not an executable in {path_var}",
@@ -245,7 +260,13 @@ impl SystemdExecutor {
                 .with_context(|| format!("creating {}", f.display()))
                 .map_err(spawn_err)?;
         }
-        let props = unit_properties(spec, &program.display().to_string(), &stdout, &stderr);
+        let props = unit_properties(
+            spec,
+            &program.display().to_string(),
+            &stdout,
+            &stderr,
+            &environment,
+        );
         let values: Vec<(&str, Value<'_>)> =
             props.iter().map(|(k, v)| (*k, v.to_value())).collect();
         let job_result = self
@@ -331,11 +352,26 @@ mod tests {
             .env("PGHOST", "/run/postgresql")
             .limit_nofile(4096)
             .timeout(Duration::from_secs(90));
+        let postgres = crate::sys::Identity {
+            name: "postgres".into(),
+            uid: 26,
+            gid: 26,
+            groups: vec![26],
+            home: PathBuf::from("/var/lib/pgsql"),
+        };
+        let daemon_env = [
+            ("PATH", "/usr/sbin:/usr/bin"),
+            ("LANG", "C.UTF-8"),
+            ("AWS_SECRET_ACCESS_KEY", "s3cr3t"),
+            ("INVOCATION_ID", "abc"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
         let props = unit_properties(
             &spec,
             "/usr/pgsql-14/bin/pgbench",
             Path::new("/r/out"),
             Path::new("/r/err"),
+            &spec.environment(daemon_env, Some(&postgres)),
         );
         let get = |k: &str| props.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
         assert_eq!(
@@ -355,9 +391,21 @@ mod tests {
         assert_eq!(get("LimitNOFILE"), Some(Prop::U64(4096)));
         assert_eq!(get("LimitNOFILESoft"), Some(Prop::U64(4096)));
         assert_eq!(get("TimeoutStartUSec"), Some(Prop::U64(90_000_000)));
+        // Exactly the allow-listed part of the daemon's environment, the user's and the spec's.
         assert_eq!(
             get("Environment"),
-            Some(Prop::StrList(vec!["PGHOST=/run/postgresql".into()]))
+            Some(Prop::StrList(
+                [
+                    "HOME=/var/lib/pgsql",
+                    "LANG=C.UTF-8",
+                    "LOGNAME=postgres",
+                    "PATH=/usr/sbin:/usr/bin",
+                    "PGHOST=/run/postgresql",
+                    "USER=postgres",
+                ]
+                .map(String::from)
+                .to_vec()
+            ))
         );
         assert_eq!(get("StandardOutputFile"), Some(Prop::Str("/r/out".into())));
         assert_eq!(
@@ -376,6 +424,7 @@ mod tests {
             "/bin/true",
             Path::new("/o"),
             Path::new("/e"),
+            &BTreeMap::new(),
         );
         let names: Vec<&str> = props.iter().map(|(n, _)| *n).collect();
         assert!(!names.contains(&"User"));

@@ -2,13 +2,22 @@
 //!
 //! * every file of the run dir goes to `<prefix>/<appliance>/<machine id>/<run id>/<path>`;
 //! * objects already there are never overwritten: identical ones are skipped, different
-//!   ones stop the upload with an error naming them;
+//!   ones stop the upload with an error naming them (unless a repair, below, found them);
 //! * large files go multipart, one part in memory at a time; the upload id and finished
 //!   parts are journaled (`upload-state.json` in the work dir) so a restarted daemon
 //!   resumes the same multipart upload;
 //! * every object is read back and its size and sha256 compared with the local file;
 //! * `manifest.json` (every object with size and sha256) is written last and verified, so a
-//!   reader never sees half a run; once it is there a re-upload is a no-op;
+//!   reader never sees half a run;
+//! * before an upload says a run is stored (also when the manifest is already there), the
+//!   run is verified in the store, not in the local journal: the prefix is listed and every
+//!   object read back (those not read back by this process already) and compared with the
+//!   local file, and the stored manifest compared with the local one. What is missing or
+//!   different is repaired: the manifest is the commit point, so it is deleted first (a
+//!   reader then sees no run rather than a wrong one), the objects found different are
+//!   replaced and the missing ones uploaded (nothing found correct is written again), and
+//!   the manifest is written last again. The objects being repaired are journaled, so a
+//!   repair interrupted after the manifest was deleted resumes as a repair;
 //! * transient failures (5xx, timeouts, dropped connections, store down) are retried with
 //!   backoff, forever, with a bounded interval; permanent ones (refused credentials, a
 //!   conflicting object, a missing bucket) end the upload with a clear error. Local files
@@ -85,6 +94,47 @@ pub struct UploadJournal {
     /// Multipart uploads that a restart resumed (evidence for operators and tests).
     pub resumed: BTreeMap<String, String>,
     pub manifest_done: bool,
+    /// Objects a verification found missing or different in the store, with why; present
+    /// from the moment the repair starts (before the stored manifest is deleted) until the
+    /// manifest is written again.
+    #[serde(default)]
+    pub repairing: BTreeMap<String, String>,
+}
+
+/// A run verified in the store, and what had to be repaired for it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub manifest: Manifest,
+    /// Objects (and `manifest.json`) that were missing or different, with why.
+    pub repaired: BTreeMap<String, String>,
+}
+
+impl Stored {
+    /// One line for operators: what is stored and what was repaired.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} objects and manifest.json verified in the store",
+            self.manifest.objects.len()
+        );
+        if !self.repaired.is_empty() {
+            const NAMED: usize = 8;
+            let mut what: Vec<String> = self
+                .repaired
+                .iter()
+                .take(NAMED)
+                .map(|(k, why)| format!("{k} ({why})"))
+                .collect();
+            if self.repaired.len() > NAMED {
+                what.push(format!("and {} more", self.repaired.len() - NAMED));
+            }
+            s.push_str(&format!(
+                "; repaired {}: {}",
+                self.repaired.len(),
+                what.join(", ")
+            ));
+        }
+        s
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -219,6 +269,10 @@ struct Uploader<'a> {
     journal_path: PathBuf,
     journal: UploadJournal,
     options: UploadOptions,
+    /// Objects this process read back with the local size and sha256.
+    read_back_ok: std::collections::BTreeSet<String>,
+    /// Everything repaired by this process or the interrupted one before it.
+    repaired: BTreeMap<String, String>,
 }
 
 impl Uploader<'_> {
@@ -419,15 +473,24 @@ impl Uploader<'_> {
         if !in_flight {
             if let Some((s, h)) = self.read_back(rel).await? {
                 if s == size && h == sha256 {
+                    self.read_back_ok.insert(rel.to_string());
                     self.journal.done.insert(rel.to_string(), entry.clone());
                     self.save()?;
                     return Ok(entry);
                 }
-                return Err(permanent(anyhow!(
+                if !self.journal.repairing.contains_key(rel) {
+                    return Err(permanent(anyhow!(
                     "{} already exists in the store with different content ({s} bytes, sha256 {}…); refusing to overwrite it",
                     self.object(rel),
                     &h[..12]
                 )));
+                }
+                // A verification found this object different and the repair has removed
+                // the manifest: the upload below replaces it.
+                tracing::warn!(
+                    object = rel,
+                    "replacing an object that differs from the run's file"
+                );
             }
         }
         if size >= self.options.multipart_threshold {
@@ -453,12 +516,127 @@ impl Uploader<'_> {
                 })
             }
         }
+        self.read_back_ok.insert(rel.to_string());
         self.journal.done.insert(rel.to_string(), entry.clone());
         self.save()?;
         Ok(entry)
     }
 
-    async fn manifest_in_store(&self) -> Result<Option<Manifest>, UploadError> {
+    /// Every object under the run's key with its size, as the store lists it.
+    async fn list_run(&self) -> Result<BTreeMap<String, u64>, UploadError> {
+        use futures::TryStreamExt;
+        use object_store::ObjectStore;
+        let [a, m, r] = self.key.parts();
+        let base = self.store.path(&[a, m, r]);
+        let metas: Vec<object_store::ObjectMeta> =
+            match self.store.objects.list(Some(&base)).try_collect().await {
+                Ok(v) => v,
+                Err(object_store::Error::NotFound { .. }) => Vec::new(),
+                Err(e) => return Err(classify(e, format!("listing {base}"))),
+            };
+        Ok(metas
+            .into_iter()
+            .filter_map(|m| {
+                let rel = m.location.as_ref().strip_prefix(base.as_ref())?;
+                Some((rel.trim_start_matches('/').to_string(), m.size))
+            })
+            .collect())
+    }
+
+    /// What is missing or different in the store, object by object (path → why): the
+    /// listing first, then a read-back of each object this process has not read back.
+    async fn verify_objects(
+        &mut self,
+        local: &[ManifestEntry],
+    ) -> Result<BTreeMap<String, String>, UploadError> {
+        let listed = self.list_run().await?;
+        let mut problems = BTreeMap::new();
+        for (i, e) in local.iter().enumerate() {
+            if i % 25 == 0 {
+                crate::notify::status(&format!(
+                    "upload: verifying {i}/{} objects in {}",
+                    local.len(),
+                    self.store.url
+                ));
+            }
+            match listed.get(&e.path) {
+                None => {
+                    problems.insert(e.path.clone(), "missing".to_string());
+                    continue;
+                }
+                Some(size) if *size != e.size => {
+                    problems.insert(
+                        e.path.clone(),
+                        format!("{size} bytes in the store, {} here", e.size),
+                    );
+                    continue;
+                }
+                Some(_) => {}
+            }
+            if self.read_back_ok.contains(&e.path) {
+                continue;
+            }
+            match self.read_back(&e.path).await? {
+                None => {
+                    problems.insert(e.path.clone(), "missing".to_string());
+                }
+                Some((s, h)) if s == e.size && h == e.sha256 => {
+                    self.read_back_ok.insert(e.path.clone());
+                }
+                Some(_) => {
+                    problems.insert(e.path.clone(), "different content".to_string());
+                }
+            }
+        }
+        Ok(problems)
+    }
+
+    /// The run's objects as the local files are now (path, size, sha256).
+    fn local_entries(&self) -> Result<Vec<ManifestEntry>, UploadError> {
+        let files = list_files(self.run_dir).map_err(local)?;
+        files
+            .into_iter()
+            .filter(|rel| rel != MANIFEST)
+            .map(|rel| {
+                let (size, sha256) = hash_file(&self.run_dir.join(&rel)).map_err(local)?;
+                Ok(ManifestEntry {
+                    path: rel,
+                    size,
+                    sha256,
+                })
+            })
+            .collect()
+    }
+
+    /// Records what a repair must redo (before anything in the store changes), drops it
+    /// from the objects known to be stored, and removes the stored manifest.
+    async fn start_repair(
+        &mut self,
+        problems: BTreeMap<String, String>,
+        manifest_there: bool,
+    ) -> Result<(), UploadError> {
+        for (rel, why) in &problems {
+            tracing::warn!(object = %rel, problem = %why, "repairing the stored run");
+            self.journal.done.remove(rel);
+            self.read_back_ok.remove(rel);
+        }
+        self.journal.repairing.extend(problems);
+        self.journal.manifest_done = false;
+        self.save()?;
+        if manifest_there {
+            let path = self.object(MANIFEST);
+            match self.store.objects.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(classify(e, format!("deleting {path} to repair the run"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored manifest: None when there is none, `Err(why)` when it is not one.
+    async fn manifest_in_store(
+        &self,
+    ) -> Result<Option<std::result::Result<Manifest, String>>, UploadError> {
         let path = self.object(MANIFEST);
         match self.store.objects.get(&path).await {
             Ok(g) => {
@@ -466,36 +644,131 @@ impl Uploader<'_> {
                     .bytes()
                     .await
                     .map_err(|e| classify(e, format!("reading {path}")))?;
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .with_context(|| format!("{path} is not a manifest"))
-                    .map_err(permanent)
+                Ok(Some(
+                    serde_json::from_slice(&bytes).map_err(|e| format!("not a manifest: {e}")),
+                ))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(classify(e, format!("reading {path}"))),
         }
     }
 
-    async fn run(&mut self) -> Result<Manifest, UploadError> {
-        if let Some(m) = self.manifest_in_store().await? {
-            self.journal.manifest_done = true;
-            self.save()?;
-            return Ok(m);
+    /// Why a stored manifest does not describe this run as it is here (None: it does).
+    fn manifest_mismatch(&self, stored: &Manifest, local: &[ManifestEntry]) -> Option<String> {
+        if stored.schema_version != MANIFEST_SCHEMA_VERSION
+            || stored.appliance != self.key.appliance
+            || stored.machine_id != self.key.machine_id
+            || stored.run_id != self.key.run_id
+        {
+            return Some("names another run or schema".into());
         }
-        let files = list_files(self.run_dir).map_err(local)?;
-        let total = files.len();
-        let mut objects = Vec::with_capacity(total);
-        for (i, rel) in files.iter().enumerate() {
-            if rel == MANIFEST {
-                continue;
+        let listed: BTreeMap<&str, &ManifestEntry> = stored
+            .objects
+            .iter()
+            .map(|o| (o.path.as_str(), o))
+            .collect();
+        let here: BTreeMap<&str, &ManifestEntry> =
+            local.iter().map(|o| (o.path.as_str(), o)).collect();
+        if listed.len() != stored.objects.len() {
+            return Some("lists an object twice".into());
+        }
+        (listed != here).then(|| {
+            let differ = here
+                .iter()
+                .filter(|(k, v)| listed.get(*k) != Some(*v))
+                .count()
+                + listed.keys().filter(|k| !here.contains_key(*k)).count();
+            format!("differs from the run's files in {differ} entries")
+        })
+    }
+
+    async fn run(&mut self) -> Result<Stored, UploadError> {
+        let here = self.local_entries()?;
+        match self.manifest_in_store().await? {
+            Some(found) => {
+                let manifest_problem = match &found {
+                    Ok(m) => self.manifest_mismatch(m, &here),
+                    Err(why) => Some(why.clone()),
+                };
+                let mut problems = self.verify_objects(&here).await?;
+                if problems.is_empty() && manifest_problem.is_none() {
+                    if let Ok(m) = found {
+                        self.journal.manifest_done = true;
+                        self.journal.repairing.clear();
+                        self.save()?;
+                        return Ok(Stored {
+                            manifest: m,
+                            repaired: std::mem::take(&mut self.repaired),
+                        });
+                    }
+                }
+                if let Some(why) = manifest_problem {
+                    problems.insert(MANIFEST.to_string(), why);
+                }
+                self.start_repair(problems, true).await?;
             }
+            None => {
+                // Objects the journal knows as stored but the store does not list (or lists
+                // with another size) are uploaded again.
+                let listed = self.list_run().await?;
+                let gone: Vec<String> = self
+                    .journal
+                    .done
+                    .iter()
+                    .filter(|(rel, e)| listed.get(*rel) != Some(&e.size))
+                    .map(|(rel, _)| rel.clone())
+                    .collect();
+                for rel in gone {
+                    self.journal.done.remove(&rel);
+                    if self.journal.manifest_done {
+                        self.journal.repairing.insert(rel, "missing".into());
+                    }
+                }
+                if self.journal.manifest_done {
+                    self.journal
+                        .repairing
+                        .insert(MANIFEST.to_string(), "missing".into());
+                    self.journal.manifest_done = false;
+                }
+                self.save()?;
+            }
+        }
+        self.repaired.extend(
+            self.journal
+                .repairing
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        let total = here.len();
+        let mut objects = Vec::with_capacity(total);
+        for (i, e) in here.iter().enumerate() {
             if i % 25 == 0 {
                 crate::notify::status(&format!(
                     "upload: {}/{total} objects to {}",
                     i, self.store.url
                 ));
             }
-            objects.push(self.upload_object(rel).await?);
+            let entry = self.upload_object(&e.path).await?;
+            if entry != *e {
+                return Err(permanent(anyhow!(
+                    "{} changed while it was being uploaded",
+                    self.run_dir.join(&e.path).display()
+                )));
+            }
+            objects.push(entry);
+        }
+        // Verified in the store before the manifest commits the run.
+        let problems = self.verify_objects(&objects).await?;
+        if !problems.is_empty() {
+            let what: Vec<String> = problems.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            self.start_repair(problems, false).await?;
+            return Err(UploadError {
+                permanent: false,
+                error: anyhow!(
+                    "the store does not hold what was uploaded ({}); repairing",
+                    what.join(", ")
+                ),
+            });
         }
         let manifest = Manifest {
             schema_version: MANIFEST_SCHEMA_VERSION,
@@ -524,8 +797,12 @@ impl Uploader<'_> {
             }
         }
         self.journal.manifest_done = true;
+        self.journal.repairing.clear();
         self.save()?;
-        Ok(manifest)
+        Ok(Stored {
+            manifest,
+            repaired: std::mem::take(&mut self.repaired),
+        })
     }
 }
 
@@ -564,7 +841,7 @@ pub async fn upload_run(
     run_dir: &Path,
     workdir: &Path,
     options: UploadOptions,
-) -> Result<Manifest> {
+) -> Result<Stored> {
     let journal_path = journal_path(workdir);
     let journal = match std::fs::read_to_string(&journal_path) {
         Ok(t) => serde_json::from_str::<UploadJournal>(&t)
@@ -589,6 +866,8 @@ pub async fn upload_run(
         journal_path,
         journal,
         options,
+        read_back_ok: Default::default(),
+        repaired: BTreeMap::new(),
     };
     let mut wait = Duration::from_secs(1);
     loop {

@@ -2,6 +2,7 @@
 //! `file:///dir`. Credentials come from the environment, the instance role, or a 0600 file;
 //! they are handed to the client and never logged or written anywhere.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ pub struct StoreConfig {
     pub region: String,
     pub credentials: Credentials,
     pub credentials_file: Option<String>,
+    /// The profile of `credentials_file` to use.
+    pub credentials_profile: String,
 }
 
 impl StoreConfig {
@@ -32,7 +35,21 @@ impl StoreConfig {
             region: upload.region.clone(),
             credentials: upload.credentials,
             credentials_file: upload.credentials_file.clone(),
+            credentials_profile: upload.profile().to_string(),
         }
+    }
+
+    /// Checks, before any work, what opening the store later needs from this machine: the
+    /// credentials file (mode, owner, profile) when an S3 store uses one.
+    pub fn preflight(&self) -> Result<()> {
+        if self.url.starts_with("s3://") && self.credentials == Credentials::File {
+            let file = self
+                .credentials_file
+                .as_deref()
+                .context("credentials = \"file\" needs credentials_file")?;
+            read_credentials_file(std::path::Path::new(file), &self.credentials_profile)?;
+        }
+        Ok(())
     }
 }
 
@@ -123,8 +140,13 @@ impl Store {
                 .credentials_file
                 .as_deref()
                 .context("credentials = \"file\" needs credentials_file")?;
-            let (key, secret) = read_credentials_file(std::path::Path::new(file))?;
-            b = b.with_access_key_id(key).with_secret_access_key(secret);
+            let pair = read_credentials_file(std::path::Path::new(file), &cfg.credentials_profile)?;
+            b = b
+                .with_access_key_id(pair.access_key_id)
+                .with_secret_access_key(pair.secret_access_key);
+            if let Some(token) = pair.session_token {
+                b = b.with_token(token);
+            }
         }
         let s3 = Arc::new(
             b.build()
@@ -143,12 +165,138 @@ impl Store {
     }
 }
 
-/// Reads `access_key_id` / `secret_access_key` (AWS credentials-file spellings accepted)
-/// from a file that only its owner can read.
-pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String)> {
-    use std::os::unix::fs::PermissionsExt;
+/// The credentials file's profile when the plan names none.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// Whether a profile name can be written as a `[name]` section (the error says why not).
+pub fn check_profile_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("the credentials profile name is empty".into());
+    }
+    if name.trim() != name || name.chars().any(|c| c.is_control() || c == '[' || c == ']') {
+        return Err(format!(
+            "credentials profile \"{}\" cannot be a [section] name (no brackets, control characters or surrounding spaces)",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// An access key pair read from a credentials file (the secret is never displayed).
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyPair {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for KeyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPair")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key pair of `profile` in a credentials file's text (pure). Sections are `[name]`
+/// (or `[profile name]`); lines before the first section belong to `default`. A file in
+/// which a profile or a key appears twice is ambiguous and refused, as are a missing
+/// profile or key and a line that is not `key = value`. Errors name the profile, the key
+/// and the line, never a value.
+pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
+    let mut sections: BTreeMap<String, BTreeMap<&'static str, (usize, String)>> = BTreeMap::new();
+    let mut seen_lines: BTreeMap<String, usize> = BTreeMap::new();
+    let mut current = DEFAULT_PROFILE.to_string();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(inner) = line.strip_prefix('[') {
+            let Some(name) = inner.strip_suffix(']') else {
+                return Err(format!("line {n}: a section header needs a closing ]"));
+            };
+            let name = name.trim();
+            let name = name.strip_prefix("profile ").map(str::trim).unwrap_or(name);
+            if let Some(first) = seen_lines.get(name) {
+                return Err(format!(
+                    "profile \"{name}\" appears twice (lines {first} and {n}): ambiguous"
+                ));
+            }
+            if name == DEFAULT_PROFILE && sections.contains_key(DEFAULT_PROFILE) {
+                return Err(format!(
+                    "line {n}: [default] follows keys outside any section, which already are the default profile: ambiguous"
+                ));
+            }
+            seen_lines.insert(name.to_string(), n);
+            sections.entry(name.to_string()).or_default();
+            current = name.to_string();
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!(
+                "line {n} is neither `key = value` nor a [profile] header"
+            ));
+        };
+        let key: &'static str = match k.trim().to_ascii_lowercase().as_str() {
+            "access_key_id" | "aws_access_key_id" => "access_key_id",
+            "secret_access_key" | "aws_secret_access_key" => "secret_access_key",
+            "session_token" | "aws_session_token" => "session_token",
+            // Other settings of an AWS credentials file (region, output…) are not secrets
+            // this daemon uses; they may be there.
+            _ => continue,
+        };
+        let value = v.trim().trim_matches('"').to_string();
+        let entries = sections.entry(current.clone()).or_default();
+        if let Some((first, _)) = entries.get(key) {
+            return Err(format!(
+                "profile \"{current}\" sets {key} twice (lines {first} and {n}): ambiguous"
+            ));
+        }
+        entries.insert(key, (n, value));
+    }
+    let Some(entries) = sections.get(profile) else {
+        let names: Vec<&str> = sections.keys().map(String::as_str).collect();
+        return Err(format!(
+            "has no profile \"{profile}\" (profiles there: {})",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    let get = |k: &str| {
+        entries
+            .get(k)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    match (get("access_key_id"), get("secret_access_key")) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(KeyPair {
+            access_key_id,
+            secret_access_key,
+            session_token: get("session_token"),
+        }),
+        (key, _) => {
+            Err(format!(
+            "profile \"{profile}\" needs access_key_id = … and secret_access_key = … (missing: {})",
+            if key.is_none() { "access_key_id" } else { "secret_access_key" }
+        ))
+        }
+    }
+}
+
+/// Reads the key pair of `profile` from a credentials file that only its owner, the user
+/// reading it, can read (mode 0600 or stricter).
+pub fn read_credentials_file(path: &std::path::Path, profile: &str) -> Result<KeyPair> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let md =
         std::fs::metadata(path).with_context(|| format!("credentials file {}", path.display()))?;
+    if !md.is_file() {
+        bail!("credentials file {} is not a regular file", path.display());
+    }
     let mode = md.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         bail!(
@@ -156,28 +304,18 @@ pub fn read_credentials_file(path: &std::path::Path) -> Result<(String, String)>
             path.display()
         );
     }
+    let me = nix::unistd::Uid::effective().as_raw();
+    if md.uid() != me {
+        bail!(
+            "credentials file {} belongs to uid {}, not to the user reading it (uid {me}): chown it",
+            path.display(),
+            md.uid()
+        );
+    }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading credentials file {}", path.display()))?;
-    let mut key = None;
-    let mut secret = None;
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once('=') else {
-            continue;
-        };
-        let v = v.trim().trim_matches('"').to_string();
-        match k.trim().to_ascii_lowercase().as_str() {
-            "access_key_id" | "aws_access_key_id" => key = Some(v),
-            "secret_access_key" | "aws_secret_access_key" => secret = Some(v),
-            _ => {}
-        }
-    }
-    match (key, secret) {
-        (Some(k), Some(s)) if !k.is_empty() && !s.is_empty() => Ok((k, s)),
-        _ => bail!(
-            "credentials file {} needs access_key_id = … and secret_access_key = … lines",
-            path.display()
-        ),
-    }
+    parse_credentials(&text, profile)
+        .map_err(|why| anyhow::anyhow!("credentials file {}: {why}", path.display()))
 }
 
 #[cfg(test)]
@@ -185,7 +323,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn credentials_file_must_be_private_and_complete() {
+    fn credentials_file_must_be_private_owned_and_complete() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("creds");
@@ -195,16 +333,78 @@ mod tests {
         )
         .expect("write");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let err = read_credentials_file(&p).expect_err("world-readable");
+        let err = read_credentials_file(&p, "default").expect_err("world-readable");
         assert!(err.to_string().contains("chmod 600"), "{err}");
         assert!(!err.to_string().contains("s3cr3t"));
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let pair = read_credentials_file(&p, "default").expect("reads");
         assert_eq!(
-            read_credentials_file(&p).expect("reads"),
-            ("AKIA1".to_string(), "s3cr3t".to_string())
+            (pair.access_key_id.as_str(), pair.secret_access_key.as_str()),
+            ("AKIA1", "s3cr3t")
         );
+        assert!(!format!("{pair:?}").contains("s3cr3t"));
+        if nix::unistd::Uid::effective().is_root() {
+            nix::unistd::chown(&p, Some(nix::unistd::Uid::from_raw(65534)), None).expect("chown");
+            let err = read_credentials_file(&p, "default").expect_err("not ours");
+            assert!(err.to_string().contains("chown"), "{err}");
+            nix::unistd::chown(&p, Some(nix::unistd::Uid::from_raw(0)), None).expect("chown");
+        }
         std::fs::write(&p, "access_key_id = x\n").expect("write");
-        assert!(read_credentials_file(&p).is_err());
+        assert!(read_credentials_file(&p, "default").is_err());
+    }
+
+    #[test]
+    fn the_named_profile_is_used_and_ambiguity_is_refused() {
+        let two = "[default]\naws_access_key_id = AKIADEF\naws_secret_access_key = def-secret\n\n\
+                   [profile lab]\naws_access_key_id = AKIALAB\naws_secret_access_key = lab-secret\n\
+                   aws_session_token = lab-token\nregion = eu-west-1\n";
+        let lab = parse_credentials(two, "lab").expect("lab");
+        assert_eq!(lab.access_key_id, "AKIALAB");
+        assert_eq!(lab.secret_access_key, "lab-secret");
+        assert_eq!(lab.session_token.as_deref(), Some("lab-token"));
+        // The default profile is the first one, not the last one in the file.
+        assert_eq!(
+            parse_credentials(two, "default")
+                .expect("default")
+                .access_key_id,
+            "AKIADEF"
+        );
+        // Keys outside any section are the default profile.
+        let flat = "access_key_id = AKIAFLAT\nsecret_access_key = flat\n";
+        assert_eq!(
+            parse_credentials(flat, "default")
+                .expect("flat")
+                .access_key_id,
+            "AKIAFLAT"
+        );
+        let refused = [
+            (format!("{two}[lab]\naws_access_key_id = AKIA2\n"), "lab", "appears twice"),
+            (
+                "[default]\naws_access_key_id = A\naws_access_key_id = B\naws_secret_access_key = secret-x\n".to_string(),
+                "default",
+                "sets access_key_id twice",
+            ),
+            (
+                "[default]\naccess_key_id = A\naws_access_key_id = B\nsecret_access_key = secret-x\n".to_string(),
+                "default",
+                "sets access_key_id twice",
+            ),
+            (format!("{flat}[default]\n"), "default", "ambiguous"),
+            (two.to_string(), "prod", "has no profile \"prod\" (profiles there: default, lab)"),
+            ("[lab]\naws_access_key_id = A\n".to_string(), "lab", "missing: secret_access_key"),
+            ("[lab\n".to_string(), "lab", "closing ]"),
+            ("[lab]\nsecret-x-without-equals\n".to_string(), "lab", "line 2"),
+        ];
+        for (text, profile, want) in refused {
+            let err = parse_credentials(&text, profile).expect_err(&text);
+            assert!(err.contains(want), "{err} (wanted {want})");
+            for secret in ["def-secret", "lab-secret", "lab-token", "secret-x"] {
+                assert!(!err.contains(secret), "{err}");
+            }
+        }
+        assert!(check_profile_name("lab").is_ok());
+        assert!(check_profile_name("").is_err());
+        assert!(check_profile_name("a]b").is_err());
     }
 
     #[test]
