@@ -199,6 +199,42 @@ fn quick_plan_runs_and_results_match_raw_output() {
         .find(|s| s["name"] == "shared_buffers")
         .expect("shared_buffers");
     assert_eq!(sb["setting"], "16384", "128MB in 8kB pages");
+    // The tuning in effect: every planned setting read back from pg_settings and found in
+    // effect; local mode plans no OS tuning, so only what the host shows is recorded.
+    let t = &r["tuning_in_effect"];
+    assert_eq!(t["os_tuning_planned"], false, "{t}");
+    assert!(
+        t["kernel_cmdline"].is_string() && t["cpu_governor"].is_string(),
+        "{t}"
+    );
+    let checks = t["checks"].as_array().expect("checks");
+    let applied = r["postgres"]["applied_settings"]
+        .as_object()
+        .expect("applied");
+    assert_eq!(
+        checks.len(),
+        applied.len(),
+        "one check per applied setting: {t}"
+    );
+    for c in checks {
+        assert_eq!(c["area"], "postgres", "{c}");
+        assert_eq!(c["status"], "in_effect", "{c}");
+        assert!(
+            applied.contains_key(c["name"].as_str().expect("name")),
+            "{c}"
+        );
+    }
+    let sb_check = checks
+        .iter()
+        .find(|c| c["name"] == "shared_buffers")
+        .expect("shared_buffers checked");
+    assert_eq!(sb_check["planned"], "128MB");
+    assert_eq!(sb_check["actual"], "16384 (8kB)");
+    let html = std::fs::read_to_string(run_dir.join("report.html")).expect("report");
+    assert!(
+        html.contains("<h2>Tuning in effect</h2>"),
+        "the report shows it"
+    );
     assert!(r["dataset"]["init"]["phases"]
         .as_array()
         .is_some_and(|p| !p.is_empty()));

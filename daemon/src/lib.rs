@@ -9,6 +9,7 @@ pub mod compare;
 pub mod csv;
 pub mod el8_facts;
 pub mod fsutil;
+pub mod in_effect;
 pub mod inventory;
 pub mod journal;
 pub mod loader;

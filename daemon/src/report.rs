@@ -347,6 +347,9 @@ pub fn render(r: &RunResults) -> String {
         }
         html.push_str("</p>");
     }
+    if let Some(t) = &r.tuning_in_effect {
+        html.push_str(&tuning_in_effect_table(t));
+    }
     html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     for p in &r.points {
@@ -376,5 +379,71 @@ pub fn render(r: &RunResults) -> String {
         );
     }
     html.push_str("</table></body></html>\n");
+    html
+}
+
+/// The "tuning in effect" section: what the host shows, then each planned value against
+/// what was read back.
+pub fn tuning_in_effect_table(t: &crate::in_effect::TuningInEffect) -> String {
+    use crate::in_effect::CheckStatus;
+    let mut html = String::from("<h2>Tuning in effect</h2>");
+    let _ = write!(
+        html,
+        "<p>read {} · {} · kernel command line <code>{}</code> · transparent hugepages {} · CPU governor {}",
+        escape(&t.collected_at),
+        if t.os_tuning_planned {
+            "OS tuning planned"
+        } else {
+            "local mode: no OS tuning planned, only PostgreSQL's settings checked"
+        },
+        escape(t.kernel_cmdline.as_deref().unwrap_or("—")),
+        escape(t.transparent_hugepage.as_deref().unwrap_or("—")),
+        escape(&t.cpu_governor),
+    );
+    if let Some(tuned) = &t.tuned {
+        let _ = write!(
+            html,
+            " · tuned profile {} (verify_profile: {})",
+            escape(&tuned.active_profile),
+            if tuned.verified { "true" } else { "false" }
+        );
+    }
+    if let Some(m) = &t.data_volume {
+        let _ = write!(
+            html,
+            " · data volume {} on {} ({}, {})",
+            escape(&m.mount_point),
+            escape(&m.source),
+            escape(&m.fstype),
+            escape(&m.options.join(","))
+        );
+    }
+    for s in &t.lvm {
+        let _ = write!(
+            html,
+            " · LV {}: {} stripe(s) of {} bytes over {}",
+            escape(&s.lv_name),
+            s.stripes,
+            s.stripe_size_bytes,
+            escape(&s.devices.join(" "))
+        );
+    }
+    html.push_str("</p><table><tr><th class=\"l\">area</th><th class=\"l\">setting</th><th class=\"l\">planned</th><th class=\"l\">in effect</th><th class=\"l\">status</th></tr>");
+    for c in &t.checks {
+        let (class, status) = match c.status {
+            CheckStatus::InEffect => ("", "in effect"),
+            CheckStatus::NotInEffect => (" failed", "NOT in effect"),
+            CheckStatus::Absent => ("", "not on this machine"),
+        };
+        let _ = write!(
+            html,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l{class}\">{status}</td></tr>",
+            escape(&c.area),
+            escape(&c.name),
+            escape(&c.planned),
+            escape(c.actual.as_deref().unwrap_or("—")),
+        );
+    }
+    html.push_str("</table>");
     html
 }

@@ -105,6 +105,10 @@ pub struct RunResults {
     pub inventory: Inventory,
     pub postgres: PostgresInfo,
     pub dataset: Option<DatasetInfo>,
+    /// What of the planned tuning was read back in effect (docs/results.md); null in runs
+    /// recorded before it was.
+    #[serde(default)]
+    pub tuning_in_effect: Option<crate::in_effect::TuningInEffect>,
     /// Seconds each step took (its last successful attempt).
     pub step_timings_s: BTreeMap<String, f64>,
     pub points_total: usize,

@@ -192,6 +192,28 @@ fn kickstart_passes_ksvalidator_and_bash_n() {
     assert!(text.contains("ignoredisk --only-use=sda"));
     assert!(text.contains("sshkey --username=root \"ssh-ed25519 "));
     assert!(text.contains("timezone Europe/Berlin --utc"));
+    // Every tool the daemon's rocky8 package list names (semanage's
+    // policycoreutils-python-utils among them) is installed by the kickstart already.
+    let packages: Vec<&str> = text
+        .split("%packages\n")
+        .nth(1)
+        .and_then(|s| s.split("%end").next())
+        .expect("a %packages section")
+        .lines()
+        .map(str::trim)
+        .collect();
+    let rocky = pgappliance::platform::Profile::of(pgappliance::plan::Platform::Rocky8);
+    for tool in rocky
+        .packages(14)
+        .iter()
+        .filter(|p| !p.starts_with("postgresql"))
+    {
+        assert!(
+            packages.contains(&tool.as_str()),
+            "{tool} not in %packages: {packages:?}"
+        );
+    }
+    assert!(packages.contains(&"policycoreutils-python-utils"));
     // A marker is @NAME@ with NAME in capitals: look after every '@', not just in pairs
     // (the ssh key comment "ops@lab" holds one too).
     let unfilled = text.match_indices('@').any(|(at, _)| {

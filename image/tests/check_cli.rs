@@ -8,10 +8,10 @@ const BASE: &str = r#"[appliance]
 name = "t1"
 platform = "rocky8"
 hourly_price_usd = 1.5
-
+arch = "x86_64"
 [postgres]
 version = 14
-
+repository = "https://download.postgresql.org/pub/repos/yum/reporpms/EL-8-x86_64/pgdg-redhat-repo-latest.noarch.rpm"
 [storage]
 devices = ["/dev/nvme0n1", "/dev/nvme1n1"]
 layout = "stripe"
@@ -527,10 +527,8 @@ fn an_empty_plan_names_every_required_table_and_wrong_types_are_all_listed() {
     let c = check_text(
         &with("name = \"t1\"", "name = 1")
             .replace("platform = \"rocky8\"", "platform = 2")
-            .replace(
-                "hourly_price_usd = 1.5",
-                "hourly_price_usd = \"x\"\narch = 3",
-            ),
+            .replace("hourly_price_usd = 1.5", "hourly_price_usd = \"x\"")
+            .replace("arch = \"x86_64\"", "arch = 3"),
     );
     let keys: Vec<&str> = c
         .stderr
@@ -568,4 +566,120 @@ fn a_plan_larger_than_the_limit_is_refused_unread() {
     let c = check_path(Path::new("/dev/zero"));
     assert_eq!(c.code, 1, "{}{}", c.stdout, c.stderr);
     assert!(c.stderr.contains("larger than 1024 KiB"), "{}", c.stderr);
+}
+
+const REPO_LINE: &str = "repository = \"https://download.postgresql.org/pub/repos/yum/reporpms/EL-8-x86_64/pgdg-redhat-repo-latest.noarch.rpm\"";
+
+#[test]
+fn rocky_needs_a_repository() {
+    // Without one nothing adds PGDG and the install would fail at boot: the error points
+    // at the [postgres] table.
+    assert_error(
+        &with(REPO_LINE, ""),
+        6,
+        1,
+        "postgres.repository",
+        "is required for platform rocky8",
+    );
+}
+
+#[test]
+fn rocky_repository_must_match_the_architecture() {
+    assert_error(
+        &with("arch = \"x86_64\"", "arch = \"aarch64\""),
+        8,
+        14,
+        "postgres.repository",
+        "is for x86_64, but appliance.arch is aarch64",
+    );
+    assert_error(
+        &with(REPO_LINE, &REPO_LINE.replace("EL-8-", "EL-9-")),
+        8,
+        14,
+        "postgres.repository",
+        "is for EL 9",
+    );
+}
+
+#[test]
+fn rocky_repository_is_an_rpm_not_a_mirror() {
+    assert_error(
+        &with(
+            REPO_LINE,
+            "repository = \"https://mirror.lab/pgdg/14/redhat/rhel-8-x86_64\"",
+        ),
+        8,
+        14,
+        "postgres.repository",
+        "use `repository_baseurl`",
+    );
+}
+
+#[test]
+fn rocky_mirror_mode() {
+    let mirror = with(
+        REPO_LINE,
+        "repository_baseurl = \"https://mirror.lab/pgdg/14/redhat/rhel-8-x86_64\"\nrepository_gpgkey = \"/etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL\"",
+    );
+    let c = check_text(&mirror);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    // dnf's variables are left to dnf.
+    let c = check_text(&mirror.replace("rhel-8-x86_64", "rhel-$releasever-$basearch"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert_error(
+        &mirror.replace(
+            "repository_gpgkey = \"/etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL\"",
+            "",
+        ),
+        6,
+        1,
+        "postgres.repository_gpgkey",
+        "is required with `repository_baseurl`",
+    );
+    assert_error(
+        &mirror.replace("rhel-8-x86_64", "rhel-8-aarch64"),
+        8,
+        22,
+        "postgres.repository_baseurl",
+        "is for aarch64, but appliance.arch is x86_64",
+    );
+    assert_error(
+        &mirror.replace("\"/etc/pki", "\"etc/pki"),
+        9,
+        21,
+        "postgres.repository_gpgkey",
+        "neither a URL",
+    );
+    assert_error(
+        &mirror.replacen("[postgres]\n", &format!("[postgres]\n{REPO_LINE}\n"), 1),
+        9,
+        22,
+        "postgres.repository_baseurl",
+        "is exclusive with `repository`",
+    );
+}
+
+#[test]
+fn debian_repository_is_an_apt_base_url() {
+    let debian = with("platform = \"rocky8\"", "platform = \"debian12\"");
+    assert_error(
+        &debian,
+        8,
+        14,
+        "postgres.repository",
+        "is an RPM: on debian12",
+    );
+    let apt = debian.replace(
+        REPO_LINE,
+        "repository = \"http://apt.lab/pgdg\"\nrepository_gpgkey = \"/k.asc\"",
+    );
+    assert_error(
+        &apt,
+        9,
+        21,
+        "postgres.repository_gpgkey",
+        "is for platform rocky8 only",
+    );
+    let c = check_text(&apt.replace("repository_gpgkey = \"/k.asc\"", ""));
+    assert_eq!(c.code, 0, "{}", c.stderr);
 }

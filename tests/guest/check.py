@@ -99,6 +99,12 @@ def completed_run(out, expect_points, collected=None):
     journal = "".join(read(out, os.path.basename(p)) for p in glob.glob(os.path.join(out, "journal-*.txt")))
     ok(re.search(r"pga-cmd-[0-9a-f]+-\d+-pgbench\.service", journal) is not None,
        "pgbench ran as transient units")
+    tie = results.get("tuning_in_effect") or {}
+    ok(tie.get("os_tuning_planned") is True, "tuning in effect recorded on the appliance", str(tie)[:400])
+    bad = [c for c in tie.get("checks", []) if c.get("status") == "not_in_effect"]
+    ok(not bad and any(c.get("area") == "postgres" for c in tie.get("checks", [])),
+       "every planned setting read back in effect", str(bad or tie)[:600])
+    ok("Tuning in effect" in open(os.path.join(rd, "report.html")).read(), "the report shows the tuning in effect")
     ok("ActiveState=active" in read(out, "postgres-state.txt")
        and "UnitFileState=enabled" in read(out, "postgres-state.txt"),
        "postgresql-15.service enabled and active", read(out, "postgres-state.txt"))
@@ -167,6 +173,23 @@ def el8_inventory_checks(out):
            f"inventory.json from lsblk 2.32.1: {n} with its path, 2 GiB as a number, not rotational", str(d))
 
 
+def tuning_in_effect_checks(results):
+    tie = results.get("tuning_in_effect") or {}
+    status = {}
+    for c in tie.get("checks", []):
+        status.setdefault(c["area"], set()).add(c["status"])
+    for area in ("kernel", "tuned", "sysctl", "volume", "lvm", "postgres"):
+        ok("in_effect" in status.get(area, ()), f"tuning in effect: {area} checked and in effect", str(status))
+    lvm = tie.get("lvm") or [{}]
+    ok(all(s.get("stripes") == 2 and s.get("stripe_size_bytes") == 65536 for s in lvm),
+       "tuning in effect: LVM 2 stripes of 64 KiB", str(lvm))
+    vol = tie.get("data_volume") or {}
+    ok(vol.get("fstype") == "xfs" and "noatime" in vol.get("options", []),
+       "tuning in effect: XFS data volume mounted noatime", str(vol))
+    ok((tie.get("tuned") or {}).get("active_profile") == "postgresql" and tie.get("transparent_hugepage") == "never",
+       "tuning in effect: tuned profile and THP recorded", str(tie)[:400])
+
+
 def boots(out):
     return len([l for l in read(out, "boots").splitlines() if l.strip()])
 
@@ -177,8 +200,10 @@ def main():
     if kind == "nspawn":
         completed_run(out, 5)
     elif kind == "vm-boot":
-        completed_run(out, 4, sys.argv[3])
+        results = completed_run(out, 4, sys.argv[3])
         volume_checks(out)
+        if results is not None:
+            tuning_in_effect_checks(results)
         ok(boots(out) == 2, "two boots: first, and after the kernel-argument reboot", str(boots(out)))
     elif kind == "vm-reset":
         at = read("", sys.argv[4]).strip()

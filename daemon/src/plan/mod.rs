@@ -107,6 +107,14 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// The name as the plan, `uname -m` and PGDG's paths spell it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+
     fn default_for_target() -> Self {
         if cfg!(target_arch = "aarch64") {
             Arch::Aarch64
@@ -123,9 +131,18 @@ pub struct Postgres {
     /// Major version (13–17). Local mode uses the newest installed one when it is absent.
     #[serde(default)]
     pub version: Option<u32>,
-    /// Repository package or mirror base URL (platform-specific; see docs/plan.md).
+    /// Where PostgreSQL comes from (platform-specific; see docs/plan.md): on rocky8 the
+    /// PGDG repository RPM's URL (required unless `repository_baseurl` is given), on
+    /// debian12 an apt base URL.
     #[serde(default)]
     pub repository: Option<String>,
+    /// rocky8 only: base URL of a PGDG mirror (air-gapped labs), written to a `.repo` file
+    /// with gpgcheck; exclusive with `repository`, needs `repository_gpgkey`.
+    #[serde(default)]
+    pub repository_baseurl: Option<String>,
+    /// rocky8 only, with `repository_baseurl`: the PGDG signing key, a URL or an absolute path.
+    #[serde(default)]
+    pub repository_gpgkey: Option<String>,
     /// initdb with data checksums (`-k`).
     #[serde(default)]
     pub data_checksums: bool,
@@ -745,7 +762,15 @@ impl Plan {
             issues.extend(
                 validate::validate(plan)
                     .into_iter()
-                    .filter(|(path, _)| !found.stand_ins.iter().any(|s| path.starts_with(s)))
+                    .filter(|(path, _)| {
+                        // Not real when the key, or a key it is judged against, holds a
+                        // stand-in.
+                        let judged = validate::judged_against(path);
+                        !found
+                            .stand_ins
+                            .iter()
+                            .any(|s| path.starts_with(s) || judged.iter().any(|d| d.starts_with(s)))
+                    })
                     .map(|(path, message)| location::locate(text, &path, message)),
             );
         }

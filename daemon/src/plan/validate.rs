@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::tuning::RESERVED_CONNECTIONS;
-use super::{Devices, KeyPath, LatencyLog, Layout, Plan, SettingValue, Threads};
+use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, SettingValue, Threads};
 
 type Problems = Vec<(KeyPath, String)>;
 
@@ -207,14 +207,167 @@ fn postgres(plan: &Plan, p: &mut Problems) {
             ));
         }
     }
-    if let Some(repo) = &plan.postgres.repository {
-        if !["https://", "http://", "file://"]
-            .iter()
-            .any(|s| repo.starts_with(s))
-        {
-            p.push((
+    repository(plan, p);
+}
+
+const URL_SCHEMES: [&str; 3] = ["https://", "http://", "file://"];
+
+fn is_url(s: &str) -> bool {
+    URL_SCHEMES.iter().any(|x| s.starts_with(x))
+}
+
+/// The distribution release and architecture a PGDG URL names: `EL-8-aarch64` in the
+/// repository RPM's path, `rhel-8-x86_64` in a yum repository's (`None` when it names none).
+fn pgdg_release_arch(url: &str) -> Option<(String, String)> {
+    for marker in ["/EL-", "/rhel-"] {
+        if let Some(start) = url.find(marker) {
+            let rest = &url[start + marker.len()..];
+            let word = rest.split('/').next().unwrap_or("");
+            let (release, arch) = word.split_once('-')?;
+            return Some((release.to_string(), arch.to_string()));
+        }
+    }
+    None
+}
+
+/// `postgres.repository`, `repository_baseurl` and `repository_gpgkey`, per platform.
+fn repository(plan: &Plan, p: &mut Problems) {
+    let at = root().key("postgres");
+    let pg = &plan.postgres;
+    let arch = plan.appliance.arch.as_str();
+    for (key, value) in [
+        ("repository", &pg.repository),
+        ("repository_baseurl", &pg.repository_baseurl),
+        ("repository_gpgkey", &pg.repository_gpgkey),
+    ] {
+        if let Some(v) = value {
+            if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                p.push((
+                    at.key(key),
+                    format!("\"{v}\" is empty or holds white space: give one URL"),
+                ));
+                return;
+            }
+        }
+    }
+    match plan.appliance.platform {
+        Platform::Debian12 => {
+            if let Some(repo) = &pg.repository {
+                if !is_url(repo) {
+                    p.push((
+                        at.key("repository"),
+                        format!("\"{repo}\" is not a URL: use https://, http:// or file://"),
+                    ));
+                } else if repo.ends_with(".rpm") {
+                    p.push((
+                        at.key("repository"),
+                        format!("\"{repo}\" is an RPM: on debian12 `repository` is the base URL of an apt repository (apt.postgresql.org or its mirror)"),
+                    ));
+                }
+            }
+            for key in ["repository_baseurl", "repository_gpgkey"] {
+                let set = if key == "repository_baseurl" {
+                    pg.repository_baseurl.is_some()
+                } else {
+                    pg.repository_gpgkey.is_some()
+                };
+                if set {
+                    p.push((
+                        at.key(key),
+                        "is for platform rocky8 only: on debian12 `repository` is the apt base URL (a mirror included)".into(),
+                    ));
+                }
+            }
+        }
+        Platform::Rocky8 => match (&pg.repository, &pg.repository_baseurl) {
+            (None, None) => p.push((
                 at.key("repository"),
-                format!("\"{repo}\" is not a URL: use https://, http:// or file://"),
+                format!(
+                    "is required for platform rocky8 (PostgreSQL comes from PGDG): the repository RPM's URL, e.g. \"https://download.postgresql.org/pub/repos/yum/reporpms/EL-8-{arch}/pgdg-redhat-repo-latest.noarch.rpm\", or `repository_baseurl` and `repository_gpgkey` for a mirror"
+                ),
+            )),
+            (Some(_), Some(_)) => p.push((
+                at.key("repository_baseurl"),
+                "is exclusive with `repository`: give the repository RPM or a mirror's base URL, not both".into(),
+            )),
+            (Some(repo), None) => {
+                if !is_url(repo) {
+                    p.push((
+                        at.key("repository"),
+                        format!("\"{repo}\" is not a URL: use https://, http:// or file://"),
+                    ));
+                } else if !repo.ends_with(".rpm") {
+                    p.push((
+                        at.key("repository"),
+                        format!("\"{repo}\" is not an RPM: on rocky8 `repository` is the PGDG repository RPM (…/EL-8-{arch}/pgdg-redhat-repo-latest.noarch.rpm); for a mirror's base URL use `repository_baseurl` and `repository_gpgkey`"),
+                    ));
+                } else {
+                    release_arch(&at.key("repository"), repo, arch, p);
+                }
+                if pg.repository_gpgkey.is_some() {
+                    p.push((
+                        at.key("repository_gpgkey"),
+                        "is only used with `repository_baseurl`: the repository RPM installs its own key".into(),
+                    ));
+                }
+            }
+            (None, Some(base)) => {
+                if !is_url(base) {
+                    p.push((
+                        at.key("repository_baseurl"),
+                        format!("\"{base}\" is not a URL: use https://, http:// or file://"),
+                    ));
+                } else if base.ends_with(".rpm") {
+                    p.push((
+                        at.key("repository_baseurl"),
+                        format!("\"{base}\" is an RPM: give the RPM as `repository`, or the mirror's base URL (the directory holding repodata/) here"),
+                    ));
+                } else {
+                    release_arch(&at.key("repository_baseurl"), base, arch, p);
+                }
+                match &pg.repository_gpgkey {
+                    None => p.push((
+                        at.key("repository_gpgkey"),
+                        "is required with `repository_baseurl`: the PGDG signing key (a URL or an absolute path) the packages are checked against".into(),
+                    )),
+                    Some(k) if !is_url(k) && !k.starts_with('/') => p.push((
+                        at.key("repository_gpgkey"),
+                        format!("\"{k}\" is neither a URL (https://, http://, file://) nor an absolute path"),
+                    )),
+                    Some(_) => {}
+                }
+            }
+        },
+    }
+}
+
+/// The other keys a problem at `path` is judged against (the repository keys against the
+/// platform and architecture): a type error there makes the problem unreal.
+pub fn judged_against(path: &KeyPath) -> Vec<KeyPath> {
+    let pg = root().key("postgres");
+    let repo = ["repository", "repository_baseurl", "repository_gpgkey"]
+        .iter()
+        .any(|k| path.starts_with(&pg.key(k)));
+    if repo {
+        let a = root().key("appliance");
+        vec![a.key("platform"), a.key("arch")]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A PGDG URL naming another release or architecture than the appliance's is an error.
+fn release_arch(key: &KeyPath, url: &str, arch: &str, p: &mut Problems) {
+    if let Some((release, url_arch)) = pgdg_release_arch(url) {
+        if release != "8" && !release.starts_with('$') {
+            p.push((
+                key.clone(),
+                format!("\"{url}\" is for EL {release}, but platform rocky8 is EL 8"),
+            ));
+        } else if url_arch != arch && !url_arch.starts_with('$') {
+            p.push((
+                key.clone(),
+                format!("\"{url}\" is for {url_arch}, but appliance.arch is {arch}"),
             ));
         }
     }

@@ -15,6 +15,7 @@ mod os_tuning;
 mod packages;
 mod postgres;
 mod report;
+mod selinux;
 mod storage;
 pub mod sweep;
 mod tuning;

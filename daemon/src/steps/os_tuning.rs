@@ -10,8 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use super::Run;
 use crate::journal::StepName;
-use crate::platform::{grub_default_with_args, missing_kernel_args, thp_mode, BootLoader};
-use crate::runner::CommandSpec;
+use crate::platform::{missing_kernel_args, thp_mode, GRUB_DEFAULT_FILE};
 
 /// Boot id of the boot that asked for the kernel-argument reboot.
 const FACT_REBOOT_FROM: &str = "kernel_args_reboot_from_boot";
@@ -35,7 +34,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
     let profile = run.plan.tuning.tuned_profile.clone();
     if profile != "none" && run.journal.fact(FACT_TUNED) != Some(profile.as_str()) {
         crate::notify::status(&format!("os tuning: tuned profile {profile}"));
-        install_profile(&profile)?;
+        install_profile(run, &profile)?;
         let state = crate::systemd::tuned::activate(run.systemd()?, &profile).await?;
         if !state.verified {
             // tuned names what differs in its log; some settings (CPU governor, EPB) do
@@ -91,6 +90,9 @@ pub async fn run(run: &mut Run) -> Result<()> {
             }
         }
     }
+    record_in_effect(run)
+        .await
+        .context("checking that the planned tuning is in effect")?;
     if first || run.journal.state.pending.is_some() {
         run.journal
             .finish(StepName::OsTuning, t0.elapsed().as_secs_f64())?;
@@ -100,48 +102,85 @@ pub async fn run(run: &mut Run) -> Result<()> {
 
 /// Writes the profile shipped with the appliance (`postgresql`) where tuned finds it;
 /// other names must be profiles tuned already has.
-fn install_profile(profile: &str) -> Result<()> {
+fn install_profile(run: &Run, profile: &str) -> Result<()> {
     if profile != "postgresql" {
         return Ok(());
     }
-    let path = std::path::Path::new("/")
-        .join(crate::assets::TUNED_PROFILE_DIR)
-        .join(profile)
-        .join("tuned.conf");
+    let path = run.profile().tuned_profile_file(profile);
     crate::fsutil::write_if_changed(&path, crate::assets::TUNED_POSTGRESQL)?;
     Ok(())
 }
 
 async fn set_kernel_args(run: &Run, args: &[String]) -> Result<()> {
     let raw = run.run_dir.join("raw");
-    match run.profile().boot_loader() {
-        BootLoader::Grubby => {
-            run.runner
-                .run(
-                    &CommandSpec::new("grubby")
-                        .args([
-                            "--update-kernel=ALL".to_string(),
-                            format!("--args={}", args.join(" ")),
-                        ])
-                        .output_files(&raw.join("grubby.stdout"), &raw.join("grubby.stderr")),
-                )
-                .await?;
-        }
-        BootLoader::GrubDefault => {
-            let path = std::path::Path::new("/etc/default/grub");
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            let new = grub_default_with_args(&text, args);
-            if new != text {
-                crate::fsutil::atomic_write(path, new.as_bytes())
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-            run.runner
-                .run(&CommandSpec::new("update-grub").output_files(
-                    &raw.join("update-grub.stdout"),
-                    &raw.join("update-grub.stderr"),
-                ))
-                .await?;
-        }
+    let grub_default = std::fs::read_to_string(GRUB_DEFAULT_FILE).unwrap_or_default();
+    let change = run.profile().kernel_args_change(args, &grub_default);
+    for f in &change.files {
+        crate::fsutil::atomic_write(&f.path, f.text.as_bytes())
+            .with_context(|| format!("writing {}", f.path.display()))?;
+    }
+    for cmd in change.commands {
+        let name = cmd.program.clone();
+        run.runner
+            .run(&cmd.output_files(
+                &raw.join(format!("{name}.stdout")),
+                &raw.join(format!("{name}.stderr")),
+            ))
+            .await?;
     }
     Ok(())
 }
+
+/// Reads back what the tuning steps planned and records it (`tuning_in_effect.json`, which
+/// the report puts into results.json); a planned value not in effect fails the step. On
+/// the appliance after the OS tuning (and its reboot); in local mode after the PostgreSQL
+/// tuning, with no OS tuning planned.
+pub(super) async fn record_in_effect(run: &Run) -> Result<()> {
+    use crate::in_effect::{evaluate, load_tuned_profile, observe, planned};
+    let appliance = run.is_appliance();
+    let profile = if appliance && run.plan.tuning.tuned_profile != "none" {
+        load_tuned_profile(
+            &run.plan.tuning.tuned_profile,
+            &run.profile().tuned_profile_dirs(),
+        )
+    } else {
+        Default::default()
+    };
+    let want = planned(&run.plan, appliance, profile, run.applied_settings());
+    let cluster = run.cluster()?;
+    let session = crate::postgres::sql::Session::connect(
+        &cluster.socket_dir(),
+        cluster.port,
+        crate::postgres::cluster::SUPERUSER,
+        "postgres",
+    )
+    .await?;
+    let systemd = if appliance {
+        Some(run.systemd()?)
+    } else {
+        None
+    };
+    // tuned answers on the bus as soon as it starts at boot, while it may still be
+    // applying the profile: on the appliance a value not in effect is read again for a
+    // minute before it counts.
+    let raw = run.run_dir.join("raw");
+    let mut tries = if appliance { 12 } else { 1 };
+    let result = loop {
+        let seen = observe(&want, &run.runner, systemd, &session, &raw).await?;
+        let result = evaluate(&want, &seen, crate::journal::now());
+        tries -= 1;
+        if result.not_in_effect().is_empty() || tries == 0 {
+            break result;
+        }
+        tracing::info!(
+            not_in_effect = result.not_in_effect().len(),
+            "planned tuning not all in effect yet; reading again in 5 s"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    crate::fsutil::write_json(&run.run_dir.join(IN_EFFECT_FILE), &result)?;
+    result.ensure()
+}
+
+/// Where [`record_in_effect`] writes its record in the run directory.
+pub const IN_EFFECT_FILE: &str = "tuning_in_effect.json";

@@ -1,4 +1,5 @@
-//! Packages: PostgreSQL of the planned version from PGDG (the repository URL from the plan)
+//! Packages: PostgreSQL of the planned version from PGDG (the repository RPM, a mirror's
+//! `.repo` file or an apt source, from the plan)
 //! and the tools the later steps need (lvm2 and xfsprogs for the data volume, tuned for the
 //! profile). Installs only what is missing; a machine that has everything does nothing.
 
@@ -44,12 +45,13 @@ pub async fn run(run: &mut Run) -> Result<()> {
     crate::notify::status(&format!("packages: installing {}", missing.join(" ")));
     let pg_missing = missing.iter().any(|p| p.starts_with("postgresql"));
     let raw = run.run_dir.join("raw");
+    if pg_missing {
+        for f in profile.repository_files(&run.plan.postgres, v) {
+            crate::fsutil::write_if_changed(&f.path, &f.text)?;
+        }
+    }
     for (n, cmd) in profile
-        .install_commands(
-            &missing,
-            pg_missing,
-            run.plan.postgres.repository.as_deref(),
-        )
+        .install_commands(&missing, pg_missing, &run.plan.postgres)
         .into_iter()
         .enumerate()
     {

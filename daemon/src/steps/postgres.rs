@@ -10,7 +10,6 @@ use super::Run;
 use crate::journal::StepName;
 use crate::postgres::cluster::{check_reachable_by, free_loopback_port};
 use crate::postgres::{Cluster, PgBin};
-use crate::runner::CommandSpec;
 
 const FACT_PORT: &str = "port";
 const FACT_INITDB: &str = "initdb_done";
@@ -144,19 +143,15 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
     let v = run.pg_version();
     let bin = PgBin::find(&run.runner, Some(v), Some(&profile.pg_bin_dir(v))).await?;
     let unit = profile.pg_unit(v);
-    let units = std::path::Path::new("/etc/systemd/system");
     let mut changed = false;
     if let Some(text) = profile.pg_unit_file(v) {
-        changed |= crate::fsutil::write_if_changed(&units.join(&unit), &text)?;
+        changed |= crate::fsutil::write_if_changed(&profile.unit_file(&unit), &text)?;
     }
     let mount_point = run.plan.storage.mount_point.clone();
     let pgdata = format!("{}/data", mount_point.trim_end_matches('/'));
     let volume = run.plan.storage.devices != crate::plan::Devices::None;
     let drop_in = crate::platform::service_drop_in(&pgdata, volume.then_some(mount_point.as_str()));
-    changed |= crate::fsutil::write_if_changed(
-        &units.join(format!("{unit}.d")).join("pgappliance.conf"),
-        &drop_in,
-    )?;
+    changed |= crate::fsutil::write_if_changed(&profile.pg_drop_in_file(v), &drop_in)?;
     let systemd = run.systemd()?.clone();
     if changed {
         // PGDG's setup script reads PGDATA from the unit: reload before initdb.
@@ -212,9 +207,6 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
             )
             .await?;
         cluster.configure_local_auth()?;
-        if profile.has_selinux() && selinux_enforcing() {
-            relabel(run, &mount_point).await?;
-        }
         run.journal.set_fact(FACT_INITDB, crate::journal::now())?;
         run.journal.set_fact(
             FACT_INITDB_SECONDS,
@@ -222,6 +214,8 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
         )?;
         run.journal.begin(StepName::Postgres, Some("start"))?;
     }
+    // After initdb and on every resume: the rule and the labels PostgreSQL needs.
+    super::selinux::label_pgdata(run, &mount_point, "postgres").await?;
     systemd.enable_unit_files(&[unit.as_str()]).await?;
     if !cluster.is_running().await? {
         crate::notify::status(&format!("postgres: starting {unit}"));
@@ -241,28 +235,3 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
 
 /// The OS user of the platform's PostgreSQL service.
 const SERVICE_USER: &str = "postgres";
-
-fn selinux_enforcing() -> bool {
-    std::fs::read_to_string("/sys/fs/selinux/enforce").is_ok_and(|s| s.trim() == "1")
-}
-
-/// Labels PGDATA outside the default path so the confined server may use it.
-async fn relabel(run: &Run, mount_point: &str) -> Result<()> {
-    let pattern = format!("{}(/.*)?", mount_point.trim_end_matches('/'));
-    run.runner
-        .run_accepting(
-            &CommandSpec::new("semanage").args([
-                "fcontext",
-                "-a",
-                "-t",
-                "postgresql_db_t",
-                &pattern,
-            ]),
-            &[0, 1],
-        )
-        .await?;
-    run.runner
-        .run(&CommandSpec::new("restorecon").args(["-R", mount_point]))
-        .await?;
-    Ok(())
-}

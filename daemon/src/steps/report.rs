@@ -94,6 +94,7 @@ pub async fn run(run: &mut Run) -> Result<RunResults> {
             effective_settings: effective,
         },
         dataset,
+        tuning_in_effect: read_json(&run.run_dir.join(super::os_tuning::IN_EFFECT_FILE)).ok(),
         step_timings_s: timings,
         points_total: results.len(),
         points: results,

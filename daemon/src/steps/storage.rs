@@ -48,10 +48,12 @@ pub async fn run(run: &mut Run) -> Result<()> {
         StoragePlan::Directory => {
             crate::fsutil::create_dir_all(std::path::Path::new(&mount_point))?;
             tracing::info!(dir = %mount_point, "no data volume planned: PGDATA on the root filesystem");
+            super::selinux::label_pgdata(run, &mount_point, "storage").await?;
         }
         StoragePlan::AlreadyBuilt { devices } => {
             tracing::info!(devices = %devices.join(" "), "data volume from an earlier boot");
             mount(run, &format!("/dev/{VG}/{LV}")).await?;
+            super::selinux::label_pgdata(run, &mount_point, "storage").await?;
         }
         StoragePlan::Build {
             devices,
@@ -78,6 +80,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
                 run.runner.run(&cmd).await?;
             }
             mount(run, &what).await?;
+            super::selinux::label_pgdata(run, &mount_point, "storage").await?;
             run.journal.remove_fact(FACT_CLAIMED)?;
         }
     }
@@ -91,7 +94,7 @@ pub async fn run(run: &mut Run) -> Result<()> {
 async fn mount(run: &Run, what: &str) -> Result<()> {
     let storage = &run.plan.storage;
     let unit = crate::storage::mount_unit_name(&storage.mount_point);
-    let path = std::path::Path::new("/etc/systemd/system").join(&unit);
+    let path = run.profile().unit_file(&unit);
     let text = crate::storage::mount_unit(what, &storage.mount_point, storage.filesystem);
     crate::fsutil::write_if_changed(&path, &text)?;
     crate::fsutil::create_dir_all(std::path::Path::new(&storage.mount_point))?;

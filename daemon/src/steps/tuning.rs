@@ -45,6 +45,9 @@ pub async fn run(run: &mut Run) -> Result<()> {
     if in_file == desired && pending.is_empty() {
         run.applied_settings = desired;
         save_settings(run, &session).await?;
+        if !run.is_appliance() {
+            super::os_tuning::record_in_effect(run).await?;
+        }
         if !run.journal.is_done(StepName::Tuning) {
             run.journal.begin(StepName::Tuning, None)?;
             run.journal.finish(StepName::Tuning, 0.0)?;
@@ -106,6 +109,10 @@ pub async fn run(run: &mut Run) -> Result<()> {
     }
     run.applied_settings = desired;
     save_settings(run, &session).await?;
+    // On the appliance the OS tuning step records it, after its reboot.
+    if !run.is_appliance() {
+        super::os_tuning::record_in_effect(run).await?;
+    }
     run.journal
         .finish(StepName::Tuning, t0.elapsed().as_secs_f64())
 }

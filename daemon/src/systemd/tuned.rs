@@ -44,6 +44,20 @@ pub async fn activate(systemd: &Systemd, profile: &str) -> Result<TunedState> {
     Ok(TunedState { active, verified })
 }
 
+/// tuned's active profile and its verdict on it, as they are now (no switch).
+pub async fn state(systemd: &Systemd) -> Result<TunedState> {
+    let tuned = connect(systemd).await?;
+    let active = tuned
+        .active_profile()
+        .await
+        .context("asking tuned for its active profile")?;
+    let verified = tuned
+        .verify_profile()
+        .await
+        .context("asking tuned to verify the profile")?;
+    Ok(TunedState { active, verified })
+}
+
 async fn connect(systemd: &Systemd) -> Result<TunedProxy<'static>> {
     // tuned takes its bus name a moment after its unit is active (≈20 s on a first start
     // under emulation); wait for it.
