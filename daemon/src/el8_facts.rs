@@ -1112,9 +1112,27 @@ mod daemon_against_el8 {
     #[test]
     fn rocky_platform_commands_are_known() {
         let p = Profile::of(Platform::Rocky8);
-        let mut specs = p.install_commands(&p.packages(14), true, Some("https://m/pgdg.rpm"));
+        let pg = crate::plan::Postgres {
+            version: Some(14),
+            repository: Some("https://m/EL-8-aarch64/pgdg.rpm".into()),
+            repository_baseurl: None,
+            repository_gpgkey: None,
+            data_checksums: true,
+        };
+        let mut specs = p.install_commands(&p.packages(14), true, &pg);
         specs.push(p.query_installed("lvm2"));
         specs.push(p.initdb(14, "/data/pgdata/data", true));
+        specs.extend(
+            p.kernel_args_change(&["transparent_hugepage=never".into()], "")
+                .commands,
+        );
+        specs.push(crate::platform::selinux_fcontext_list());
+        specs.extend(crate::platform::selinux_fcontext_command(
+            "/data/pgdata",
+            None,
+        ));
+        specs.push(crate::platform::restorecon("/data/pgdata"));
+        specs.push(crate::in_effect::lvs_command());
         for spec in &specs {
             check_command(spec).unwrap_or_else(|e| panic!("{}: {e}", spec.display()));
         }
