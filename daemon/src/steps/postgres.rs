@@ -78,7 +78,8 @@ pub async fn run(run: &mut Run) -> Result<()> {
         )?;
         run.journal.begin(StepName::Postgres, Some("start"))?;
     }
-    if !cluster.is_running().await? {
+    // A server found shutting down is not running: start it again once it has stopped.
+    if !(cluster.is_running().await? && cluster.accepting().await?) {
         crate::notify::status(&format!("postgres: starting on port {port}"));
         cluster
             .start()
@@ -269,11 +270,10 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
     // After initdb and on every resume: the rule and the labels PostgreSQL needs.
     super::selinux::label_pgdata(run, &mount_point, "postgres").await?;
     systemd.enable_unit_files(&[unit.as_str()]).await?;
-    if !cluster.is_running().await? {
+    // A server found shutting down is not running: start it again once it has stopped.
+    if !(cluster.is_running().await? && cluster.accepting().await?) {
         crate::notify::status(&format!("postgres: starting {unit}"));
         cluster.start().await?;
-    } else {
-        cluster.wait_accepting().await?;
     }
     tracing::info!(version = %bin.version, unit = %unit, data = %pgdata, "postgres running");
     run.bin = Some(bin);
