@@ -159,8 +159,13 @@ pub enum ParseCommand {
     PgbenchInit { file: PathBuf },
 }
 
-fn read(file: &PathBuf) -> Result<String> {
-    std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))
+/// The largest program output `parse` reads (a pgbench run's stdout with a progress line
+/// per second for a day is a few MiB).
+const MAX_PARSE_BYTES: u64 = 64 << 20;
+
+fn read(file: &std::path::Path) -> Result<String> {
+    crate::fsutil::read_to_string_limited(file, MAX_PARSE_BYTES, "a program's output")
+        .with_context(|| format!("reading {}", file.display()))
 }
 
 pub async fn dispatch(cli: Cli) -> Result<i32> {

@@ -5,6 +5,25 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+/// Reads a UTF-8 file of at most `max` bytes; a larger one (or an endless one such as
+/// `/dev/zero`) is refused with an error saying so, without being read into memory.
+pub fn read_to_string_limited(path: &Path, max: u64, what: &str) -> io::Result<String> {
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(File::open(path)?, max + 1), &mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::other(format!(
+            "it is larger than {} KiB, the most {what} may be",
+            max >> 10
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()

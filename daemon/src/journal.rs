@@ -14,6 +14,20 @@ use crate::fsutil;
 
 pub const JOURNAL_SCHEMA_VERSION: u32 = 1;
 
+/// A work directory's run was started from another plan: it cannot be resumed with this
+/// one (the caller may clean up what the earlier run left before refusing).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "run {run_id} in {} was started from a different plan (sha256 {was} ≠ {now}); use another work directory for a new plan",
+    journal.display()
+)]
+pub struct DifferentPlan {
+    pub run_id: String,
+    pub journal: PathBuf,
+    pub was: String,
+    pub now: String,
+}
+
 /// The steps of a run, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -138,13 +152,13 @@ impl JournalFile {
                 );
             }
             if state.plan_sha256 != plan_sha256 {
-                bail!(
-                    "run {} in {} was started from a different plan (sha256 {} ≠ {}); use another work directory for a new plan",
-                    state.run_id,
-                    path.display(),
-                    &state.plan_sha256[..12.min(state.plan_sha256.len())],
-                    &plan_sha256[..12.min(plan_sha256.len())]
-                );
+                return Err(DifferentPlan {
+                    run_id: state.run_id,
+                    journal: path.to_path_buf(),
+                    was: state.plan_sha256.chars().take(12).collect(),
+                    now: plan_sha256.chars().take(12).collect(),
+                }
+                .into());
             }
             return Ok(JournalFile {
                 path: path.to_path_buf(),

@@ -148,3 +148,16 @@ fn parse_pgbench_refuses_impossible_figures_naming_the_line() {
         );
     }
 }
+
+#[test]
+fn parse_refuses_an_endless_input_unread() {
+    // /dev/zero never ends: refused by its size, not read until memory runs out.
+    for kind in ["pgbench", "pgbench-init"] {
+        let (code, _, stderr) = daemon(&["parse", kind, "/dev/zero"]);
+        assert_eq!(code, 1, "{kind}: {stderr}");
+        assert!(
+            stderr.contains("/dev/zero") && stderr.contains("larger than 65536 KiB"),
+            "{kind}: {stderr}"
+        );
+    }
+}

@@ -726,27 +726,12 @@ impl Plan {
             path: path.to_path_buf(),
             source,
         };
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(
-                std::fs::File::open(path).map_err(read_err)?,
-                MAX_PLAN_BYTES + 1,
-            ),
-            &mut bytes,
+        let text = crate::fsutil::read_to_string_limited(
+            path,
+            MAX_PLAN_BYTES,
+            "a plan (plans are a few KiB of TOML)",
         )
         .map_err(read_err)?;
-        if bytes.len() as u64 > MAX_PLAN_BYTES {
-            return Err(read_err(std::io::Error::other(format!(
-                "it is larger than {} KiB, the most a plan may be (plans are a few KiB of TOML)",
-                MAX_PLAN_BYTES >> 10
-            ))));
-        }
-        let text = String::from_utf8(bytes).map_err(|_| {
-            read_err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "stream did not contain valid UTF-8",
-            ))
-        })?;
         Plan::parse(&text).map_err(|issues| PlanError::Invalid {
             path: path.to_path_buf(),
             issues,

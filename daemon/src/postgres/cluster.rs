@@ -323,6 +323,28 @@ impl Cluster {
         self.start().await
     }
 
+    /// Waits until a running server accepts connections (crash recovery can take a
+    /// while); false when it stops running meanwhile (it was shutting down, e.g. an
+    /// earlier daemon was killed inside a restart).
+    pub async fn accepting(&self) -> Result<bool> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(600);
+        loop {
+            match super::sql::Session::connect(&self.socket_dir, self.port, SUPERUSER, "postgres")
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(_) if !self.is_running().await? => return Ok(false),
+                Err(e) if std::time::Instant::now() > deadline => {
+                    return Err(e).context(format!(
+                        "PostgreSQL in {} did not accept connections within 600 s",
+                        self.data_dir.display()
+                    ))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
     /// Waits until the server accepts connections (crash recovery can take a while).
     pub async fn wait_accepting(&self) -> Result<()> {
         let deadline = std::time::Instant::now() + Duration::from_secs(600);

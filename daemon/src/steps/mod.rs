@@ -263,7 +263,19 @@ fn preflight_upload(run: &Run) -> Result<()> {
 
 /// Runs (or resumes) the plan in local mode.
 pub async fn run_local(options: RunOptions) -> Result<RunOutcome> {
-    let mut run = open_run(options)?;
+    let workdir = options.workdir.clone();
+    let mut run = match open_run(options) {
+        Ok(run) => run,
+        Err(e) if e.is::<crate::journal::DifferentPlan>() => {
+            // The refusal must not orphan the server the earlier run left running.
+            return Err(match postgres::stop_left_server(&workdir).await {
+                Ok(Some(stopped)) => e.context(stopped),
+                Ok(None) => e,
+                Err(stop) => e.context(format!("{stop:#}")),
+            });
+        }
+        Err(e) => return Err(e),
+    };
     preflight_upload(&run)?;
     if run.journal.state.finished_at.is_some() {
         if let Ok(results) = report::load_results(&run) {
@@ -284,14 +296,23 @@ pub async fn run_local(options: RunOptions) -> Result<RunOutcome> {
             results
         }
         None => {
-            prepare(&mut run).await?;
-            crate::notify::status("step sweep");
-            sweep::run(&mut run).await.context("step sweep failed")?;
-            let results = report::run(&mut run).await.context("step report failed")?;
+            let measured = measure(&mut run).await;
             if !run.options.keep_running {
-                run.cluster()?.stop().await?;
+                // A failed run stops the server it started too, so nothing is left behind.
+                let stopped = match &run.cluster {
+                    Some(cluster) => cluster.stop().await,
+                    None => postgres::stop_left_server(&run.workdir).await.map(|_| ()),
+                };
+                if let Err(stop) = stopped {
+                    match &measured {
+                        Ok(_) => return Err(stop),
+                        Err(_) => {
+                            tracing::warn!(error = %format!("{stop:#}"), "stopping the server after the failure")
+                        }
+                    }
+                }
             }
-            results
+            measured?
         }
     };
     let outcome = upload_and_finish(&mut run, &results, None).await?;
@@ -302,6 +323,14 @@ pub async fn run_local(options: RunOptions) -> Result<RunOutcome> {
         outcome.report.display()
     ));
     Ok(outcome)
+}
+
+/// The steps that produce the results: preparation, the sweep and the report.
+async fn measure(run: &mut Run) -> Result<RunResults> {
+    prepare(run).await?;
+    crate::notify::status("step sweep");
+    sweep::run(run).await.context("step sweep failed")?;
+    report::run(run).await.context("step report failed")
 }
 
 /// The upload step, then the journal's end mark and (on the appliance) the done marker.

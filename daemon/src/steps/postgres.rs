@@ -2,6 +2,7 @@
 //! when planned), running and accepting connections. An initdb that was interrupted is
 //! removed and redone; a cluster that is already there is reused.
 
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -77,7 +78,8 @@ pub async fn run(run: &mut Run) -> Result<()> {
         )?;
         run.journal.begin(StepName::Postgres, Some("start"))?;
     }
-    if !cluster.is_running().await? {
+    // A server found shutting down is not running: start it again once it has stopped.
+    if !(cluster.is_running().await? && cluster.accepting().await?) {
         crate::notify::status(&format!("postgres: starting on port {port}"));
         cluster
             .start()
@@ -96,6 +98,57 @@ pub async fn run(run: &mut Run) -> Result<()> {
 
 /// Stops the run's cluster if it is still running (after a restart that found the
 /// measuring finished). Nothing to do when no cluster was ever made.
+/// Stops a postmaster that runs on the work directory's cluster (fast shutdown, the signal
+/// `pg_ctl stop -m fast` sends, so it works whatever PostgreSQL version the earlier run
+/// used) and waits until it has exited. Returns what was stopped, for the operator.
+pub async fn stop_left_server(workdir: &Path) -> Result<Option<String>> {
+    let data = workdir.join("cluster").join("data");
+    let pid_file = data.join("postmaster.pid");
+    let Some(pid) = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<i32>().ok()))
+        .filter(|p| *p > 0)
+    else {
+        return Ok(None);
+    };
+    let pid = nix::unistd::Pid::from_raw(pid);
+    if nix::sys::signal::kill(pid, None).is_err() {
+        return Ok(None);
+    }
+    // A recycled pid would be some other program: only a postgres whose working directory
+    // is this data directory is stopped.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+    let ours = cwd
+        .as_deref()
+        .is_some_and(|c| std::fs::canonicalize(&data).is_ok_and(|d| d == c))
+        && String::from_utf8_lossy(&cmdline).contains("postgres");
+    if !ours {
+        return Ok(None);
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).with_context(|| {
+        format!(
+            "stopping the PostgreSQL server (pid {pid}) in {}",
+            data.display()
+        )
+    })?;
+    let deadline = Instant::now() + std::time::Duration::from_secs(600);
+    while nix::sys::signal::kill(pid, None).is_ok() && pid_file.exists() {
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the PostgreSQL server (pid {pid}) in {} did not stop within 600 s",
+                data.display()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tracing::info!(pid = pid.as_raw(), data = %data.display(), "stopped the server an earlier run left");
+    Ok(Some(format!(
+        "stopped the PostgreSQL server (pid {pid}) the earlier run left in {}",
+        data.display()
+    )))
+}
+
 pub async fn stop_if_running(run: &mut Run) -> Result<()> {
     let Some(port) = run.journal.fact(FACT_PORT).and_then(|p| p.parse().ok()) else {
         return Ok(());
@@ -217,11 +270,10 @@ pub async fn run_service(run: &mut Run) -> Result<()> {
     // After initdb and on every resume: the rule and the labels PostgreSQL needs.
     super::selinux::label_pgdata(run, &mount_point, "postgres").await?;
     systemd.enable_unit_files(&[unit.as_str()]).await?;
-    if !cluster.is_running().await? {
+    // A server found shutting down is not running: start it again once it has stopped.
+    if !(cluster.is_running().await? && cluster.accepting().await?) {
         crate::notify::status(&format!("postgres: starting {unit}"));
         cluster.start().await?;
-    } else {
-        cluster.wait_accepting().await?;
     }
     tracing::info!(version = %bin.version, unit = %unit, data = %pgdata, "postgres running");
     run.bin = Some(bin);
