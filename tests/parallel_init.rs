@@ -13,7 +13,10 @@ use harness::{describe, Workdir};
 /// One query against the cluster a run left running in `w`.
 fn query(w: &Workdir, db: &str, sql: &str) -> String {
     let j = w.journal().expect("journal");
-    let port = j["facts"]["port"].as_str().expect("port").to_string();
+    let port = j["state"]["postgres"]["port"]
+        .as_u64()
+        .expect("port")
+        .to_string();
     let out = Command::new("psql")
         .args(["-X", "-A", "-t", "-U", "postgres", "-h"])
         .arg(w.path().join("cluster/socket"))
@@ -151,7 +154,7 @@ fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
     );
     let journal = ours.journal().expect("journal");
     assert!(
-        journal["facts"]["load_settings"].is_null(),
+        journal["state"]["dataset"]["load_degree"].is_null(),
         "load settings recorded as restored"
     );
     let r: serde_json::Value = serde_json::from_str(
@@ -191,7 +194,7 @@ fn a_parallel_load_killed_midway_is_redone_with_the_plan_settings_restored() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     loop {
         if w.journal()
-            .is_some_and(|j| j["facts"]["load_settings"].is_string())
+            .is_some_and(|j| j["state"]["dataset"]["load_degree"].is_u64())
         {
             break;
         }
@@ -216,7 +219,7 @@ fn a_parallel_load_killed_midway_is_redone_with_the_plan_settings_restored() {
         "300000"
     );
     let j = w.journal().expect("journal");
-    assert!(j["facts"]["load_settings"].is_null());
+    assert!(j["state"]["dataset"]["load_degree"].is_null());
     assert!(
         j["steps"]["dataset"]["attempts"]
             .as_u64()

@@ -3,6 +3,9 @@
 /// The tuned profile of scenario A, installed as `/usr/lib/tuned/postgresql/tuned.conf`.
 pub const TUNED_POSTGRESQL: &str = include_str!("../assets/tuned/postgresql/tuned.conf");
 
+/// The name of that profile.
+pub const TUNED_POSTGRESQL_NAME: &str = "postgresql";
+
 /// Where tuned profiles live on the appliance.
 pub const TUNED_PROFILE_DIR: &str = "usr/lib/tuned";
 

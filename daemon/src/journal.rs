@@ -1,8 +1,14 @@
-//! The state journal: which steps and sweep points are finished, which one was in flight.
+//! The state journal: which steps and sweep points are finished, which one was in flight,
+//! and each step's own typed state.
 //!
 //! Written atomically before a step starts (`pending`) and after it ends, so a `kill -9`, a
 //! crash, a power cut or the planned reboot resumes exactly where the run stopped and no
-//! finished point is run twice. The journal is the only place that says "done".
+//! finished point is run twice. The journal is the only place that says "done". The engine
+//! ([`crate::engine`]) keeps the step records; a step keeps only its own [`StepState`] field.
+//!
+//! Schema 2 replaced schema 1's string map `facts` with [`StepState`]; a schema-1 journal is
+//! migrated when it is opened ([`migrate_v1`]), and one whose facts cannot be read is refused
+//! naming the fact.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fsutil;
 
-pub const JOURNAL_SCHEMA_VERSION: u32 = 1;
+pub const JOURNAL_SCHEMA_VERSION: u32 = 2;
 
 /// A work directory's run was started from another plan: it cannot be resumed with this
 /// one (the caller may clean up what the earlier run left before refusing).
@@ -28,7 +34,7 @@ pub struct DifferentPlan {
     pub now: String,
 }
 
-/// The steps of a run, in order.
+/// The steps of a run. Their order is [`crate::engine::ORDER`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepName {
@@ -38,6 +44,7 @@ pub enum StepName {
     Postgres,
     Tuning,
     OsTuning,
+    InEffect,
     Dataset,
     Sweep,
     Report,
@@ -45,25 +52,13 @@ pub enum StepName {
 }
 
 impl StepName {
-    pub const ALL: [StepName; 10] = [
-        StepName::Inventory,
-        StepName::Packages,
-        StepName::Storage,
-        StepName::Postgres,
-        StepName::Tuning,
-        StepName::OsTuning,
-        StepName::Dataset,
-        StepName::Sweep,
-        StepName::Report,
-        StepName::Upload,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             StepName::Inventory => "inventory",
             StepName::Packages => "packages",
             StepName::Storage => "storage",
             StepName::OsTuning => "os_tuning",
+            StepName::InEffect => "in_effect",
             StepName::Postgres => "postgres",
             StepName::Tuning => "tuning",
             StepName::Dataset => "dataset",
@@ -101,6 +96,77 @@ pub struct PointRecord {
     pub attempts: u32,
 }
 
+/// What each step keeps across restarts, one typed field per step that keeps anything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepState {
+    #[serde(default)]
+    pub postgres: PostgresState,
+    #[serde(default)]
+    pub storage: StorageState,
+    #[serde(default)]
+    pub os_tuning: OsTuningState,
+    #[serde(default)]
+    pub in_effect: InEffectState,
+    #[serde(default)]
+    pub dataset: DatasetState,
+    #[serde(default)]
+    pub upload: UploadState,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresState {
+    /// The loopback port of local mode's cluster, chosen once per work directory.
+    pub port: Option<u16>,
+    /// When initdb finished; a data directory without it is an unfinished initdb.
+    pub initdb_done_at: Option<String>,
+    /// How long initdb took, reported among the step timings.
+    pub initdb_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageState {
+    /// Devices a data-volume build claimed and has not finished (cleared when it has).
+    pub claimed: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsTuningState {
+    /// The tuned profile activated (and whether tuned verified it).
+    pub tuned_profile: Option<String>,
+    pub tuned_verified: Option<bool>,
+    /// Boot id of the boot that asked for the kernel-argument reboot.
+    pub reboot_from_boot: Option<String>,
+    /// /proc/cmdline once the kernel arguments were in effect.
+    pub kernel_cmdline: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InEffectState {
+    /// Boot id of the boot in which the planned tuning was last read back in effect.
+    pub observed_in_boot: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetState {
+    /// The dataset spec that was initialised (database, scale, fillfactor, init mode).
+    pub spec: Option<String>,
+    /// Present (the loader's degree) while the parallel loader's load settings are in force.
+    pub load_degree: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadState {
+    /// The store the run was last verified in.
+    pub stored_in: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Journal {
     pub schema_version: u32,
@@ -115,10 +181,104 @@ pub struct Journal {
     #[serde(default)]
     pub point_attempts: BTreeMap<String, u32>,
     pub points_total: usize,
-    /// Free-form facts steps keep across restarts (cluster port, dataset scale, …).
+    /// Each step's own state.
     #[serde(default)]
-    pub facts: BTreeMap<String, String>,
+    pub state: StepState,
     pub finished_at: Option<String>,
+}
+
+/// Reads a journal of any schema this daemon knows: schema 2 as it is, schema 1 migrated
+/// (its `facts` become [`StepState`]); anything else is refused naming the version.
+pub fn parse(text: &str, path: &Path) -> Result<Journal> {
+    read_any(text, path).map(|(journal, _)| journal)
+}
+
+/// [`parse`], also saying which schema the text had.
+fn read_any(text: &str, path: &Path) -> Result<(Journal, u64)> {
+    let value: serde_json::Value = serde_json::from_str(text).with_context(|| {
+        format!(
+            "journal {} is not valid JSON (move it aside to start a new run)",
+            path.display()
+        )
+    })?;
+    let version = value.get("schema_version").and_then(|v| v.as_u64());
+    match version {
+        Some(1) => migrate_v1(value)
+            .map(|j| (j, 1))
+            .with_context(|| format!("migrating schema-1 journal {}", path.display())),
+        Some(v) if v == u64::from(JOURNAL_SCHEMA_VERSION) => serde_json::from_value(value)
+            .map(|j| (j, v))
+            .with_context(|| {
+                format!(
+                    "journal {} is not valid (move it aside to start a new run)",
+                    path.display()
+                )
+            }),
+        Some(v) if v > u64::from(JOURNAL_SCHEMA_VERSION) => bail!(
+            "journal {} has schema version {v}, newer than this daemon's {JOURNAL_SCHEMA_VERSION}: run it with the daemon that wrote it, or move it aside",
+            path.display()
+        ),
+        Some(v) => bail!(
+            "journal {} has schema version {v}, which this daemon does not know (it reads 1 and {JOURNAL_SCHEMA_VERSION}); move it aside to start a new run",
+            path.display()
+        ),
+        None => bail!(
+            "journal {} has no schema_version: not a pgappliance journal (move it aside to start a new run)",
+            path.display()
+        ),
+    }
+}
+
+/// Schema 1 → 2: the string facts become typed step state. A fact this migration does not
+/// know, or a value that does not read as its type, is refused naming it (nothing is
+/// dropped silently).
+pub fn migrate_v1(mut value: serde_json::Value) -> Result<Journal> {
+    let obj = value
+        .as_object_mut()
+        .context("a schema-1 journal is a JSON object")?;
+    let facts: BTreeMap<String, String> = match obj.remove("facts") {
+        None | Some(serde_json::Value::Null) => BTreeMap::new(),
+        Some(f) => serde_json::from_value(f).context("schema 1's facts are a map of strings")?,
+    };
+    let mut state = StepState::default();
+    for (key, v) in &facts {
+        let bad = |what: &str| format!("schema-1 fact {key} = {v:?} is not {what}");
+        match key.as_str() {
+            "port" => state.postgres.port = Some(v.parse().with_context(|| bad("a port"))?),
+            "initdb_done" => state.postgres.initdb_done_at = Some(v.clone()),
+            "initdb_s" => {
+                state.postgres.initdb_s = Some(
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|s| s.is_finite() && *s >= 0.0)
+                        .with_context(|| bad("a number of seconds"))?,
+                )
+            }
+            "storage_claimed" => {
+                state.storage.claimed = Some(v.split(',').map(str::to_string).collect())
+            }
+            "tuned_profile" => state.os_tuning.tuned_profile = Some(v.clone()),
+            "tuned_verified" => {
+                state.os_tuning.tuned_verified = Some(v.parse().with_context(|| bad("true or false"))?)
+            }
+            "kernel_args_reboot_from_boot" => state.os_tuning.reboot_from_boot = Some(v.clone()),
+            "kernel_cmdline" => state.os_tuning.kernel_cmdline = Some(v.clone()),
+            "dataset" => state.dataset.spec = Some(v.clone()),
+            "load_settings" => {
+                state.dataset.load_degree = Some(v.parse().with_context(|| bad("a degree"))?)
+            }
+            "uploaded_to" => state.upload.stored_in = Some(v.clone()),
+            other => bail!(
+                "schema-1 fact {other:?} is not one this daemon knows how to migrate; move the journal aside to start a new run"
+            ),
+        }
+    }
+    obj.insert(
+        "schema_version".into(),
+        serde_json::Value::from(JOURNAL_SCHEMA_VERSION),
+    );
+    obj.insert("state".into(), serde_json::to_value(&state)?);
+    serde_json::from_value(value).context("the rest of the schema-1 journal does not read")
 }
 
 pub fn now() -> String {
@@ -137,20 +297,8 @@ impl JournalFile {
         if path.exists() {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading journal {}", path.display()))?;
-            let state: Journal = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "journal {} is not valid (move it aside to start a new run)",
-                    path.display()
-                )
-            })?;
-            if state.schema_version > JOURNAL_SCHEMA_VERSION {
-                bail!(
-                    "journal {} has schema version {}, newer than this daemon's {}",
-                    path.display(),
-                    state.schema_version,
-                    JOURNAL_SCHEMA_VERSION
-                );
-            }
+            let (state, version) = read_any(&text, path)?;
+            let migrated = version != u64::from(JOURNAL_SCHEMA_VERSION);
             if state.plan_sha256 != plan_sha256 {
                 return Err(DifferentPlan {
                     run_id: state.run_id,
@@ -160,10 +308,15 @@ impl JournalFile {
                 }
                 .into());
             }
-            return Ok(JournalFile {
+            let j = JournalFile {
                 path: path.to_path_buf(),
                 state,
-            });
+            };
+            if migrated {
+                j.save()?;
+                tracing::info!(journal = %path.display(), "journal migrated from schema 1 to {JOURNAL_SCHEMA_VERSION}");
+            }
+            return Ok(j);
         }
         let j = JournalFile {
             path: path.to_path_buf(),
@@ -177,7 +330,7 @@ impl JournalFile {
                 points: BTreeMap::new(),
                 point_attempts: BTreeMap::new(),
                 points_total: 0,
-                facts: BTreeMap::new(),
+                state: StepState::default(),
                 finished_at: None,
             },
         };
@@ -188,7 +341,7 @@ impl JournalFile {
     pub fn load(path: &Path) -> Result<Journal> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading journal {}", path.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing journal {}", path.display()))
+        parse(&text, path)
     }
 
     pub fn save(&self) -> Result<()> {
@@ -268,20 +421,29 @@ impl JournalFile {
         self.save()
     }
 
-    pub fn fact(&self, key: &str) -> Option<&str> {
-        self.state.facts.get(key).map(String::as_str)
-    }
-
-    pub fn set_fact(&mut self, key: &str, value: impl Into<String>) -> Result<()> {
-        self.state.facts.insert(key.to_string(), value.into());
+    /// Changes a step's state and persists it.
+    pub fn update(&mut self, change: impl FnOnce(&mut StepState)) -> Result<()> {
+        change(&mut self.state.state);
         self.save()
     }
 
-    pub fn remove_fact(&mut self, key: &str) -> Result<()> {
-        if self.state.facts.remove(key).is_some() {
-            self.save()?;
+    /// The step in flight when an earlier process stopped, with its item.
+    pub fn pending_in(&self, step: StepName) -> Option<&Pending> {
+        self.state.pending.as_ref().filter(|p| p.step == step)
+    }
+
+    /// Records a step whose effect was found in place (first time only).
+    pub fn record_in_place(&mut self, step: StepName) -> Result<()> {
+        let was_pending = self.pending_in(step).is_some();
+        if self.is_done(step) && !was_pending {
+            return Ok(());
         }
-        Ok(())
+        if !self.is_done(step) {
+            self.begin(step, None)?;
+            return self.finish(step, 0.0);
+        }
+        self.state.pending = None;
+        self.save()
     }
 }
 

@@ -1,14 +1,16 @@
 //! pgappliance: the library shared by the `pgapplianced` daemon and the `pgappliance`
-//! builder. Plans, the step engine and its journal, the command runner, pgbench invocation
-//! and parsing, and results.
+//! builder. Plans, the step engine ([`engine`], [`steps`], [`host`]) and its journal, the
+//! command runner, pgbench invocation and parsing, and results. The library returns data;
+//! the binaries present it (`src/bin/pgapplianced/`, `image/src/`).
 
 pub mod assets;
 pub mod bench;
-pub mod cli;
 pub mod compare;
 pub mod csv;
 pub mod el8_facts;
+pub mod engine;
 pub mod fsutil;
+pub mod host;
 pub mod in_effect;
 pub mod inventory;
 pub mod journal;

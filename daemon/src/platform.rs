@@ -8,6 +8,22 @@ use std::path::{Path, PathBuf};
 use crate::plan::{Platform, Postgres};
 use crate::runner::CommandSpec;
 
+/// Where the appliance keeps its journal, runs and done marker (the unit's work directory).
+pub const APPLIANCE_WORKDIR: &str = "/var/lib/pgappliance";
+
+/// The marker of a finished run in the appliance's work directory; the unit does not start
+/// once it exists (`ConditionPathExists=!`).
+pub const DONE_MARKER: &str = "done";
+
+/// Where the kickstart and the user-data install the daemon and the plan.
+pub const APPLIANCE_DAEMON: &str = "/usr/bin/pgapplianced";
+pub const APPLIANCE_PLAN: &str = "/etc/pgappliance/plan.toml";
+
+/// PGDATA on the data volume mounted at `mount_point`.
+pub fn pgdata(mount_point: &str) -> String {
+    format!("{}/data", mount_point.trim_end_matches('/'))
+}
+
 /// Where the appliance writes its unit files and drop-ins.
 pub const SYSTEMD_UNIT_DIR: &str = "/etc/systemd/system";
 
@@ -79,6 +95,13 @@ impl Profile {
             Platform::Rocky8 => 14,
             Platform::Debian12 => 15,
         }
+    }
+
+    /// The PostgreSQL major version the appliance installs and runs.
+    pub fn pg_version(&self, postgres: &Postgres) -> u32 {
+        postgres
+            .version
+            .unwrap_or_else(|| self.default_pg_version())
     }
 
     pub fn pg_bin_dir(&self, v: u32) -> PathBuf {

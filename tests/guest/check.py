@@ -86,7 +86,7 @@ def completed_run(out, expect_points, collected=None):
            csv[:600] + read(os.path.dirname(collected), "collected.log")[-600:])
         ok(os.path.exists(os.path.join(collected, "index.html")), "the comparison page was rendered")
     st = state(out)
-    for step in ("inventory", "packages", "storage", "postgres", "tuning", "os_tuning", "dataset", "sweep", "report", "upload"):
+    for step in ("inventory", "packages", "storage", "postgres", "tuning", "os_tuning", "in_effect", "dataset", "sweep", "report", "upload"):
         ok(st.get("steps", {}).get(step, {}).get("finished_at") is not None, f"journal: step {step} finished")
     status = read(out, "status")
     ok("finished" in status and f"points: {expect_points}/{expect_points}" in status,
@@ -135,7 +135,7 @@ def volume_checks(out):
     ok("[never]" in read(out, "thp"), "THP is never", read(out, "thp"))
     ok('"postgresql"' in read(out, "tuned-active"), "tuned profile postgresql active", read(out, "tuned-active"))
     st = state(out)
-    ok("kernel_args_reboot_from_boot" in st.get("facts", {}), "journal recorded the kernel-argument reboot")
+    ok(bool(st.get("state", {}).get("os_tuning", {}).get("reboot_from_boot")), "journal recorded the kernel-argument reboot")
 
 
 def el8_tools_checks(out):

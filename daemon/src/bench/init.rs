@@ -9,10 +9,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::median;
+use crate::engine::Prepared;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::runner::CommandSpec;
-use crate::steps::Run;
 
 pub struct InitBenchOptions {
     pub plan: PathBuf,
@@ -26,14 +26,14 @@ pub struct InitBenchOptions {
 const DB: &str = "bench_init";
 
 #[derive(Debug, Clone, PartialEq)]
-enum Candidate {
+pub enum Candidate {
     PgbenchClient,
     PgbenchServer,
     Parallel(u32),
 }
 
 impl Candidate {
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         match self {
             Candidate::PgbenchClient => "pgbench -i (client-side)".into(),
             Candidate::PgbenchServer => "pgbench -i -I dtGvp (server-side)".into(),
@@ -42,28 +42,79 @@ impl Candidate {
     }
 }
 
-async fn fresh_database(run: &Run) -> Result<()> {
+async fn fresh_database(run: &Prepared) -> Result<()> {
     let c = run.cluster()?;
     let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
     s.execute(&format!("DROP DATABASE IF EXISTS {DB}")).await?;
     s.execute(&format!("CREATE DATABASE {DB}")).await
 }
 
-async fn time_candidate(run: &Run, cand: &Candidate, scale: u32) -> Result<f64> {
+/// What happens while `bench init` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitEvent {
+    /// The parallel loader's phases (name, seconds) in one timing.
+    Phases {
+        workers: u32,
+        phases: Vec<(String, f64)>,
+    },
+    /// One timing of a candidate.
+    Timed {
+        round: u32,
+        candidate: Candidate,
+        seconds: f64,
+    },
+}
+
+/// What `bench init` measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitReport {
+    pub scale: u32,
+    pub rounds: u32,
+    /// Each candidate's median seconds; the first two are pgbench's modes, the third the
+    /// loader's default degree.
+    pub medians: Vec<(Candidate, f64)>,
+}
+
+impl InitReport {
+    /// The faster of pgbench's two modes.
+    pub fn best_pgbench_s(&self) -> f64 {
+        self.medians[0].1.min(self.medians[1].1)
+    }
+    /// Each loader candidate's speedup against the best pgbench mode.
+    pub fn speedups(&self) -> Vec<(&Candidate, f64)> {
+        let best = self.best_pgbench_s();
+        self.medians
+            .iter()
+            .skip(2)
+            .map(|(c, m)| (c, best / m))
+            .collect()
+    }
+    /// The default degree's speedup: the benchmark's ratio.
+    pub fn ratio(&self) -> f64 {
+        self.best_pgbench_s() / self.medians[2].1
+    }
+}
+
+async fn time_candidate(
+    run: &Prepared,
+    cand: &Candidate,
+    scale: u32,
+    on_event: &mut dyn FnMut(&InitEvent),
+) -> Result<f64> {
     fresh_database(run).await?;
     let c = run.cluster()?;
     let t0 = Instant::now();
     match cand {
         Candidate::PgbenchClient | Candidate::PgbenchServer => {
             let mut args = vec!["--initialize".to_string(), "--quiet".to_string()];
-            args.extend(crate::steps::dataset_conn_args(run)?);
+            args.extend(run.conn_args()?);
             args.push(format!("--scale={scale}"));
-            args.push(format!("--fillfactor={}", run.plan.dataset.fillfactor));
+            args.push(format!("--fillfactor={}", run.plan().dataset.fillfactor));
             if *cand == Candidate::PgbenchServer {
                 args.push("--init-steps=dtGvp".into());
             }
             args.push(DB.into());
-            run.runner
+            run.runner()
                 .run(&CommandSpec::new(run.bin()?.tool("pgbench")).args(args))
                 .await?;
         }
@@ -72,25 +123,24 @@ async fn time_candidate(run: &Run, cand: &Candidate, scale: u32) -> Result<f64> 
             let spec = crate::loader::LoadSpec {
                 database: DB,
                 scale,
-                fillfactor: run.plan.dataset.fillfactor,
+                fillfactor: run.plan().dataset.fillfactor,
                 degree: *n,
                 cores: inv.cpu.cpus,
                 ram_bytes: inv.memory_bytes,
             };
-            let r = crate::loader::parallel_init(c, &spec, run.applied_settings()).await?;
-            let phases: Vec<String> = r
-                .phases
-                .iter()
-                .map(|(p, s)| format!("{p} {s:.2} s"))
-                .collect();
-            println!("  parallel, {n} worker(s) phases: {}", phases.join(", "));
+            let r = crate::loader::parallel_init(c, &spec, run.settings()?).await?;
+            on_event(&InitEvent::Phases {
+                workers: *n,
+                phases: r.phases.iter().map(|(p, s)| (p.to_string(), *s)).collect(),
+            });
         }
     }
     Ok(t0.elapsed().as_secs_f64())
 }
 
-pub async fn run(o: InitBenchOptions) -> Result<()> {
-    let run = super::prepared_cluster(&o.plan, &o.workdir).await?;
+/// Runs the benchmark; `on_event` sees each timing as it is made.
+pub async fn run(o: InitBenchOptions, on_event: &mut dyn FnMut(&InitEvent)) -> Result<InitReport> {
+    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
     let cores = run.inventory()?.cpu.cpus.max(1);
     let mut candidates = vec![
         Candidate::PgbenchClient,
@@ -108,10 +158,14 @@ pub async fn run(o: InitBenchOptions) -> Result<()> {
         let n = candidates.len();
         for k in 0..n {
             let i = (k + round as usize) % n;
-            let t = time_candidate(&run, &candidates[i], o.scale)
+            let t = time_candidate(&run, &candidates[i], o.scale, on_event)
                 .await
                 .with_context(|| format!("{} at scale {}", candidates[i].label(), o.scale))?;
-            println!("round {}: {}: {t:.2} s", round + 1, candidates[i].label());
+            on_event(&InitEvent::Timed {
+                round: round + 1,
+                candidate: candidates[i].clone(),
+                seconds: t,
+            });
             times[i].push(t);
         }
     }
@@ -121,25 +175,14 @@ pub async fn run(o: InitBenchOptions) -> Result<()> {
         .execute(&format!("DROP DATABASE IF EXISTS {DB}"))
         .await?;
     c.stop().await?;
-    let medians: Vec<f64> = times
-        .iter_mut()
-        .map(|t| median(t).unwrap_or(f64::NAN))
+    let medians = candidates
+        .into_iter()
+        .zip(times.iter_mut())
+        .map(|(c, t)| (c, median(t).unwrap_or(f64::NAN)))
         .collect();
-    println!("scale {}, {} round(s), medians:", o.scale, o.rounds.max(1));
-    for (cand, m) in candidates.iter().zip(&medians) {
-        println!("  {}: {m:.2} s", cand.label());
-    }
-    let best_pgbench = medians[0].min(medians[1]);
-    for (cand, m) in candidates.iter().zip(&medians).skip(2) {
-        println!(
-            "  {} speedup vs best pgbench mode: {:.2}",
-            cand.label(),
-            best_pgbench / m
-        );
-    }
-    println!(
-        "init speedup vs best pgbench mode: {:.2}",
-        best_pgbench / medians[2]
-    );
-    Ok(())
+    Ok(InitReport {
+        scale: o.scale,
+        rounds: o.rounds.max(1),
+        medians,
+    })
 }

@@ -6,25 +6,6 @@ pub mod init;
 pub mod overhead;
 pub mod upload;
 
-/// A cluster in the plan's configuration with its dataset, under `workdir`: where the
-/// benchmarks that need PostgreSQL start.
-pub async fn prepared_cluster(
-    plan: &std::path::Path,
-    workdir: &std::path::Path,
-) -> anyhow::Result<crate::steps::Run> {
-    let mut run = crate::steps::open_run(crate::steps::RunOptions {
-        plan_path: plan.to_path_buf(),
-        workdir: workdir.to_path_buf(),
-        pg_bin: None,
-        cluster_user: None,
-        keep_running: false,
-        store: None,
-        upload: Default::default(),
-    })?;
-    crate::steps::prepare(&mut run).await?;
-    Ok(run)
-}
-
 /// Geometric mean of positive ratios.
 pub fn geometric_mean(values: &[f64]) -> Option<f64> {
     let logs: Vec<f64> = values

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 
 use super::{geometric_mean, own_cpu_seconds};
 use crate::pgbench::parse_summary;
-use crate::steps::sweep::{before_point, measure_point, point_command, points};
 
 pub struct OverheadOptions {
     pub plan: PathBuf,
@@ -18,14 +17,58 @@ pub struct OverheadOptions {
     pub rounds: u32,
 }
 
-pub async fn run(o: OverheadOptions) -> Result<()> {
-    let run = super::prepared_cluster(&o.plan, &o.workdir).await?;
-    let points: Vec<_> = points(&run)?.into_iter().filter(|p| !p.warmup).collect();
-    let bench_dir = run.workdir.join("bench-overhead");
-    let mut ratios = Vec::new();
+/// One point run directly and through the appliance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointPair {
+    pub round: u32,
+    pub point: String,
+    pub direct_tps: f64,
+    pub appliance_tps: f64,
+}
+
+impl PointPair {
+    pub fn ratio(&self) -> f64 {
+        if self.direct_tps > 0.0 {
+            self.appliance_tps / self.direct_tps
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What `bench overhead` measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverheadReport {
+    pub pairs: Vec<PointPair>,
+    /// The daemon's own CPU seconds while it ran points, and the wall time of those points.
+    pub daemon_cpu_s: f64,
+    pub sweep_wall_s: f64,
+    /// Geometric mean of the pairs' tps ratios (appliance / direct).
+    pub ratio: f64,
+}
+
+impl OverheadReport {
+    /// Daemon CPU seconds per minute of sweep.
+    pub fn cpu_per_minute(&self) -> f64 {
+        if self.sweep_wall_s > 0.0 {
+            self.daemon_cpu_s / self.sweep_wall_s * 60.0
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Runs the benchmark; `on_pair` sees each pair as it is measured.
+pub async fn run(
+    o: OverheadOptions,
+    on_pair: &mut dyn FnMut(&PointPair),
+) -> Result<OverheadReport> {
+    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
+    let points: Vec<_> = run.points()?.into_iter().filter(|p| !p.warmup).collect();
+    let bench_dir = o.workdir.join("bench-overhead");
+    let mut pairs = Vec::new();
     let mut appliance_cpu = 0.0;
     let mut appliance_wall = 0.0;
-    let mut points_done = 0usize;
     for round in 0..o.rounds {
         for p in &points {
             let mut direct_tps = None;
@@ -48,7 +91,7 @@ pub async fn run(o: OverheadOptions) -> Result<()> {
                 if through_appliance {
                     let cpu0 = own_cpu_seconds();
                     let t0 = Instant::now();
-                    let r = measure_point(&run, p, &raw, 1).await?;
+                    let r = run.measure_point(p, &raw, 1).await?;
                     appliance_wall += t0.elapsed().as_secs_f64();
                     appliance_cpu += own_cpu_seconds() - cpu0;
                     appliance_tps = Some(r.tps().with_context(|| {
@@ -59,8 +102,8 @@ pub async fn run(o: OverheadOptions) -> Result<()> {
                         std::fs::remove_dir_all(&raw)?;
                     }
                     crate::fsutil::create_dir_all(&raw)?;
-                    before_point(&run, p).await?;
-                    let spec = point_command(&run, p, &raw)?;
+                    run.before_point(p).await?;
+                    let spec = run.point_command(p, &raw)?;
                     let mut cmd = tokio::process::Command::new(&spec.program);
                     let identity = spec.identity()?;
                     cmd.env_clear()
@@ -76,28 +119,23 @@ pub async fn run(o: OverheadOptions) -> Result<()> {
                     direct_tps = Some(s.tps);
                 }
             }
-            let (d, a) = (direct_tps.unwrap_or(0.0), appliance_tps.unwrap_or(0.0));
-            let ratio = if d > 0.0 { a / d } else { 0.0 };
-            ratios.push(ratio);
-            points_done += 1;
-            println!(
-                "round {} {}: direct {d:.1} tps, appliance {a:.1} tps, ratio {ratio:.3}",
-                round + 1,
-                p.id
-            );
+            let pair = PointPair {
+                round: round + 1,
+                point: p.id.clone(),
+                direct_tps: direct_tps.unwrap_or(0.0),
+                appliance_tps: appliance_tps.unwrap_or(0.0),
+            };
+            on_pair(&pair);
+            pairs.push(pair);
         }
     }
-    run.cluster()?.stop().await?;
-    let per_minute = if appliance_wall > 0.0 {
-        appliance_cpu / appliance_wall * 60.0
-    } else {
-        0.0
-    };
-    println!(
-        "{points_done} point pairs; daemon CPU {appliance_cpu:.3} s over {appliance_wall:.1} s of sweep through the appliance"
-    );
-    println!("daemon CPU per minute of sweep: {per_minute:.3} s");
+    run.stop().await?;
+    let ratios: Vec<f64> = pairs.iter().map(PointPair::ratio).collect();
     let ratio = geometric_mean(&ratios).context("no point produced a tps figure")?;
-    println!("harness tps ratio: {ratio:.3}");
-    Ok(())
+    Ok(OverheadReport {
+        pairs,
+        daemon_cpu_s: appliance_cpu,
+        sweep_wall_s: appliance_wall,
+        ratio,
+    })
 }

@@ -52,7 +52,26 @@ fn uploader_environment() -> std::collections::BTreeMap<String, String> {
     env
 }
 
-pub async fn run(o: UploadBenchOptions) -> Result<()> {
+/// What `bench upload` measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UploadBenchReport {
+    pub size_mib: u64,
+    /// Seconds the appliance's uploader took (sha256, multipart, read-back verified).
+    pub ours_s: f64,
+    /// Its peak resident memory.
+    pub peak_rss_mib: f64,
+    /// Seconds `aws s3 cp` took.
+    pub awscli_s: f64,
+}
+
+impl UploadBenchReport {
+    /// Throughput against awscli's (above 1: faster).
+    pub fn ratio(&self) -> f64 {
+        self.awscli_s / self.ours_s
+    }
+}
+
+pub async fn run(o: UploadBenchOptions) -> Result<UploadBenchReport> {
     if !o.store.starts_with("s3://") {
         bail!("bench upload needs an s3:// store to compare with aws s3 cp");
     }
@@ -108,17 +127,12 @@ pub async fn run(o: UploadBenchOptions) -> Result<()> {
         bail!("aws s3 cp failed ({status})");
     }
     let _ = std::fs::remove_dir_all(&run_dir);
-    let mib = o.size_mib as f64;
-    println!(
-        "pgappliance upload: {mib:.0} MiB in {ours:.2} s = {:.1} MiB/s (sha256, multipart, read-back verified), peak RSS {rss:.1} MiB",
-        mib / ours
-    );
-    println!(
-        "aws s3 cp: {mib:.0} MiB in {theirs:.2} s = {:.1} MiB/s",
-        mib / theirs
-    );
-    println!("upload throughput vs awscli: {:.2}", theirs / ours);
-    Ok(())
+    Ok(UploadBenchReport {
+        size_mib: o.size_mib,
+        ours_s: ours,
+        peak_rss_mib: rss,
+        awscli_s: theirs,
+    })
 }
 
 /// The measured side: uploads `dir` with the appliance's uploader.

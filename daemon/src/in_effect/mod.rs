@@ -345,14 +345,15 @@ fn volume_checks(v: &PlannedVolume, seen: &Observed, checks: &mut Vec<Check>) {
     }
 }
 
-/// What the plan asks of this host; `appliance` says whether OS tuning is planned.
+/// What the plan asks of this host; `os_tuning` says whether the host tunes the OS (the
+/// appliance does, local mode does not).
 pub fn planned(
     plan: &Plan,
-    appliance: bool,
+    os_tuning: bool,
     profile: TunedProfileFile,
     pg_settings: &BTreeMap<String, String>,
 ) -> Planned {
-    let os = appliance.then(|| {
+    let os = os_tuning.then(|| {
         let s = &plan.storage;
         PlannedOs {
             kernel_args: plan.tuning.kernel_args.clone(),

@@ -1,7 +1,7 @@
 //! A PostgreSQL cluster, controlled with pg_ctl (local mode: under the work directory,
-//! `data/` (PGDATA), `socket/` (Unix socket), `server.log`, owned by the cluster user) or
-//! through the platform's systemd service (the appliance: PGDATA on the data volume,
-//! started, stopped and restarted as systemd jobs over D-Bus). The steps do not know which.
+//! `data/` (PGDATA), `socket/` (Unix socket), `server.log`, owned by the cluster user) or by
+//! a [`ServerControl`] the host provides (the appliance's is the platform's systemd service,
+//! in [`crate::host`]). The steps do not know which.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,14 +22,25 @@ pub const IDENT_MAP: &str = "pgappliance";
 /// Longest Unix socket path Linux accepts (sun_path is 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
+/// A boxed future of a server control operation.
+pub type ControlFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + 'a>>;
+
+/// Starts and stops a server some other way than pg_ctl (the host's service manager).
+pub trait ServerControl {
+    /// Whether the server runs (a start may still be in progress).
+    fn is_running(&self) -> ControlFuture<'_, bool>;
+    /// Starts it; returns once the start has been carried out (not yet accepting).
+    fn start(&self) -> ControlFuture<'_, ()>;
+    fn stop(&self) -> ControlFuture<'_, ()>;
+    fn restart(&self) -> ControlFuture<'_, ()>;
+}
+
 /// Who starts and stops the server.
 #[derive(Clone)]
-pub enum Control {
+enum Control {
     PgCtl,
-    Service {
-        systemd: crate::systemd::Systemd,
-        unit: String,
-    },
+    Other(std::sync::Arc<dyn ServerControl>),
 }
 
 #[derive(Clone)]
@@ -74,18 +85,17 @@ impl Cluster {
         Ok(c)
     }
 
-    /// The platform's service: PGDATA `data_dir` (its parent is [`Cluster::dir`]), the
-    /// default socket directory and port, run by `os_user`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn service(
+    /// A server started and stopped by `control` (the platform's service): PGDATA
+    /// `data_dir` (its parent is [`Cluster::dir`]), the platform's socket directory and port,
+    /// run by `os_user`.
+    pub fn controlled(
         bin: PgBin,
         data_dir: &Path,
         socket_dir: &Path,
         port: u16,
         os_user: &str,
         runner: Runner,
-        systemd: crate::systemd::Systemd,
-        unit: &str,
+        control: std::sync::Arc<dyn ServerControl>,
     ) -> Self {
         Cluster {
             bin,
@@ -95,10 +105,7 @@ impl Cluster {
             runner,
             data_dir: data_dir.to_path_buf(),
             socket_dir: socket_dir.to_path_buf(),
-            control: Control::Service {
-                systemd,
-                unit: unit.to_string(),
-            },
+            control: Control::Other(control),
         }
     }
 
@@ -148,7 +155,14 @@ impl Cluster {
             .ok()
             .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<i32>().ok()))
         {
-            // Single-user backends write their PID negated.
+            // Single-user backends (initdb's bootstrap) write their PID negated; a positive
+            // PID is a postmaster, which is never killed to make room.
+            if pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok() {
+                bail!(
+                    "a PostgreSQL server (pid {pid}) runs on {}: not removing it",
+                    d.display()
+                );
+            }
             let pid = nix::unistd::Pid::from_raw(pid.abs());
             if nix::sys::signal::kill(pid, None).is_ok() {
                 tracing::warn!(
@@ -239,8 +253,8 @@ impl Cluster {
 
     /// `pg_ctl status` (or the service is active): true when a postmaster runs.
     pub async fn is_running(&self) -> Result<bool> {
-        if let Control::Service { systemd, unit } = &self.control {
-            return Ok(systemd.active_state(unit).await? == "active");
+        if let Control::Other(control) = &self.control {
+            return control.is_running().await;
         }
         let out = self
             .runner
@@ -255,8 +269,8 @@ impl Cluster {
     }
 
     pub async fn start(&self) -> Result<()> {
-        if let Control::Service { systemd, unit } = &self.control {
-            systemd.start_unit(unit).await?;
+        if let Control::Other(control) = &self.control {
+            control.start().await?;
             return self.wait_accepting().await;
         }
         self.runner
@@ -288,8 +302,8 @@ impl Cluster {
     }
 
     pub async fn stop(&self) -> Result<()> {
-        if let Control::Service { systemd, unit } = &self.control {
-            return systemd.stop_unit(unit).await;
+        if let Control::Other(control) = &self.control {
+            return control.stop().await;
         }
         if !self.is_running().await? {
             return Ok(());
@@ -315,8 +329,8 @@ impl Cluster {
     }
 
     pub async fn restart(&self) -> Result<()> {
-        if let Control::Service { systemd, unit } = &self.control {
-            systemd.restart_unit(unit).await?;
+        if let Control::Other(control) = &self.control {
+            control.restart().await?;
             return self.wait_accepting().await;
         }
         self.stop().await?;

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 
-use super::Run;
+use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::loader;
 use crate::pgbench::init::{InitBreakdown, InitPhase};
@@ -14,13 +14,15 @@ use crate::pgbench::parse_init;
 use crate::plan::InitMode;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::{ident, literal, Session};
+use crate::postgres::Cluster;
 use crate::results::DatasetInfo;
 use crate::runner::CommandSpec;
 
-const FACT_DATASET: &str = "dataset";
+pub struct Dataset;
 
-pub fn dataset_fact(run: &Run) -> String {
-    let d = &run.plan.dataset;
+/// What identifies the initialised dataset in the journal.
+fn spec(cx: &Context) -> String {
+    let d = &cx.plan.dataset;
     format!(
         "db={} scale={} fillfactor={} init={:?}",
         d.database, d.scale, d.fillfactor, d.init
@@ -28,8 +30,7 @@ pub fn dataset_fact(run: &Run) -> String {
 }
 
 /// Connection arguments for pgbench and friends.
-pub fn conn_args(run: &Run) -> Result<Vec<String>> {
-    let c = run.cluster()?;
+pub fn conn_args(c: &Cluster) -> Result<Vec<String>> {
     Ok(vec![
         "-h".into(),
         c.socket_dir().display().to_string(),
@@ -40,12 +41,10 @@ pub fn conn_args(run: &Run) -> Result<Vec<String>> {
     ])
 }
 
-async fn dataset_present(run: &Run) -> Result<bool> {
-    if run.journal.fact(FACT_DATASET) != Some(dataset_fact(run).as_str()) {
-        return Ok(false);
-    }
-    let c = run.cluster()?;
-    let db = &run.plan.dataset.database;
+/// Whether the dataset's tables are there at the planned scale.
+async fn present(cx: &Context) -> Result<bool> {
+    let c = cx.server()?;
+    let db = &cx.plan.dataset.database;
     let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
     let exists = admin
         .value(&format!(
@@ -61,67 +60,75 @@ async fn dataset_present(run: &Run) -> Result<bool> {
     let branches = s
         .value("SELECT CASE WHEN to_regclass('pgbench_branches') IS NULL THEN -1 ELSE (SELECT count(*) FROM pgbench_branches) END")
         .await?;
-    Ok(branches.as_deref() == Some(run.plan.dataset.scale.to_string().as_str()))
+    Ok(branches.as_deref() == Some(cx.plan.dataset.scale.to_string().as_str()))
 }
 
-/// Journal fact present while the parallel loader's load settings are in force.
-const FACT_LOAD_SETTINGS: &str = "load_settings";
+impl Step for Dataset {
+    const NAME: StepName = StepName::Dataset;
+    const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server, Product::Settings];
+    const GIVES: &'static [Product] = &[];
 
-pub async fn run(run: &mut Run) -> Result<()> {
-    let info_path = run.run_dir.join("dataset.json");
-    if run.journal.fact(FACT_LOAD_SETTINGS).is_some() {
-        // A parallel load was interrupted: the plan's settings come back first.
-        tracing::warn!("restoring the plan's settings after an interrupted parallel load");
-        let inv = run.inventory()?;
-        let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
-        loader::restore_settings(run.cluster()?, cores, ram, &run.applied_settings).await?;
-        run.journal.remove_fact(FACT_LOAD_SETTINGS)?;
-        run.journal.remove_fact(FACT_DATASET)?;
-    }
-    if dataset_present(run).await? {
-        if !run.journal.is_done(StepName::Dataset) {
-            run.journal.begin(StepName::Dataset, None)?;
-            run.journal.finish(StepName::Dataset, 0.0)?;
+    async fn check(&self, cx: &mut Context) -> Result<Check> {
+        let state = &cx.journal.state.state.dataset;
+        if state.load_degree.is_some() {
+            return Ok(Check::Todo("a parallel load was interrupted".into()));
         }
-        return Ok(());
+        if state.spec.as_deref() != Some(spec(cx).as_str()) {
+            return Ok(Check::Todo("not initialised yet".into()));
+        }
+        if !present(cx).await? {
+            return Ok(Check::Todo(format!(
+                "pgbench_branches does not hold scale {}",
+                cx.plan.dataset.scale
+            )));
+        }
+        Ok(Check::Done)
     }
-    let t0 = Instant::now();
-    run.journal.begin(StepName::Dataset, None)?;
-    run.journal.remove_fact(FACT_DATASET)?;
-    let c = run.cluster()?.clone();
-    let d = run.plan.dataset.clone();
-    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
-    let exists = admin
-        .value(&format!(
-            "SELECT 1 FROM pg_database WHERE datname = {}",
-            literal(&d.database)
-        ))
-        .await?
-        .is_some();
-    if !exists {
-        admin
-            .execute(&format!("CREATE DATABASE {}", ident(&d.database)))
-            .await?;
+
+    async fn apply(&self, cx: &mut Context) -> Result<()> {
+        if cx.journal.state.state.dataset.load_degree.is_some() {
+            // A parallel load was interrupted: the plan's settings come back first.
+            tracing::warn!("restoring the plan's settings after an interrupted parallel load");
+            let inv = cx.inventory()?;
+            let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
+            loader::restore_settings(cx.server()?, cores, ram, cx.settings()?).await?;
+            cx.journal.update(|s| s.dataset.load_degree = None)?;
+        }
+        cx.journal.update(|s| s.dataset.spec = None)?;
+        let c = cx.server()?.clone();
+        let d = cx.plan.dataset.clone();
+        let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
+        let exists = admin
+            .value(&format!(
+                "SELECT 1 FROM pg_database WHERE datname = {}",
+                literal(&d.database)
+            ))
+            .await?
+            .is_some();
+        if !exists {
+            admin
+                .execute(&format!("CREATE DATABASE {}", ident(&d.database)))
+                .await?;
+        }
+        drop(admin);
+        let info = match d.init {
+            InitMode::Parallel => parallel(cx).await?,
+            InitMode::Client | InitMode::Server => with_pgbench(cx).await?,
+        };
+        crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
+        let spec = spec(cx);
+        cx.journal.update(|s| s.dataset.spec = Some(spec))?;
+        tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
+        Ok(())
     }
-    drop(admin);
-    let info = match d.init {
-        InitMode::Parallel => parallel(run).await?,
-        InitMode::Client | InitMode::Server => with_pgbench(run).await?,
-    };
-    crate::fsutil::write_json(&info_path, &info)?;
-    let fact = dataset_fact(run);
-    run.journal.set_fact(FACT_DATASET, fact)?;
-    tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
-    run.journal
-        .finish(StepName::Dataset, t0.elapsed().as_secs_f64())
 }
 
-async fn with_pgbench(run: &Run) -> Result<DatasetInfo> {
-    let d = &run.plan.dataset;
+async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
+    let d = &cx.plan.dataset;
     crate::notify::status(&format!("dataset: pgbench -i -s {}", d.scale));
-    let bin = run.bin()?;
+    let cluster = cx.server()?;
     let mut args = vec!["--initialize".to_string()];
-    args.extend(conn_args(run)?);
+    args.extend(conn_args(cluster)?);
     args.push(format!("--scale={}", d.scale));
     args.push(format!("--fillfactor={}", d.fillfactor));
     let mode = if d.init == InitMode::Server {
@@ -131,17 +138,17 @@ async fn with_pgbench(run: &Run) -> Result<DatasetInfo> {
         "client"
     };
     args.push(d.database.clone());
-    let raw = run.run_dir.join("raw");
+    let raw = cx.raw();
     let (out, err) = (
         raw.join("dataset-init.stdout"),
         raw.join("dataset-init.stderr"),
     );
-    let spec = CommandSpec::new(bin.tool("pgbench"))
+    let spec = CommandSpec::new(cluster.bin.tool("pgbench"))
         .args(args)
-        .user(run.bench_user())
+        .user(cx.host.bench_user())
         .output_files(&out, &err);
     let started = Instant::now();
-    run.runner.run(&spec).await?;
+    cx.runner.run(&spec).await?;
     let wall_s = started.elapsed().as_secs_f64();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     let breakdown = parse_init(&stderr).with_context(|| format!("reading {}", err.display()))?;
@@ -156,9 +163,9 @@ async fn with_pgbench(run: &Run) -> Result<DatasetInfo> {
     })
 }
 
-async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
-    let d = run.plan.dataset.clone();
-    let inv = run.inventory()?;
+async fn parallel(cx: &mut Context) -> Result<DatasetInfo> {
+    let d = cx.plan.dataset.clone();
+    let inv = cx.inventory()?;
     let degree = d
         .parallel_degree
         .unwrap_or_else(|| crate::loader::default_degree(inv.cpu.cpus));
@@ -167,9 +174,9 @@ async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
         "dataset: parallel init of scale {} over {degree} connections",
         d.scale
     ));
-    run.journal
-        .set_fact(FACT_LOAD_SETTINGS, degree.to_string())?;
-    let c = run.cluster()?.clone();
+    cx.journal
+        .update(|s| s.dataset.load_degree = Some(degree))?;
+    let c = cx.server()?.clone();
     let started = Instant::now();
     let spec = loader::LoadSpec {
         database: &d.database,
@@ -179,8 +186,8 @@ async fn parallel(run: &mut Run) -> Result<DatasetInfo> {
         cores,
         ram_bytes: ram,
     };
-    let result = loader::parallel_init(&c, &spec, &run.applied_settings).await?;
-    run.journal.remove_fact(FACT_LOAD_SETTINGS)?;
+    let result = loader::parallel_init(&c, &spec, cx.settings()?).await?;
+    cx.journal.update(|s| s.dataset.load_degree = None)?;
     Ok(DatasetInfo {
         database: d.database.clone(),
         scale: d.scale,

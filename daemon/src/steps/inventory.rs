@@ -1,41 +1,50 @@
 //! Inventory: what machine this is → `inventory.json`. Collected once per run.
 
-use std::time::Instant;
+use anyhow::{Context as _, Result};
 
-use anyhow::{Context, Result};
-
-use super::Run;
-use crate::inventory::{self, Inventory};
+use crate::engine::{Check, Context, Product, Step};
+use crate::inventory;
 use crate::journal::StepName;
 
-pub async fn run(run: &mut Run) -> Result<()> {
-    let path = run.run_dir.join("inventory.json");
-    if run.journal.is_done(StepName::Inventory) {
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            if let Ok(inv) = serde_json::from_str::<Inventory>(&text) {
-                run.inventory = Some(inv);
-                return Ok(());
-            }
+pub struct Inventory;
+
+const FILE: &str = "inventory.json";
+
+impl Step for Inventory {
+    const NAME: StepName = StepName::Inventory;
+    const NEEDS: &'static [Product] = &[];
+    const GIVES: &'static [Product] = &[Product::Inventory];
+
+    async fn check(&self, cx: &mut Context) -> Result<Check> {
+        if !cx.journal.is_done(StepName::Inventory) {
+            return Ok(Check::Todo("not collected yet".into()));
         }
+        let path = cx.run_dir.join(FILE);
+        let Some(inv) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<inventory::Inventory>(&t).ok())
+        else {
+            return Ok(Check::Todo(format!(
+                "{} is missing or unreadable",
+                path.display()
+            )));
+        };
+        cx.set_inventory(inv);
+        Ok(Check::Done)
     }
-    let t0 = Instant::now();
-    run.journal.begin(StepName::Inventory, None)?;
-    let mut inv = inventory::collect(&run.runner).await?;
-    if run.is_appliance() {
-        // Only the appliance asks the link-local metadata service (a few seconds at most
-        // where nothing answers).
-        let endpoint = std::env::var("PGAPPLIANCE_IMDS_ENDPOINT")
-            .unwrap_or_else(|_| inventory::cloud::IMDS_ENDPOINT.to_string());
-        inv.cloud = inventory::cloud::ec2_instance(&endpoint).await;
+
+    async fn apply(&self, cx: &mut Context) -> Result<()> {
+        let mut inv = inventory::collect(&cx.runner).await?;
+        inv.cloud = cx.host.cloud_instance().await;
+        crate::fsutil::write_json(&cx.run_dir.join(FILE), &inv)
+            .context("writing inventory.json")?;
+        tracing::info!(
+            cpus = inv.cpu.cpus,
+            memory_gib = inv.memory_bytes >> 30,
+            model = inv.cpu.model_name.as_deref().unwrap_or("?"),
+            "inventory"
+        );
+        cx.set_inventory(inv);
+        Ok(())
     }
-    crate::fsutil::write_json(&path, &inv).context("writing inventory.json")?;
-    tracing::info!(
-        cpus = inv.cpu.cpus,
-        memory_gib = inv.memory_bytes >> 30,
-        model = inv.cpu.model_name.as_deref().unwrap_or("?"),
-        "inventory"
-    );
-    run.inventory = Some(inv);
-    run.journal
-        .finish(StepName::Inventory, t0.elapsed().as_secs_f64())
 }

@@ -1,71 +1,91 @@
 //! Packages: PostgreSQL of the planned version from PGDG (the repository RPM, a mirror's
-//! `.repo` file or an apt source, from the plan)
-//! and the tools the later steps need (lvm2 and xfsprogs for the data volume, tuned for the
-//! profile). Installs only what is missing; a machine that has everything does nothing.
+//! `.repo` file or an apt source, from the plan) and the tools the later steps need (lvm2 and
+//! xfsprogs for the data volume, tuned for the profile). Installs only what is missing; a
+//! machine that has everything does nothing.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 
-use super::Run;
+use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
-use crate::plan::Devices;
+use crate::plan::{Devices, Plan};
+use crate::platform::Profile;
 
-pub async fn run(run: &mut Run) -> Result<()> {
-    let profile = run.profile();
-    let v = run.pg_version();
-    let mut wanted = profile.packages(v);
-    if run.plan.storage.devices == Devices::None {
+pub struct Packages;
+
+/// The packages the plan needs on its platform.
+fn wanted(plan: &Plan) -> Vec<String> {
+    let profile = Profile::of(plan.appliance.platform);
+    let mut wanted = profile.packages(profile.pg_version(&plan.postgres));
+    if plan.storage.devices == Devices::None {
         wanted.retain(|p| p != "lvm2" && p != "xfsprogs");
     }
-    if run.plan.tuning.tuned_profile == "none" {
+    if plan.tuning.tuned_profile == "none" {
         wanted.retain(|p| p != "tuned");
     }
+    wanted
+}
+
+/// The wanted packages that are not installed.
+async fn missing(cx: &Context) -> Result<Vec<String>> {
+    let profile = Profile::of(cx.plan.appliance.platform);
     let mut missing = Vec::new();
-    for pkg in &wanted {
-        let out = run
+    for pkg in wanted(&cx.plan) {
+        let out = cx
             .runner
-            .run_accepting(&profile.query_installed(pkg), &[0, 1])
+            .run_accepting(&profile.query_installed(&pkg), &[0, 1])
             .await?;
         if !(out.success() && profile.installed_from_output(&out.stdout)) {
-            missing.push(pkg.clone());
+            missing.push(pkg);
         }
     }
-    if missing.is_empty() {
-        if !run.journal.is_done(StepName::Packages) {
-            run.journal.begin(StepName::Packages, None)?;
-            run.journal.finish(StepName::Packages, 0.0)?;
+    Ok(missing)
+}
+
+impl Step for Packages {
+    const NAME: StepName = StepName::Packages;
+    const NEEDS: &'static [Product] = &[];
+    const GIVES: &'static [Product] = &[];
+
+    async fn check(&self, cx: &mut Context) -> Result<Check> {
+        let missing = missing(cx).await?;
+        if missing.is_empty() {
+            tracing::info!(packages = %wanted(&cx.plan).join(" "), "packages already installed");
+            return Ok(Check::Done);
         }
-        tracing::info!(packages = %wanted.join(" "), "packages already installed");
-        return Ok(());
+        Ok(Check::Todo(format!("missing {}", missing.join(" "))))
     }
-    let t0 = Instant::now();
-    run.journal
-        .begin(StepName::Packages, Some(&missing.join(" ")))?;
-    crate::notify::status(&format!("packages: installing {}", missing.join(" ")));
-    let pg_missing = missing.iter().any(|p| p.starts_with("postgresql"));
-    let raw = run.run_dir.join("raw");
-    if pg_missing {
-        for f in profile.repository_files(&run.plan.postgres, v) {
-            crate::fsutil::write_if_changed(&f.path, &f.text)?;
+
+    async fn apply(&self, cx: &mut Context) -> Result<()> {
+        let profile = Profile::of(cx.plan.appliance.platform);
+        let v = profile.pg_version(&cx.plan.postgres);
+        let missing = missing(cx).await?;
+        cx.journal
+            .begin(StepName::Packages, Some(&missing.join(" ")))?;
+        crate::notify::status(&format!("packages: installing {}", missing.join(" ")));
+        let pg_missing = missing.iter().any(|p| p.starts_with("postgresql"));
+        let raw = cx.raw();
+        if pg_missing {
+            for f in profile.repository_files(&cx.plan.postgres, v) {
+                crate::fsutil::write_if_changed(&f.path, &f.text)?;
+            }
         }
+        for (n, cmd) in profile
+            .install_commands(&missing, pg_missing, &cx.plan.postgres)
+            .into_iter()
+            .enumerate()
+        {
+            let cmd = cmd
+                .output_files(
+                    &raw.join(format!("packages-{n}.stdout")),
+                    &raw.join(format!("packages-{n}.stderr")),
+                )
+                .timeout(Duration::from_secs(3600));
+            cx.runner.run(&cmd).await.with_context(|| {
+                format!("installing {} on {}", missing.join(" "), profile.name())
+            })?;
+        }
+        Ok(())
     }
-    for (n, cmd) in profile
-        .install_commands(&missing, pg_missing, &run.plan.postgres)
-        .into_iter()
-        .enumerate()
-    {
-        let cmd = cmd
-            .output_files(
-                &raw.join(format!("packages-{n}.stdout")),
-                &raw.join(format!("packages-{n}.stderr")),
-            )
-            .timeout(Duration::from_secs(3600));
-        run.runner
-            .run(&cmd)
-            .await
-            .with_context(|| format!("installing {} on {}", missing.join(" "), profile.name()))?;
-    }
-    run.journal
-        .finish(StepName::Packages, t0.elapsed().as_secs_f64())
 }

@@ -1,105 +1,127 @@
 //! Storage: the data volume for PGDATA. Discovers the empty NVMe namespaces (or takes the
 //! plan's list), refuses any device that holds something unless the plan names it with
 //! `wipe = true`, builds the PV/VG and the striped (or linear/single) LV, makes the
-//! filesystem, and mounts it with a `.mount` unit enabled and started over D-Bus. Finds its
-//! own earlier work: a volume already built is only mounted; a build that was interrupted
-//! is cleared and redone on the devices it had claimed.
+//! filesystem, and has the host mount it (now and at every boot). Finds its own earlier
+//! work: a volume already built and mounted is in place, one built but not mounted is only
+//! mounted; a build that was interrupted is cleared and redone on the devices it had
+//! claimed.
 
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Result;
 
-use super::Run;
+use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Devices;
 use crate::runner::CommandSpec;
 use crate::storage::{plan_storage, StoragePlan, LV, VG};
 
-/// Devices the interrupted build had claimed (comma-separated).
-const FACT_CLAIMED: &str = "storage_claimed";
+pub struct Storage;
 
-pub async fn run(run: &mut Run) -> Result<()> {
-    let t0 = Instant::now();
-    let storage = run.plan.storage.clone();
-    let mount_point = storage.mount_point.clone();
-    let devices = crate::inventory::block_devices(&run.runner).await?;
-    let mut planned = plan_storage(&storage, &devices);
-    // A build this daemon started and did not finish left signatures of its own on the
-    // devices it claimed: those may be cleared again.
-    if let (Err(_), Some(claimed)) = (&planned, run.journal.fact(FACT_CLAIMED)) {
-        let claimed: Vec<String> = claimed.split(',').map(str::to_string).collect();
-        tracing::warn!(devices = %claimed.join(" "), "redoing the interrupted data-volume build");
-        let vgremove = crate::storage::clear_interrupted_build_command();
-        let _ = run
-            .runner
-            .run_accepting(
-                &CommandSpec::new(&vgremove[0]).args(vgremove[1..].iter().cloned()),
-                &[0, 5],
-            )
-            .await;
-        let mut again = storage.clone();
-        again.devices = Devices::List(claimed);
-        again.wipe = true;
-        let devices = crate::inventory::block_devices(&run.runner).await?;
-        planned = plan_storage(&again, &devices);
-    }
-    let planned = planned?;
-    match planned {
-        StoragePlan::Directory => {
-            crate::fsutil::create_dir_all(std::path::Path::new(&mount_point))?;
-            tracing::info!(dir = %mount_point, "no data volume planned: PGDATA on the root filesystem");
-            super::selinux::label_pgdata(run, &mount_point, "storage").await?;
-        }
-        StoragePlan::AlreadyBuilt { devices } => {
-            tracing::info!(devices = %devices.join(" "), "data volume from an earlier boot");
-            mount(run, &format!("/dev/{VG}/{LV}")).await?;
-            super::selinux::label_pgdata(run, &mount_point, "storage").await?;
-        }
-        StoragePlan::Build {
-            devices,
-            commands,
-            what,
-            ..
-        } => {
-            run.journal
-                .begin(StepName::Storage, Some(&devices.join(",")))?;
-            run.journal.set_fact(FACT_CLAIMED, devices.join(","))?;
-            crate::notify::status(&format!(
-                "storage: building the data volume on {}",
-                devices.join(" ")
-            ));
-            let raw = run.run_dir.join("raw");
-            for (n, argv) in commands.iter().enumerate() {
-                let cmd = CommandSpec::new(&argv[0])
-                    .args(argv[1..].iter().cloned())
-                    .output_files(
-                        &raw.join(format!("storage-{n}.stdout")),
-                        &raw.join(format!("storage-{n}.stderr")),
-                    )
-                    .timeout(Duration::from_secs(1800));
-                run.runner.run(&cmd).await?;
-            }
-            mount(run, &what).await?;
-            super::selinux::label_pgdata(run, &mount_point, "storage").await?;
-            run.journal.remove_fact(FACT_CLAIMED)?;
-        }
-    }
-    if !run.journal.is_done(StepName::Storage) {
-        run.journal.begin(StepName::Storage, None)?;
-    }
-    run.journal
-        .finish(StepName::Storage, t0.elapsed().as_secs_f64())
+fn mounted(mount_point: &str) -> bool {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|t| crate::in_effect::parse::parse_mountinfo(&t, mount_point))
+        .is_some()
 }
 
-async fn mount(run: &Run, what: &str) -> Result<()> {
-    let storage = &run.plan.storage;
-    let unit = crate::storage::mount_unit_name(&storage.mount_point);
-    let path = run.profile().unit_file(&unit);
-    let text = crate::storage::mount_unit(what, &storage.mount_point, storage.filesystem);
-    crate::fsutil::write_if_changed(&path, &text)?;
-    crate::fsutil::create_dir_all(std::path::Path::new(&storage.mount_point))?;
-    let systemd = run.systemd()?;
-    systemd.enable_unit_files(&[unit.as_str()]).await?;
-    systemd.start_unit(&unit).await?;
-    Ok(())
+impl Step for Storage {
+    const NAME: StepName = StepName::Storage;
+    const NEEDS: &'static [Product] = &[];
+    const GIVES: &'static [Product] = &[];
+
+    async fn check(&self, cx: &mut Context) -> Result<Check> {
+        let storage = &cx.plan.storage;
+        if let Some(claimed) = &cx.journal.state.state.storage.claimed {
+            return Ok(Check::Todo(format!(
+                "the build on {} was interrupted",
+                claimed.join(" ")
+            )));
+        }
+        let devices = crate::inventory::block_devices(&cx.runner).await?;
+        // A device the plan may not touch is refused here, before anything is done.
+        Ok(match plan_storage(storage, &devices)? {
+            StoragePlan::Directory if Path::new(&storage.mount_point).is_dir() => Check::Done,
+            StoragePlan::Directory => {
+                Check::Todo(format!("{} does not exist", storage.mount_point))
+            }
+            StoragePlan::AlreadyBuilt { .. } if mounted(&storage.mount_point) => Check::Done,
+            StoragePlan::AlreadyBuilt { devices } => Check::Todo(format!(
+                "the volume on {} is not mounted",
+                devices.join(" ")
+            )),
+            StoragePlan::Build { devices, .. } => {
+                Check::Todo(format!("no data volume yet on {}", devices.join(" ")))
+            }
+        })
+    }
+
+    async fn apply(&self, cx: &mut Context) -> Result<()> {
+        let storage = cx.plan.storage.clone();
+        let mount_point = storage.mount_point.clone();
+        let raw = cx.raw();
+        let devices = crate::inventory::block_devices(&cx.runner).await?;
+        let planned = match cx.journal.state.state.storage.claimed.clone() {
+            // A build this daemon started and did not finish left signatures of its own on
+            // the devices it claimed: those may be cleared again.
+            Some(claimed) => {
+                tracing::warn!(devices = %claimed.join(" "), "redoing the interrupted data-volume build");
+                let vgremove = crate::storage::clear_interrupted_build_command();
+                let _ = cx
+                    .runner
+                    .run_accepting(
+                        &CommandSpec::new(&vgremove[0]).args(vgremove[1..].iter().cloned()),
+                        &[0, 5],
+                    )
+                    .await;
+                let mut again = storage.clone();
+                again.devices = Devices::List(claimed);
+                again.wipe = true;
+                let devices = crate::inventory::block_devices(&cx.runner).await?;
+                plan_storage(&again, &devices)?
+            }
+            None => plan_storage(&storage, &devices)?,
+        };
+        match planned {
+            StoragePlan::Directory => {
+                crate::fsutil::create_dir_all(Path::new(&mount_point))?;
+                tracing::info!(dir = %mount_point, "no data volume planned: PGDATA on the root filesystem");
+            }
+            StoragePlan::AlreadyBuilt { devices } => {
+                tracing::info!(devices = %devices.join(" "), "data volume from an earlier boot");
+                cx.host
+                    .mount_volume(&format!("/dev/{VG}/{LV}"), &storage)
+                    .await?;
+            }
+            StoragePlan::Build {
+                devices,
+                commands,
+                what,
+                ..
+            } => {
+                cx.journal
+                    .begin(StepName::Storage, Some(&devices.join(",")))?;
+                cx.journal
+                    .update(|s| s.storage.claimed = Some(devices.clone()))?;
+                crate::notify::status(&format!(
+                    "storage: building the data volume on {}",
+                    devices.join(" ")
+                ));
+                for (n, argv) in commands.iter().enumerate() {
+                    let cmd = CommandSpec::new(&argv[0])
+                        .args(argv[1..].iter().cloned())
+                        .output_files(
+                            &raw.join(format!("storage-{n}.stdout")),
+                            &raw.join(format!("storage-{n}.stderr")),
+                        )
+                        .timeout(Duration::from_secs(1800));
+                    cx.runner.run(&cmd).await?;
+                }
+                cx.host.mount_volume(&what, &storage).await?;
+                cx.journal.update(|s| s.storage.claimed = None)?;
+            }
+        }
+        cx.host.label_data_dir(&mount_point, "storage", &raw).await
+    }
 }

@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 
 use super::dataset::conn_args;
-use super::Run;
+use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::pgbench::{latency_from_logs, log_files, parse_progress, parse_summary};
 use crate::plan::{Checksums, LatencyLog};
@@ -23,83 +23,91 @@ use crate::sweep::{expand, pgbench_args, Limit, SweepPoint};
 /// Base name of pgbench's latency logs inside a point's raw directory.
 const LOG_NAME: &str = "pgbench_log";
 
-pub fn points(run: &Run) -> Result<Vec<SweepPoint>> {
-    Ok(expand(&run.plan, run.inventory()?.cpu.cpus))
+pub struct Sweep;
+
+pub fn points(cx: &Context) -> Result<Vec<SweepPoint>> {
+    Ok(expand(&cx.plan, cx.inventory()?.cpu.cpus))
 }
 
 /// Whether a point already has its result on disk (journal entry plus a readable JSON).
-pub fn recorded(run: &Run, p: &SweepPoint) -> bool {
-    run.journal.state.points.get(&p.id).is_some_and(|rec| {
-        std::fs::read_to_string(run.run_dir.join(&rec.result))
+pub fn recorded(cx: &Context, p: &SweepPoint) -> bool {
+    cx.journal.state.points.get(&p.id).is_some_and(|rec| {
+        std::fs::read_to_string(cx.run_dir.join(&rec.result))
             .ok()
             .and_then(|t| serde_json::from_str::<PointResult>(&t).ok())
             .is_some_and(|r| r.matches(p))
     })
 }
 
-pub async fn run(run: &mut Run) -> Result<()> {
-    let points = points(run)?;
-    let total = points.len();
-    if run.journal.state.points_total != total {
-        run.journal.state.points_total = total;
-        run.journal.save()?;
-    }
-    let todo: Vec<&SweepPoint> = points.iter().filter(|p| !recorded(run, p)).collect();
-    if todo.is_empty() {
-        if !run.journal.is_done(StepName::Sweep) {
-            run.journal.begin(StepName::Sweep, None)?;
-            run.journal.finish(StepName::Sweep, 0.0)?;
+impl Step for Sweep {
+    const NAME: StepName = StepName::Sweep;
+    const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server];
+    const GIVES: &'static [Product] = &[];
+
+    async fn check(&self, cx: &mut Context) -> Result<Check> {
+        let points = points(cx)?;
+        let total = points.len();
+        if cx.journal.state.points_total != total {
+            cx.journal.state.points_total = total;
+            cx.journal.save()?;
         }
-        return Ok(());
-    }
-    let t0 = Instant::now();
-    run.journal.begin(StepName::Sweep, None)?;
-    for p in points.iter() {
-        if recorded(run, p) {
-            continue;
-        }
-        let ordinal = points.iter().position(|q| q.id == p.id).unwrap_or(0) + 1;
-        crate::notify::status(&format!(
-            "sweep {ordinal}/{total}: {} clients ({}{})",
-            p.clients,
-            p.workload,
-            if p.warmup { ", warm-up" } else { "" }
-        ));
-        ensure_checksums(run, p.checksums).await?;
-        let result = run_point(run, p).await?;
-        if result.status == PointStatus::Failed {
-            tracing::warn!(
-                point = %p.id,
-                error = result.error.as_deref().unwrap_or(""),
-                "point failed"
-            );
+        let todo = points.iter().filter(|p| !recorded(cx, p)).count();
+        Ok(if todo == 0 {
+            Check::Done
         } else {
-            tracing::info!(
-                point = %p.id,
-                clients = p.clients,
-                tps = result.tps().unwrap_or(0.0),
-                "point done"
-            );
-        }
+            Check::Todo(format!("{todo} of {total} points to run"))
+        })
     }
-    run.journal
-        .finish(StepName::Sweep, t0.elapsed().as_secs_f64())
+
+    async fn apply(&self, cx: &mut Context) -> Result<()> {
+        let points = points(cx)?;
+        let total = points.len();
+        for (n, p) in points.iter().enumerate() {
+            if recorded(cx, p) {
+                continue;
+            }
+            crate::notify::status(&format!(
+                "sweep {}/{total}: {} clients ({}{})",
+                n + 1,
+                p.clients,
+                p.workload,
+                if p.warmup { ", warm-up" } else { "" }
+            ));
+            ensure_checksums(cx, p.checksums).await?;
+            let result = run_point(cx, p).await?;
+            if result.status == PointStatus::Failed {
+                tracing::warn!(
+                    point = %p.id,
+                    error = result.error.as_deref().unwrap_or(""),
+                    "point failed"
+                );
+            } else {
+                tracing::info!(
+                    point = %p.id,
+                    clients = p.clients,
+                    tps = result.tps().unwrap_or(0.0),
+                    "point done"
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Brings the cluster's data checksums to the state a point needs.
-async fn ensure_checksums(run: &mut Run, want: Option<Checksums>) -> Result<()> {
+async fn ensure_checksums(cx: &mut Context, want: Option<Checksums>) -> Result<()> {
     let Some(want) = want else { return Ok(()) };
-    let cluster = run.cluster()?.clone();
+    let cluster = cx.server()?.clone();
     let enabled = cluster.checksums_enabled().await?;
     let want_on = want == Checksums::On;
     if enabled == want_on {
         return Ok(());
     }
     let verb = if want_on { "enable" } else { "disable" };
-    run.journal
+    cx.journal
         .begin(StepName::Sweep, Some(&format!("checksums-{verb}")))?;
     crate::notify::status(&format!("sweep: pg_checksums --{verb}"));
-    let raw = run.run_dir.join("raw");
+    let raw = cx.raw();
     cluster
         .set_checksums(
             want_on,
@@ -114,31 +122,30 @@ fn nofile_for(clients: u32) -> u64 {
     (u64::from(clients) * 2 + 256).max(4096)
 }
 
-async fn run_point(run: &mut Run, p: &SweepPoint) -> Result<PointResult> {
-    let attempt = run.journal.begin_point(&p.id)?;
-    let raw = run
-        .run_dir
-        .join("raw")
+async fn run_point(cx: &mut Context, p: &SweepPoint) -> Result<PointResult> {
+    let attempt = cx.journal.begin_point(&p.id)?;
+    let raw = cx
+        .raw()
         .join("points")
         .join(&p.id)
         .join(format!("attempt-{attempt}"));
-    let result = measure_point(run, p, &raw, attempt).await?;
+    let result = measure_point(cx, p, &raw, attempt).await?;
     let rel = format!("points/{}.json", p.id);
-    crate::fsutil::write_json(&run.run_dir.join(&rel), &result)?;
-    run.journal.finish_point(&p.id, &rel)?;
+    crate::fsutil::write_json(&cx.run_dir.join(&rel), &result)?;
+    cx.journal.finish_point(&p.id, &rel)?;
     Ok(result)
 }
 
 /// The pgbench command line of a point, logs going to `raw`.
-pub fn point_command(run: &Run, p: &SweepPoint, raw: &Path) -> Result<CommandSpec> {
-    let bin = run.bin()?;
-    let mut args = conn_args(run)?;
+pub fn point_command(cx: &Context, p: &SweepPoint, raw: &Path) -> Result<CommandSpec> {
+    let cluster = cx.server()?;
+    let mut args = conn_args(cluster)?;
     args.extend(pgbench_args(p, &raw.join(LOG_NAME).display().to_string()));
-    args.push(run.plan.dataset.database.clone());
-    let mut spec = CommandSpec::new(bin.tool("pgbench"))
+    args.push(cx.plan.dataset.database.clone());
+    let mut spec = CommandSpec::new(cluster.bin.tool("pgbench"))
         .args(args)
         .cwd(raw)
-        .user(run.bench_user())
+        .user(cx.host.bench_user())
         .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
         .limit_nofile(nofile_for(p.clients));
     if let Limit::DurationS(s) = p.limit {
@@ -148,14 +155,14 @@ pub fn point_command(run: &Run, p: &SweepPoint, raw: &Path) -> Result<CommandSpe
 }
 
 /// CHECKPOINT (when the point asks), statistics reset and snapshot; returns the snapshot.
-pub async fn before_point(run: &Run, p: &SweepPoint) -> Result<stats::Snapshot> {
-    let cluster = run.cluster()?;
-    let major = run.bin()?.major;
+pub async fn before_point(cx: &Context, p: &SweepPoint) -> Result<stats::Snapshot> {
+    let cluster = cx.server()?;
+    let major = cluster.bin.major;
     let s = Session::connect(
         &cluster.socket_dir(),
         cluster.port,
         SUPERUSER,
-        &run.plan.dataset.database,
+        &cx.plan.dataset.database,
     )
     .await?;
     if p.checkpoint {
@@ -168,7 +175,7 @@ pub async fn before_point(run: &Run, p: &SweepPoint) -> Result<stats::Snapshot> 
 /// Runs one point into a fresh `raw` directory with the OS sampler and statistics, and
 /// parses everything pgbench left there. Writes nothing else.
 pub async fn measure_point(
-    run: &Run,
+    cx: &Context,
     p: &SweepPoint,
     raw: &Path,
     attempt: u32,
@@ -177,7 +184,7 @@ pub async fn measure_point(
         std::fs::remove_dir_all(raw).with_context(|| format!("clearing {}", raw.display()))?;
     }
     crate::fsutil::create_dir_all(raw)?;
-    if let Some(user) = run.bench_user() {
+    if let Some(user) = cx.host.bench_user() {
         // pgbench writes its transaction logs into its working directory.
         let id = crate::sys::lookup_user(user)?;
         nix::unistd::chown(
@@ -187,19 +194,19 @@ pub async fn measure_point(
         )
         .with_context(|| format!("giving {} to {user}", raw.display()))?;
     }
-    let cluster = run.cluster()?.clone();
-    let bin = run.bin()?.clone();
-    let db = run.plan.dataset.database.clone();
+    let cluster = cx.server()?.clone();
+    let bin = cluster.bin.clone();
+    let db = cx.plan.dataset.database.clone();
     let socket_dir = cluster.socket_dir();
     let connect = || Session::connect(&socket_dir, cluster.port, SUPERUSER, &db);
     // The session is closed before pgbench starts so every connection slot is pgbench's.
-    let before = before_point(run, p).await?;
-    let spec = point_command(run, p, raw)?;
+    let before = before_point(cx, p).await?;
+    let spec = point_command(cx, p, raw)?;
     let (stdout, stderr) = (raw.join("stdout.txt"), raw.join("stderr.txt"));
     let started_at = crate::journal::now();
     let t0 = Instant::now();
     let sampler = Sampler::start(Duration::from_secs(1));
-    let exec = run.runner.run(&spec).await;
+    let exec = cx.runner.run(&spec).await;
     let wall_s = t0.elapsed().as_secs_f64();
     let os = sampler.stop().await;
     let stats = {
@@ -272,7 +279,7 @@ pub async fn measure_point(
         finished_at: crate::journal::now(),
         wall_s,
         command: spec.display(),
-        raw_dir: run.rel(raw),
+        raw_dir: cx.rel(raw),
         summary,
         latency,
         tps_series,

@@ -2,37 +2,42 @@
 //! retried until the store has it. See [`crate::upload`].
 
 use std::path::Path;
-use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context as _, Result};
 
-use super::Run;
+use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Plan;
 use crate::upload::{self, RunKey, Store, StoreConfig, Stored, UploadOptions};
 
-pub async fn run(run: &mut Run) -> Result<Stored> {
-    let t0 = Instant::now();
-    run.journal.begin(StepName::Upload, None)?;
-    let stored = upload_dir(
-        &run.plan,
-        &run.journal.state.run_id,
-        &run.run_dir,
-        &run.workdir,
-        run.options.store.as_deref(),
-        run.options.upload,
-    )
-    .await?;
-    run.journal.set_fact(
-        "uploaded_to",
-        run.options
-            .store
-            .clone()
-            .unwrap_or_else(|| run.plan.upload.store.clone()),
-    )?;
-    run.journal
-        .finish(StepName::Upload, t0.elapsed().as_secs_f64())?;
-    Ok(stored)
+pub struct Upload;
+
+impl Step for Upload {
+    const NAME: StepName = StepName::Upload;
+    const NEEDS: &'static [Product] = &[];
+    const GIVES: &'static [Product] = &[Product::Stored];
+
+    async fn check(&self, _cx: &mut Context) -> Result<Check> {
+        // Only the store can say whether it has the run: the upload asks it (listing and
+        // read-back) and sends what is missing or different.
+        Ok(Check::Todo("the store is verified at every start".into()))
+    }
+
+    async fn apply(&self, cx: &mut Context) -> Result<()> {
+        let stored = upload_dir(
+            &cx.plan,
+            &cx.journal.state.run_id,
+            &cx.run_dir,
+            &cx.workdir,
+            cx.upload.store.as_deref(),
+            cx.upload.options,
+        )
+        .await?;
+        let url = cx.store_url();
+        cx.journal.update(|s| s.upload.stored_in = Some(url))?;
+        cx.set_stored(stored);
+        Ok(())
+    }
 }
 
 pub async fn upload_dir(
@@ -67,7 +72,7 @@ pub async fn upload_finished(
     store_override: Option<&str>,
     options: UploadOptions,
 ) -> Result<(String, Stored)> {
-    let journal = crate::journal::JournalFile::load(&super::journal_path(workdir))?;
+    let journal = crate::journal::JournalFile::load(&crate::engine::journal_path(workdir))?;
     let run_dir = workdir.join("runs").join(&journal.run_id);
     let results: crate::results::RunResults = serde_json::from_str(
         &std::fs::read_to_string(run_dir.join("results.json")).with_context(|| {

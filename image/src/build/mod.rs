@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use pgappliance::plan::Plan;
+use pgappliance::platform::{APPLIANCE_DAEMON, APPLIANCE_PLAN};
 use sha2::{Digest, Sha256};
 
 use payload::Member;
@@ -41,18 +42,23 @@ pub struct BuildArgs {
     pub iso: Option<PathBuf>,
 }
 
+/// A payload member's path: where the appliance has the file, relative to `/`.
+pub fn installed(path: &str) -> String {
+    path.trim_start_matches('/').to_string()
+}
+
 /// The payload's members for a plan.
 pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, Member> {
     let mut m = BTreeMap::new();
     m.insert(
-        "usr/bin/pgapplianced".to_string(),
+        installed(APPLIANCE_DAEMON),
         Member {
             mode: 0o755,
             data: daemon.to_vec(),
         },
     );
     m.insert(
-        "etc/pgappliance/plan.toml".to_string(),
+        installed(APPLIANCE_PLAN),
         Member {
             mode: 0o644,
             data: plan_text.as_bytes().to_vec(),

@@ -11,6 +11,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use flate2::{Compression, GzBuilder};
 use pgappliance::plan::Plan;
+use pgappliance::platform::{APPLIANCE_DAEMON, APPLIANCE_PLAN};
 
 /// The units the payload installs (`units/` of the repository, embedded at compile time).
 pub const UNITS: [(&str, &str); 1] = [(
@@ -134,8 +135,8 @@ pub fn check_complete(
             missing.push((path, why));
         }
     };
-    need("usr/bin/pgapplianced".into(), "the daemon".into());
-    need("etc/pgappliance/plan.toml".into(), "the plan".into());
+    need(super::installed(APPLIANCE_DAEMON), "the daemon".into());
+    need(super::installed(APPLIANCE_PLAN), "the plan".into());
     if enabled_units.is_empty() {
         bail!("internal: the install scripts enable no unit, so nothing would start the daemon");
     }
@@ -209,10 +210,16 @@ mod tests {
 
     #[test]
     fn what_a_unit_runs() {
+        // The unit runs the daemon and the plan where the payload installs them, in the
+        // work directory the daemon's commands default to.
         assert_eq!(
             exec_start_paths(UNITS[0].1),
-            ["/usr/bin/pgapplianced", "/etc/pgappliance/plan.toml"]
+            [APPLIANCE_DAEMON, APPLIANCE_PLAN]
         );
+        assert!(UNITS[0].1.contains(&format!(
+            "--workdir {}\n",
+            pgappliance::platform::APPLIANCE_WORKDIR
+        )));
         assert_eq!(exec_start_paths("ExecStart=-/bin/x a\n"), ["/bin/x"]);
     }
 

@@ -1,10 +1,13 @@
 //! pgapplianced: parses the command line and dispatches; the work is in the library.
 
+mod cli;
+mod present;
+
 use clap::Parser;
 
 fn main() {
     pgappliance::logging::init();
-    let cli = pgappliance::cli::Cli::parse();
+    let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -15,7 +18,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    match runtime.block_on(pgappliance::cli::dispatch(cli)) {
+    match runtime.block_on(cli::dispatch(cli)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -4,17 +4,26 @@
 //! after the data volume is mounted (or its directory made) and before PostgreSQL starts
 //! (after initdb, and on every resume). The command lines are [`crate::platform`]'s.
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 
-use super::Run;
 use crate::platform::{
     fcontext_rule_type, restorecon, selinux_fcontext_command, selinux_fcontext_list,
-    selinux_fcontext_pattern, selinux_presence, SelinuxPresence, PGDATA_SELINUX_TYPE,
+    selinux_fcontext_pattern, selinux_presence, Profile, SelinuxPresence, PGDATA_SELINUX_TYPE,
 };
+use crate::runner::Runner;
 
-/// Labels `path` (PGDATA's mount point) for PostgreSQL; `stage` names the raw files.
-pub async fn label_pgdata(run: &Run, path: &str, stage: &str) -> Result<()> {
-    if !run.profile().has_selinux() {
+/// Labels `path` (PGDATA's mount point) for PostgreSQL; `stage` names the raw files in
+/// `raw`.
+pub async fn label_pgdata(
+    runner: &Runner,
+    profile: &Profile,
+    path: &str,
+    stage: &str,
+    raw: &Path,
+) -> Result<()> {
+    if !profile.has_selinux() {
         return Ok(());
     }
     let enforce = std::fs::read_to_string("/sys/fs/selinux/enforce").ok();
@@ -28,20 +37,18 @@ pub async fn label_pgdata(run: &Run, path: &str, stage: &str) -> Result<()> {
         return Ok(());
     }
     let pattern = selinux_fcontext_pattern(path);
-    let list = run
-        .runner
+    let list = runner
         .run(&selinux_fcontext_list())
         .await
         .context("listing SELinux's local file-context rules")?;
     let existing = fcontext_rule_type(&list.stdout, &pattern);
     if let Some(cmd) = selinux_fcontext_command(path, existing.as_deref()) {
-        run.runner.run(&cmd).await.with_context(|| {
+        runner.run(&cmd).await.with_context(|| {
             format!("making {pattern} SELinux type {PGDATA_SELINUX_TYPE} (was: {existing:?})")
         })?;
     }
     if presence == SelinuxPresence::Running {
-        let raw = run.run_dir.join("raw");
-        run.runner
+        runner
             .run(&restorecon(path).output_files(
                 &raw.join(format!("restorecon-{stage}.stdout")),
                 &raw.join(format!("restorecon-{stage}.stderr")),

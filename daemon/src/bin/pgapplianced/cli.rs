@@ -1,12 +1,13 @@
-//! `pgapplianced` command line (clap derive) and what each command does.
+//! `pgapplianced` command line (clap derive), what each command calls in the library, and
+//! how its outcome is shown (text, exit status).
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use crate::journal::{JournalFile, StepName};
-use crate::steps::{journal_path, run_local, RunOptions};
+use pgappliance::engine::{journal_path, RunMode, RunOptions};
+use pgappliance::journal::JournalFile;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,7 +31,7 @@ pub enum Command {
     /// overwriting; a no-op once the store has its manifest.
     Upload {
         /// Work directory of the run.
-        #[arg(long, default_value = "/var/lib/pgappliance")]
+        #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
         workdir: PathBuf,
         #[command(flatten)]
         upload: UploadArgs,
@@ -41,7 +42,7 @@ pub enum Command {
     /// Show the journal of a run: steps done, the current step, points done/total.
     Status {
         /// Work directory of the run.
-        #[arg(long, default_value = "/var/lib/pgappliance")]
+        #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
         workdir: PathBuf,
     },
 }
@@ -57,7 +58,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub plan: PathBuf,
     /// Where the journal, the cluster and the run directories live.
-    #[arg(long, default_value = "/var/lib/pgappliance")]
+    #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
     pub workdir: PathBuf,
     /// PostgreSQL bin directory (default: found from the plan's version).
     #[arg(long)]
@@ -83,9 +84,9 @@ pub struct UploadArgs {
 }
 
 impl UploadArgs {
-    fn options(&self) -> crate::upload::UploadOptions {
+    fn options(&self) -> pgappliance::upload::UploadOptions {
         let part = (self.part_size_mib as usize) << 20;
-        crate::upload::UploadOptions {
+        pgappliance::upload::UploadOptions {
             part_size: part,
             multipart_threshold: 2 * part as u64,
             ..Default::default()
@@ -164,7 +165,7 @@ pub enum ParseCommand {
 const MAX_PARSE_BYTES: u64 = 64 << 20;
 
 fn read(file: &std::path::Path) -> Result<String> {
-    crate::fsutil::read_to_string_limited(file, MAX_PARSE_BYTES, "a program's output")
+    pgappliance::fsutil::read_to_string_limited(file, MAX_PARSE_BYTES, "a program's output")
         .with_context(|| format!("reading {}", file.display()))
 }
 
@@ -173,15 +174,15 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Run(args) => run(args).await,
         Command::Parse(ParseCommand::Pgbench { file }) => {
             let text = read(&file)?;
-            let summary = crate::pgbench::parse_summary(&text)
+            let summary = pgappliance::pgbench::parse_summary(&text)
                 .with_context(|| format!("{}", file.display()))?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
             Ok(0)
         }
         Command::Parse(ParseCommand::PgbenchInit { file }) => {
             let text = read(&file)?;
-            let b =
-                crate::pgbench::parse_init(&text).with_context(|| format!("{}", file.display()))?;
+            let b = pgappliance::pgbench::parse_init(&text)
+                .with_context(|| format!("{}", file.display()))?;
             println!("{}", serde_json::to_string_pretty(&b)?);
             Ok(0)
         }
@@ -191,12 +192,25 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             workdir,
             rounds,
         }) => {
-            crate::bench::overhead::run(crate::bench::overhead::OverheadOptions {
-                plan,
-                workdir,
-                rounds,
-            })
+            let report = pgappliance::bench::overhead::run(
+                pgappliance::bench::overhead::OverheadOptions {
+                    plan,
+                    workdir,
+                    rounds,
+                },
+                &mut |p| {
+                    println!(
+                        "round {} {}: direct {:.1} tps, appliance {:.1} tps, ratio {:.3}",
+                        p.round,
+                        p.point,
+                        p.direct_tps,
+                        p.appliance_tps,
+                        p.ratio()
+                    )
+                },
+            )
             .await?;
+            crate::present::overhead(&report);
             Ok(0)
         }
         Command::Bench(BenchCommand::Init {
@@ -206,14 +220,18 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             rounds,
             workers,
         }) => {
-            crate::bench::init::run(crate::bench::init::InitBenchOptions {
-                plan,
-                workdir,
-                scale,
-                rounds,
-                workers,
-            })
+            let report = pgappliance::bench::init::run(
+                pgappliance::bench::init::InitBenchOptions {
+                    plan,
+                    workdir,
+                    scale,
+                    rounds,
+                    workers,
+                },
+                &mut crate::present::init_event,
+            )
             .await?;
+            crate::present::init(&report);
             Ok(0)
         }
         Command::Bench(BenchCommand::Upload {
@@ -223,14 +241,16 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             part_size_mib,
             workdir,
         }) => {
-            crate::bench::upload::run(crate::bench::upload::UploadBenchOptions {
-                size_mib,
-                store,
-                aws,
-                part_size_mib,
-                workdir,
-            })
-            .await?;
+            let report =
+                pgappliance::bench::upload::run(pgappliance::bench::upload::UploadBenchOptions {
+                    size_mib,
+                    store,
+                    aws,
+                    part_size_mib,
+                    workdir,
+                })
+                .await?;
+            crate::present::upload(&report);
             Ok(0)
         }
         Command::Bench(BenchCommand::UploadChild {
@@ -239,11 +259,11 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             part_size_mib,
             tag,
         }) => {
-            crate::bench::upload::child(&dir, &store, part_size_mib, &tag).await?;
+            pgappliance::bench::upload::child(&dir, &store, part_size_mib, &tag).await?;
             Ok(0)
         }
         Command::Upload { workdir, upload } => {
-            let (run_id, m) = crate::steps::upload::upload_finished(
+            let (run_id, m) = pgappliance::steps::upload::upload_finished(
                 &workdir,
                 upload.store.as_deref(),
                 upload.options(),
@@ -260,36 +280,42 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
 pub const EXIT_REFUSED: i32 = 3;
 
 async fn run(args: RunArgs) -> Result<i32> {
+    let mode = if args.local {
+        RunMode::Local {
+            pg_bin: args.pg_bin,
+            cluster_user: args.cluster_user,
+            keep_running: args.keep_running,
+        }
+    } else {
+        if args.pg_bin.is_some() || args.cluster_user.is_some() || args.keep_running {
+            bail!("--pg-bin, --cluster-user and --keep-running belong to --local; the appliance runs the platform's PostgreSQL service");
+        }
+        RunMode::Appliance
+    };
+    let appliance = mode == RunMode::Appliance;
     let options = RunOptions {
         plan_path: args.plan,
         workdir: args.workdir,
-        pg_bin: args.pg_bin,
-        cluster_user: args.cluster_user,
-        keep_running: args.keep_running,
+        mode,
         store: args.upload.store.clone(),
         upload: args.upload.options(),
     };
-    let outcome = if args.local {
-        run_local(options).await?
-    } else {
-        if options.pg_bin.is_some() || options.cluster_user.is_some() || options.keep_running {
-            bail!("--pg-bin, --cluster-user and --keep-running belong to --local; the appliance runs the platform's PostgreSQL service");
+    let outcome = match pgappliance::engine::run(options).await {
+        Ok(o) => o,
+        // A refusal needs a person (the plan or the machine must change): the appliance
+        // exits with the status its unit does not restart on.
+        Err(e)
+            if appliance
+                && e.chain().any(|c| {
+                    c.downcast_ref::<pgappliance::storage::StorageRefusal>()
+                        .is_some()
+                }) =>
+        {
+            eprintln!("error: {e:#}");
+            pgappliance::notify::status(&format!("refused: {}", e.root_cause()));
+            return Ok(EXIT_REFUSED);
         }
-        match crate::steps::run_appliance(options).await {
-            Ok(o) => o,
-            Err(e) => {
-                // A refusal needs a person (the plan or the machine must change): exit with
-                // the status the unit does not restart on.
-                if e.chain()
-                    .any(|c| c.downcast_ref::<crate::storage::StorageRefusal>().is_some())
-                {
-                    eprintln!("error: {e:#}");
-                    crate::notify::status(&format!("refused: {}", e.root_cause()));
-                    return Ok(EXIT_REFUSED);
-                }
-                return Err(e);
-            }
-        }
+        Err(e) => return Err(e),
     };
     if outcome.already_complete {
         println!("run {} was already complete", outcome.run_id);
@@ -324,7 +350,7 @@ fn status(workdir: &std::path::Path) -> Result<i32> {
     }
     let j = JournalFile::load(&path)?;
     println!("run {} (started {})", j.run_id, j.started_at);
-    for step in StepName::ALL {
+    for (step, _) in pgappliance::engine::ORDER {
         let line = match j.steps.get(&step) {
             Some(r) if r.finished_at.is_some() => format!(
                 "done in {:.1} s{}",

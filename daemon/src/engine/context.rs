@@ -1,0 +1,179 @@
+//! What the steps of a run share: the plan, the work and run directories, the runner, the
+//! journal, the host, and the products earlier steps left for later ones.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::host::Host;
+use crate::inventory::Inventory;
+use crate::journal::JournalFile;
+use crate::plan::Plan;
+use crate::postgres::Cluster;
+use crate::results::RunResults;
+use crate::runner::Runner;
+use crate::upload::{Stored, UploadOptions};
+
+/// Something a step leaves for the steps after it (see [`super::Step::NEEDS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Product {
+    /// The machine's inventory.
+    Inventory,
+    /// The PostgreSQL server, running and accepting connections.
+    Server,
+    /// The settings the tuning step applied (what a load restores).
+    Settings,
+    /// The run's results (results.json).
+    Results,
+    /// Where the upload stored the run.
+    Stored,
+}
+
+impl Product {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Product::Inventory => "the inventory",
+            Product::Server => "the PostgreSQL server",
+            Product::Settings => "the applied settings",
+            Product::Results => "the results",
+            Product::Stored => "the stored run",
+        }
+    }
+}
+
+/// Where the run is uploaded.
+#[derive(Debug, Clone, Default)]
+pub struct UploadTarget {
+    /// A store URL overriding the plan's `upload.store`.
+    pub store: Option<String>,
+    pub options: UploadOptions,
+}
+
+pub struct Context {
+    pub plan: Plan,
+    pub workdir: PathBuf,
+    pub run_dir: PathBuf,
+    pub runner: Runner,
+    pub journal: JournalFile,
+    pub host: Host,
+    pub upload: UploadTarget,
+    inventory: Option<Inventory>,
+    server: Option<Cluster>,
+    settings: Option<BTreeMap<String, String>>,
+    results: Option<RunResults>,
+    stored: Option<Stored>,
+}
+
+fn missing(what: Product) -> anyhow::Error {
+    anyhow::anyhow!(
+        "internal: {} is needed before the step that provides it ran (engine::ORDER)",
+        what.as_str()
+    )
+}
+
+impl Context {
+    pub fn new(
+        plan: Plan,
+        workdir: PathBuf,
+        run_dir: PathBuf,
+        journal: JournalFile,
+        host: Host,
+        upload: UploadTarget,
+    ) -> Self {
+        Context {
+            runner: host.runner(),
+            plan,
+            workdir,
+            run_dir,
+            journal,
+            host,
+            upload,
+            inventory: None,
+            server: None,
+            settings: None,
+            results: None,
+            stored: None,
+        }
+    }
+
+    /// The run's directory for raw program output.
+    pub fn raw(&self) -> PathBuf {
+        self.run_dir.join("raw")
+    }
+
+    /// `p` relative to the run directory, for records.
+    pub fn rel(&self, p: &Path) -> String {
+        p.strip_prefix(&self.run_dir)
+            .unwrap_or(p)
+            .display()
+            .to_string()
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.journal.state.run_id
+    }
+
+    /// The store URL the run goes to.
+    pub fn store_url(&self) -> String {
+        self.upload
+            .store
+            .clone()
+            .unwrap_or_else(|| self.plan.upload.store.clone())
+    }
+
+    pub fn has(&self, p: Product) -> bool {
+        match p {
+            Product::Inventory => self.inventory.is_some(),
+            Product::Server => self.server.is_some(),
+            Product::Settings => self.settings.is_some(),
+            Product::Results => self.results.is_some(),
+            Product::Stored => self.stored.is_some(),
+        }
+    }
+
+    pub fn inventory(&self) -> Result<&Inventory> {
+        self.inventory
+            .as_ref()
+            .ok_or_else(|| missing(Product::Inventory))
+    }
+    pub fn set_inventory(&mut self, inv: Inventory) {
+        self.inventory = Some(inv);
+    }
+
+    pub fn server(&self) -> Result<&Cluster> {
+        self.server.as_ref().ok_or_else(|| missing(Product::Server))
+    }
+    /// The server, if a step has found or started it (for stopping it after a failure).
+    pub fn server_if_known(&self) -> Option<&Cluster> {
+        self.server.as_ref()
+    }
+    pub fn set_server(&mut self, c: Cluster) {
+        self.server = Some(c);
+    }
+
+    pub fn settings(&self) -> Result<&BTreeMap<String, String>> {
+        self.settings
+            .as_ref()
+            .ok_or_else(|| missing(Product::Settings))
+    }
+    pub fn set_settings(&mut self, s: BTreeMap<String, String>) {
+        self.settings = Some(s);
+    }
+
+    pub fn results(&self) -> Result<&RunResults> {
+        self.results
+            .as_ref()
+            .ok_or_else(|| missing(Product::Results))
+    }
+    pub fn set_results(&mut self, r: RunResults) {
+        self.results = Some(r);
+    }
+
+    pub fn stored(&self) -> Result<&Stored> {
+        self.stored.as_ref().ok_or_else(|| missing(Product::Stored))
+    }
+    pub fn set_stored(&mut self, s: Stored) {
+        self.stored = Some(s);
+    }
+}

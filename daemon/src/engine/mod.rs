@@ -1,0 +1,233 @@
+//! The step engine: one ordered list of steps ([`ORDER`]), each a [`Step`] that first checks
+//! whether its effect is already in place and acts only when it is not. The engine owns the
+//! bookkeeping every step shares: the journal's begin/finish and interruption marks, the
+//! order, systemd's STATUS line and the timings; a step file holds only its own logic.
+//!
+//! A run ([`run`]) opens the work directory's journal (or starts one), chooses its
+//! [`Host`](crate::host::Host) once, then drives the steps in order: the measuring steps
+//! (inventory … report) unless the report already exists, then the upload, then the host's
+//! end of run (done marker, power-off). A kill, a crash or the planned reboot resumes where
+//! it stopped: every step's `check` finds what is already done.
+//!
+//! How to add a step: see `docs/architecture.md` ("Adding a step").
+
+mod context;
+mod run;
+
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+
+pub use context::{Context, Product};
+pub use run::{journal_path, open, prepare, run, Outcome, Prepared, RunMode, RunOptions};
+
+use crate::journal::StepName;
+use crate::steps;
+
+/// What a step's check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// The effect is in place (and the step's products are in the context).
+    Done,
+    /// Something is left to do, and why (logged when the step acts).
+    Todo(String),
+}
+
+/// One step of a run.
+///
+/// `check` looks (reads the machine, the cluster, the run directory and the step's own
+/// journal state), changes nothing, and may put into the context what it found (the
+/// products later steps need, [`Step::GIVES`]). `apply` brings the effect about; the engine
+/// has already marked the step begun in the journal and marks it finished after. A step
+/// that has sub-operations worth resuming separately (initdb, a point of the sweep) marks
+/// them with [`crate::journal::JournalFile::begin`] and its item, and keeps what it must
+/// remember across restarts in its own field of [`crate::journal::StepState`].
+#[allow(async_fn_in_trait)]
+pub trait Step {
+    const NAME: StepName;
+    /// Products of earlier steps this one reads.
+    const NEEDS: &'static [Product];
+    /// Products this step puts into the context (after `check` says done, or `apply`).
+    const GIVES: &'static [Product];
+
+    async fn check(&self, cx: &mut Context) -> Result<Check>;
+    async fn apply(&self, cx: &mut Context) -> Result<()>;
+}
+
+/// Which part of a run a step belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Brings the machine and the cluster into the plan's state, with the dataset.
+    Prepare,
+    /// Produces the results (skipped once the report exists).
+    Measure,
+    /// Delivers them.
+    Deliver,
+}
+
+/// Every step, in the order it runs, with its phase. The one list.
+pub const ORDER: [(StepName, Phase); 11] = [
+    (StepName::Inventory, Phase::Prepare),
+    (StepName::Packages, Phase::Prepare),
+    (StepName::Storage, Phase::Prepare),
+    (StepName::Postgres, Phase::Prepare),
+    (StepName::Tuning, Phase::Prepare),
+    (StepName::OsTuning, Phase::Prepare),
+    (StepName::InEffect, Phase::Prepare),
+    (StepName::Dataset, Phase::Prepare),
+    (StepName::Sweep, Phase::Measure),
+    (StepName::Report, Phase::Measure),
+    (StepName::Upload, Phase::Deliver),
+];
+
+/// The steps of the given phases, in order.
+pub fn steps_of(phases: &[Phase]) -> impl Iterator<Item = StepName> + '_ {
+    ORDER
+        .iter()
+        .filter(move |(_, p)| phases.contains(p))
+        .map(|(s, _)| *s)
+}
+
+/// What a step needs and gives, by name (for the order check and the docs).
+pub fn contract(step: StepName) -> (&'static [Product], &'static [Product]) {
+    fn of<S: Step>() -> (&'static [Product], &'static [Product]) {
+        (S::NEEDS, S::GIVES)
+    }
+    match step {
+        StepName::Inventory => of::<steps::inventory::Inventory>(),
+        StepName::Packages => of::<steps::packages::Packages>(),
+        StepName::Storage => of::<steps::storage::Storage>(),
+        StepName::Postgres => of::<steps::postgres::Postgres>(),
+        StepName::Tuning => of::<steps::tuning::Tuning>(),
+        StepName::OsTuning => of::<steps::os_tuning::OsTuning>(),
+        StepName::InEffect => of::<steps::in_effect::InEffect>(),
+        StepName::Dataset => of::<steps::dataset::Dataset>(),
+        StepName::Sweep => of::<steps::sweep::Sweep>(),
+        StepName::Report => of::<steps::report::Report>(),
+        StepName::Upload => of::<steps::upload::Upload>(),
+    }
+}
+
+/// Runs one step by name (when the host runs it).
+pub async fn drive(step: StepName, cx: &mut Context) -> Result<()> {
+    if !cx.host.runs(step) {
+        return Ok(());
+    }
+    match step {
+        StepName::Inventory => drive_step(&steps::inventory::Inventory, cx).await,
+        StepName::Packages => drive_step(&steps::packages::Packages, cx).await,
+        StepName::Storage => drive_step(&steps::storage::Storage, cx).await,
+        StepName::Postgres => drive_step(&steps::postgres::Postgres, cx).await,
+        StepName::Tuning => drive_step(&steps::tuning::Tuning, cx).await,
+        StepName::OsTuning => drive_step(&steps::os_tuning::OsTuning, cx).await,
+        StepName::InEffect => drive_step(&steps::in_effect::InEffect, cx).await,
+        StepName::Dataset => drive_step(&steps::dataset::Dataset, cx).await,
+        StepName::Sweep => drive_step(&steps::sweep::Sweep, cx).await,
+        StepName::Report => drive_step(&steps::report::Report, cx).await,
+        StepName::Upload => drive_step(&steps::upload::Upload, cx).await,
+    }
+}
+
+/// Check, then (when something is left to do) begin, apply and finish in the journal.
+async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
+    let name = S::NAME.as_str();
+    let t0 = Instant::now();
+    let check = step
+        .check(cx)
+        .await
+        .with_context(|| format!("step {name} failed (checking what is in place)"))?;
+    match check {
+        Check::Done => {
+            tracing::debug!(step = name, "in place");
+            cx.journal.record_in_place(S::NAME)?;
+        }
+        Check::Todo(why) => {
+            if let Some(p) = cx.journal.pending_in(S::NAME) {
+                tracing::warn!(
+                    step = name,
+                    item = p.item.as_deref().unwrap_or("-"),
+                    since = %p.started_at,
+                    "resuming: the previous process stopped during this step"
+                );
+            }
+            tracing::info!(step = name, why = %why, "applying");
+            crate::notify::status(&format!("step {name}"));
+            cx.journal.begin(S::NAME, None)?;
+            step.apply(cx)
+                .await
+                .with_context(|| format!("step {name} failed"))?;
+            cx.journal.finish(S::NAME, t0.elapsed().as_secs_f64())?;
+        }
+    }
+    if let Some(missing) = S::GIVES.iter().find(|p| !cx.has(**p)) {
+        anyhow::bail!(
+            "internal: step {name} finished without providing {}",
+            missing.as_str()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_step_is_listed_once_and_runs_after_what_it_needs() {
+        let mut given: Vec<Product> = Vec::new();
+        let mut seen = Vec::new();
+        for (step, _) in ORDER {
+            assert!(!seen.contains(&step), "{} listed twice", step.as_str());
+            seen.push(step);
+            let (needs, gives) = contract(step);
+            for n in needs {
+                assert!(
+                    given.contains(n),
+                    "step {} needs {} before any step gives it",
+                    step.as_str(),
+                    n.as_str()
+                );
+            }
+            given.extend_from_slice(gives);
+        }
+        // Every name is in ORDER (the match fails to compile when a name is added, so this
+        // list is kept complete).
+        let every = |s: StepName| match s {
+            StepName::Inventory
+            | StepName::Packages
+            | StepName::Storage
+            | StepName::Postgres
+            | StepName::Tuning
+            | StepName::OsTuning
+            | StepName::InEffect
+            | StepName::Dataset
+            | StepName::Sweep
+            | StepName::Report
+            | StepName::Upload => seen.contains(&s),
+        };
+        for s in [
+            StepName::Inventory,
+            StepName::Packages,
+            StepName::Storage,
+            StepName::Postgres,
+            StepName::Tuning,
+            StepName::OsTuning,
+            StepName::InEffect,
+            StepName::Dataset,
+            StepName::Sweep,
+            StepName::Report,
+            StepName::Upload,
+        ] {
+            assert!(every(s), "{} is not in ORDER", s.as_str());
+        }
+        // The phases come in order: prepare, measure, deliver.
+        let phases: Vec<Phase> = ORDER.iter().map(|(_, p)| *p).collect();
+        let mut sorted = phases.clone();
+        sorted.sort_by_key(|p| match p {
+            Phase::Prepare => 0,
+            Phase::Measure => 1,
+            Phase::Deliver => 2,
+        });
+        assert_eq!(phases, sorted);
+    }
+}

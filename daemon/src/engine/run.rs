@@ -1,0 +1,312 @@
+//! A run from start to end: open the work directory's journal (or start a run), choose the
+//! host, drive the steps of [`super::ORDER`], end the run the host's way.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use sha2::{Digest, Sha256};
+
+use super::context::{Context, UploadTarget};
+use super::{drive, steps_of, Phase};
+use crate::host::{ApplianceHost, Host, LocalHost};
+use crate::journal::JournalFile;
+use crate::plan::Plan;
+use crate::postgres::{Cluster, PgBin};
+use crate::results::RunResults;
+use crate::sweep::SweepPoint;
+use crate::upload::UploadOptions;
+
+/// Which host the run works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunMode {
+    /// A scratch cluster under the work directory (`pgapplianced run --local`).
+    Local {
+        /// PostgreSQL bin directory to use instead of searching by version.
+        pg_bin: Option<PathBuf>,
+        /// OS user owning the cluster; defaults to `postgres` when running as root.
+        cluster_user: Option<String>,
+        /// Leave the cluster running when the run ends.
+        keep_running: bool,
+    },
+    /// The booted appliance (what `pgapplianced.service` runs).
+    Appliance,
+}
+
+/// Options of `pgapplianced run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub plan_path: PathBuf,
+    pub workdir: PathBuf,
+    pub mode: RunMode,
+    /// Store URL overriding the plan's `upload.store`.
+    pub store: Option<String>,
+    pub upload: UploadOptions,
+}
+
+/// Where a finished run left its results.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub results: PathBuf,
+    pub summary_csv: PathBuf,
+    pub report: PathBuf,
+    pub points: usize,
+    pub failed_points: Vec<String>,
+    /// Where the run was uploaded, and how many objects the manifest lists.
+    pub uploaded: Option<(String, usize)>,
+    /// The run was already complete before this invocation.
+    pub already_complete: bool,
+}
+
+fn new_run_id() -> String {
+    let now = std::time::SystemTime::now();
+    let stamp = humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(['-', ':'], "");
+    let nanos = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tag = (nanos ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{stamp}-{tag:04x}")
+}
+
+pub fn journal_path(workdir: &Path) -> PathBuf {
+    workdir.join("state.json")
+}
+
+/// Opens (or starts) the run of a work directory on its host: plan, journal, run dir.
+pub async fn open(options: RunOptions) -> Result<Context> {
+    let plan_text = crate::fsutil::read_to_string_limited(
+        &options.plan_path,
+        crate::plan::MAX_PLAN_BYTES,
+        "a plan",
+    )
+    .with_context(|| format!("reading plan {}", options.plan_path.display()))?;
+    let plan = Plan::load(&options.plan_path)?;
+    let plan_sha = format!("{:x}", Sha256::digest(plan_text.as_bytes()));
+    // The appliance needs its bus before anything is written.
+    let bus = match options.mode {
+        RunMode::Appliance => Some(crate::systemd::Systemd::connect().await?),
+        RunMode::Local { .. } => None,
+    };
+    crate::fsutil::create_dir_all(&options.workdir)?;
+    let workdir = options
+        .workdir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", options.workdir.display()))?;
+    let host = match (&options.mode, bus) {
+        (
+            RunMode::Local {
+                pg_bin,
+                cluster_user,
+                keep_running,
+            },
+            _,
+        ) => Host::Local(LocalHost::new(
+            &workdir,
+            pg_bin.clone(),
+            cluster_user.clone(),
+            *keep_running,
+        )),
+        (RunMode::Appliance, Some(bus)) => {
+            Host::Appliance(ApplianceHost::new(bus, &workdir, &plan).await?)
+        }
+        (RunMode::Appliance, None) => unreachable!("the bus is connected above"),
+    };
+    let journal =
+        match JournalFile::open_or_create(&journal_path(&workdir), &plan_sha, new_run_id()) {
+            Ok(j) => j,
+            Err(e) if e.is::<crate::journal::DifferentPlan>() => {
+                // The refusal must not orphan the server the earlier run left running.
+                return Err(match host.after_refusal(&workdir).await {
+                    Ok(Some(stopped)) => e.context(stopped),
+                    Ok(None) => e,
+                    Err(stop) => e.context(format!("{stop:#}")),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+    let run_dir = workdir.join("runs").join(&journal.state.run_id);
+    crate::fsutil::create_dir_all(&run_dir.join("points"))?;
+    crate::fsutil::create_dir_all(&run_dir.join("raw"))?;
+    Ok(Context::new(
+        plan,
+        workdir,
+        run_dir,
+        journal,
+        host,
+        UploadTarget {
+            store: options.store,
+            options: options.upload,
+        },
+    ))
+}
+
+/// Fails fast, before any step, when the upload at the end could not open its store (a
+/// credentials file that is missing, readable by others, someone else's or without the
+/// plan's profile), instead of after the sweep.
+fn preflight_upload(cx: &Context) -> Result<()> {
+    crate::upload::StoreConfig::from_plan(&cx.plan.upload, cx.upload.store.as_deref())
+        .preflight()
+        .context("the upload at the end of the run could not open its store; fix this first")
+}
+
+/// Runs (or resumes) the plan on the host `options.mode` names.
+pub async fn run(options: RunOptions) -> Result<Outcome> {
+    let mut cx = open(options).await?;
+    preflight_upload(&cx)?;
+    if cx.host.run_is_complete(&cx.workdir, &cx.journal.state) {
+        if let Ok(results) = crate::steps::report::load_results(&cx.run_dir) {
+            crate::notify::ready();
+            crate::notify::status(&format!("run {} was already complete", cx.run_id()));
+            return Ok(outcome(&cx, &results, true));
+        }
+    }
+    crate::notify::ready();
+    if crate::steps::report::finished_results(&cx).is_none() {
+        let measured = measure(&mut cx).await;
+        // Whether it succeeded or not (a failed local run stops the server it started).
+        if let Err(stop) = cx.host.after_measuring(cx.server_if_known()).await {
+            match &measured {
+                Ok(_) => return Err(stop),
+                Err(_) => {
+                    tracing::warn!(error = %format!("{stop:#}"), "stopping the server after the failure")
+                }
+            }
+        }
+        measured?;
+    } else {
+        // Measuring is over; only the upload is left. Leave the server as planned.
+        cx.host.after_measuring(None).await?;
+    }
+    for step in steps_of(&[Phase::Deliver]) {
+        drive(step, &mut cx).await?;
+    }
+    if cx.results().is_err() {
+        let results = crate::steps::report::load_results(&cx.run_dir)?;
+        cx.set_results(results);
+    }
+    cx.journal.state.finished_at = Some(crate::journal::now());
+    cx.journal.save()?;
+    let mut out = outcome(&cx, cx.results()?, false);
+    out.uploaded = Some((cx.store_url(), cx.stored()?.manifest.objects.len()));
+    crate::notify::status(&format!(
+        "done: {} points, {} failed; results in {}",
+        out.points,
+        out.failed_points.len(),
+        out.run_dir.display()
+    ));
+    cx.host
+        .finish(&cx.workdir, &cx.journal.state.run_id, &cx.plan)
+        .await?;
+    Ok(out)
+}
+
+/// The steps that produce the results.
+async fn measure(cx: &mut Context) -> Result<()> {
+    for step in steps_of(&[Phase::Prepare, Phase::Measure]) {
+        drive(step, cx).await?;
+    }
+    Ok(())
+}
+
+fn outcome(cx: &Context, results: &RunResults, already_complete: bool) -> Outcome {
+    Outcome {
+        run_id: cx.journal.state.run_id.clone(),
+        run_dir: cx.run_dir.clone(),
+        results: cx.run_dir.join("results.json"),
+        summary_csv: cx.run_dir.join("summary.csv"),
+        report: cx.run_dir.join("report.html"),
+        points: results.points.len(),
+        failed_points: results
+            .failed_points()
+            .iter()
+            .map(|p| p.id.clone())
+            .collect(),
+        already_complete,
+        uploaded: None,
+    }
+}
+
+/// A cluster in the plan's configuration with its dataset, ready to measure: what the
+/// benchmarks of the harness start from (`pgapplianced bench`). Local mode.
+pub struct Prepared {
+    cx: Context,
+}
+
+/// Runs the preparing steps of `plan` in local mode under `workdir` (resuming what an
+/// earlier preparation there did).
+pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
+    let mut cx = open(RunOptions {
+        plan_path: plan.to_path_buf(),
+        workdir: workdir.to_path_buf(),
+        mode: RunMode::Local {
+            pg_bin: None,
+            cluster_user: None,
+            keep_running: true,
+        },
+        store: None,
+        upload: Default::default(),
+    })
+    .await?;
+    for step in steps_of(&[Phase::Prepare]) {
+        drive(step, &mut cx).await?;
+    }
+    Ok(Prepared { cx })
+}
+
+impl Prepared {
+    pub fn plan(&self) -> &Plan {
+        &self.cx.plan
+    }
+    pub fn cluster(&self) -> Result<&Cluster> {
+        self.cx.server()
+    }
+    pub fn bin(&self) -> Result<&PgBin> {
+        Ok(&self.cx.server()?.bin)
+    }
+    pub fn inventory(&self) -> Result<&crate::inventory::Inventory> {
+        self.cx.inventory()
+    }
+    pub fn runner(&self) -> &crate::runner::Runner {
+        &self.cx.runner
+    }
+    pub fn run_dir(&self) -> &Path {
+        &self.cx.run_dir
+    }
+    /// The sweep's points of the plan on this machine.
+    pub fn points(&self) -> Result<Vec<SweepPoint>> {
+        crate::steps::sweep::points(&self.cx)
+    }
+    /// Connection arguments of pgbench and the other client programs.
+    pub fn conn_args(&self) -> Result<Vec<String>> {
+        crate::steps::dataset::conn_args(self.cluster()?)
+    }
+    /// The pgbench command line of a point, logs going to `raw`.
+    pub fn point_command(&self, p: &SweepPoint, raw: &Path) -> Result<crate::runner::CommandSpec> {
+        crate::steps::sweep::point_command(&self.cx, p, raw)
+    }
+    /// CHECKPOINT (when the point asks), statistics reset and snapshot.
+    pub async fn before_point(&self, p: &SweepPoint) -> Result<crate::postgres::stats::Snapshot> {
+        crate::steps::sweep::before_point(&self.cx, p).await
+    }
+    /// Measures one point into a fresh `raw` directory exactly as the sweep does.
+    pub async fn measure_point(
+        &self,
+        p: &SweepPoint,
+        raw: &Path,
+        attempt: u32,
+    ) -> Result<crate::results::PointResult> {
+        crate::steps::sweep::measure_point(&self.cx, p, raw, attempt).await
+    }
+    /// The settings the tuning step applied.
+    pub fn settings(&self) -> Result<&std::collections::BTreeMap<String, String>> {
+        self.cx.settings()
+    }
+    /// Stops the cluster.
+    pub async fn stop(&self) -> Result<()> {
+        self.cluster()?.stop().await
+    }
+}

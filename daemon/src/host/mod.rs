@@ -1,0 +1,199 @@
+//! The host a run works on, chosen once when the run starts: what differs between a scratch
+//! cluster under a work directory ([`local`]) and a booted appliance ([`appliance`]). The
+//! steps ask the host to do these things and never ask which host it is:
+//!
+//! | | local | appliance |
+//! |---|---|---|
+//! | executor | plain child processes | transient systemd units over D-Bus |
+//! | steps that change the machine (packages, storage, OS tuning) | not run | run |
+//! | PostgreSQL | binaries found by version or `--pg-bin`, `pg_ctl` on a loopback port | the platform's packages and service, PGDATA on the data volume |
+//! | volume, labels, tuned, reboot | none | mount units, SELinux labels, tuned over D-Bus, systemd reboot |
+//! | cloud metadata | not asked | EC2's IMDSv2 |
+//! | end of run | stop the server (unless kept running) | done marker, power-off if planned |
+
+pub mod appliance;
+pub mod local;
+mod selinux;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::inventory::cloud::CloudInstance;
+use crate::journal::StepName;
+use crate::plan::{Plan, Storage};
+use crate::postgres::Cluster;
+use crate::runner::Runner;
+use crate::systemd::tuned::TunedState;
+
+pub use appliance::ApplianceHost;
+pub use local::LocalHost;
+
+/// Where the steps run.
+pub enum Host {
+    Local(LocalHost),
+    Appliance(ApplianceHost),
+}
+
+impl Host {
+    /// The runner every command of the run goes through.
+    pub fn runner(&self) -> Runner {
+        match self {
+            Host::Local(h) => h.runner(),
+            Host::Appliance(h) => h.runner(),
+        }
+    }
+
+    /// Whether a step is run on this host at all (local mode leaves out the steps that
+    /// change the machine).
+    pub fn runs(&self, step: StepName) -> bool {
+        match self {
+            Host::Local(_) => !matches!(
+                step,
+                StepName::Packages | StepName::Storage | StepName::OsTuning
+            ),
+            Host::Appliance(_) => true,
+        }
+    }
+
+    /// The cloud instance this host is, when the host asks the metadata service.
+    pub async fn cloud_instance(&self) -> Option<CloudInstance> {
+        match self {
+            Host::Local(_) => None,
+            Host::Appliance(h) => h.cloud_instance().await,
+        }
+    }
+
+    /// Settings the host's way of running the server decides (never taken from the plan).
+    pub fn server_owned_settings(&self) -> &'static [&'static str] {
+        match self {
+            Host::Local(_) => &["port", "listen_addresses", "unix_socket_directories"],
+            // The appliance's server listens where the plan says; socket and port are the
+            // platform's.
+            Host::Appliance(_) => &["port", "unix_socket_directories"],
+        }
+    }
+
+    /// The OS user pgbench runs as (None: the daemon's own).
+    pub fn bench_user(&self) -> Option<&'static str> {
+        match self {
+            Host::Local(_) => None,
+            Host::Appliance(_) => Some(appliance::SERVICE_USER),
+        }
+    }
+
+    /// The service manager's bus, where the host has one (read by the tuning-in-effect
+    /// observation for tuned's state).
+    pub fn bus(&self) -> Option<&crate::systemd::Systemd> {
+        match self {
+            Host::Local(_) => None,
+            Host::Appliance(h) => Some(h.systemd()),
+        }
+    }
+
+    /// The PostgreSQL server of the plan on this host: binaries found, where its data and
+    /// socket are, how it is started. Reads only. `port` is the port an earlier start of
+    /// this run chose (local mode picks a free one otherwise).
+    pub async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
+        match self {
+            Host::Local(h) => h.server(plan, port).await,
+            Host::Appliance(h) => h.server(plan).await,
+        }
+    }
+
+    /// Writes what the server needs before initdb (directories, unit files and drop-ins).
+    pub async fn install_server(&self, cluster: &Cluster, plan: &Plan) -> Result<()> {
+        match self {
+            Host::Local(h) => h.install_server(cluster),
+            Host::Appliance(h) => h.install_server(plan).await,
+        }
+    }
+
+    /// Initialises the data directory (the platform's way on the appliance).
+    pub async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
+        match self {
+            Host::Local(h) => h.initdb(cluster, plan, raw).await,
+            Host::Appliance(h) => h.initdb(cluster, plan, raw).await,
+        }
+    }
+
+    /// What must hold every time before the server starts (labels, the enabled unit).
+    pub async fn before_start(&self, plan: &Plan, raw: &Path) -> Result<()> {
+        match self {
+            Host::Local(_) => Ok(()),
+            Host::Appliance(h) => h.before_start(plan, raw).await,
+        }
+    }
+
+    /// Mounts the data volume `what` where the plan says, now and at every boot.
+    pub async fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
+        match self {
+            Host::Local(_) => anyhow::bail!("local mode does not mount data volumes"),
+            Host::Appliance(h) => h.mount_volume(what, storage).await,
+        }
+    }
+
+    /// Labels PGDATA's directory for PostgreSQL where the platform confines it (SELinux).
+    pub async fn label_data_dir(&self, path: &str, stage: &str, raw: &Path) -> Result<()> {
+        match self {
+            Host::Local(_) => Ok(()),
+            Host::Appliance(h) => h.label_data_dir(path, stage, raw).await,
+        }
+    }
+
+    /// Installs (when it is the appliance's own) and activates a tuned profile.
+    pub async fn activate_tuned(&self, profile: &str) -> Result<TunedState> {
+        match self {
+            Host::Local(_) => anyhow::bail!("local mode does not change the tuned profile"),
+            Host::Appliance(h) => h.activate_tuned(profile).await,
+        }
+    }
+
+    /// Reboots the machine; returns only with an error.
+    pub async fn reboot(&self) -> Result<std::convert::Infallible> {
+        match self {
+            Host::Local(_) => anyhow::bail!("local mode does not reboot the machine"),
+            Host::Appliance(h) => h.reboot().await,
+        }
+    }
+
+    /// Whether the run in `workdir` has ended (nothing left to do, not even the upload).
+    pub fn run_is_complete(&self, workdir: &Path, journal: &crate::journal::Journal) -> bool {
+        match self {
+            Host::Local(_) => journal.finished_at.is_some(),
+            Host::Appliance(_) => appliance::done_marker(workdir).exists(),
+        }
+    }
+
+    /// After the measuring steps, whether they succeeded or not: local mode stops the
+    /// server it started (unless asked to keep it running).
+    pub async fn after_measuring(&self, cluster: Option<&Cluster>) -> Result<()> {
+        match self {
+            Host::Local(h) => h.after_measuring(cluster).await,
+            Host::Appliance(_) => Ok(()),
+        }
+    }
+
+    /// After a refusal to resume a run (a different plan): stops a server the earlier run
+    /// left, and says what it did.
+    pub async fn after_refusal(&self, workdir: &Path) -> Result<Option<String>> {
+        match self {
+            Host::Local(_) => local::stop_left_server(workdir).await,
+            Host::Appliance(_) => Ok(None),
+        }
+    }
+
+    /// When the run is finished and stored: the appliance writes its done marker and
+    /// powers off if the plan says so.
+    pub async fn finish(&self, workdir: &Path, run_id: &str, plan: &Plan) -> Result<()> {
+        match self {
+            Host::Local(_) => Ok(()),
+            Host::Appliance(h) => h.finish(workdir, run_id, plan).await,
+        }
+    }
+}
+
+/// The default work directory of the appliance (the unit passes it too).
+pub fn appliance_workdir() -> PathBuf {
+    PathBuf::from(crate::platform::APPLIANCE_WORKDIR)
+}
