@@ -107,3 +107,153 @@ fn keep_running_keeps_the_server_and_the_refused_rerun_stops_it() {
     assert!(w.path().join("state.json").exists());
     assert!(w.path().join("runs").read_dir().expect("runs").count() == 1);
 }
+
+fn daemon(args: &[&str], w: &Workdir) -> std::process::Output {
+    std::process::Command::new(harness::daemon_binary())
+        .args(args)
+        .arg("--workdir")
+        .arg(w.path())
+        .output()
+        .expect("pgapplianced")
+}
+
+/// Every file under `dir`, relative, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).expect("under").display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
+    let w = Workdir::new("failed-reset");
+    let out = w.run(&bad_plan());
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let run_id = w.journal().expect("journal")["run_id"]
+        .as_str()
+        .expect("run id")
+        .to_string();
+
+    // Why it stopped, that no daemon is at work, and what to do.
+    let st = daemon(&["status"], &w);
+    assert!(st.status.success(), "{}", describe(&st));
+    let text = String::from_utf8_lossy(&st.stdout);
+    assert!(text.contains("stopped: step tuning failed at "), "{text}");
+    assert!(text.contains("work_mem"), "{text}");
+    assert!(text.contains("daemon: not running"), "{text}");
+    assert!(
+        text.contains("last report: failed in step tuning"),
+        "{text}"
+    );
+    assert!(text.contains(" ago, at "), "{text}");
+    assert!(text.contains("pgapplianced reset"), "{text}");
+    assert!(
+        text.contains("time left: 1 point(s) of unknown length"),
+        "{text}"
+    );
+
+    // The corrected plan is refused here, and the refusal names the way out.
+    let corrected = corrected_plan(&w);
+    let out = w.run(&corrected);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("pgapplianced reset"),
+        "{}",
+        describe(&out)
+    );
+
+    // reset: the evidence kept and uploaded under failed/, the directory clean.
+    let out = daemon(&["reset", "--store", &w.file_store()], &w);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("run {run_id} put aside in ")),
+        "{text}"
+    );
+    assert!(text.contains("evidence uploaded: "), "{text}");
+    assert!(!w.path().join("state.json").exists());
+    assert!(!w.path().join("cluster").exists());
+    let archived = w.path().join("archive").join(&run_id);
+    let kept = files_under(&archived);
+    for f in ["state.json", "run/plan.toml", "run/raw/initdb.stderr"] {
+        assert!(kept.contains(&f.to_string()), "{f} not in {kept:?}");
+    }
+    let failed = w
+        .path()
+        .join("store/failed/bad-setting")
+        .read_dir()
+        .expect("failed/<appliance>/ in the store")
+        .flatten()
+        .next()
+        .expect("a machine dir")
+        .path()
+        .join(&run_id);
+    let stored = files_under(&failed);
+    assert!(stored.contains(&"manifest.json".to_string()), "{stored:?}");
+    assert!(stored.contains(&"state.json".to_string()), "{stored:?}");
+    // A second reset has nothing to do and says so.
+    let out = daemon(&["reset"], &w);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing to reset"),
+        "{}",
+        describe(&out)
+    );
+
+    // The corrected plan now runs to the end in the same work directory, as a new run.
+    let out = w.run(&corrected);
+    assert!(out.status.success(), "{}", describe(&out));
+    let j = w.journal().expect("journal");
+    assert_ne!(j["run_id"].as_str(), Some(run_id.as_str()));
+    assert!(j["finished_at"].is_string());
+    assert!(j["failure"].is_null(), "{j}");
+}
+
+#[test]
+fn one_daemon_per_work_directory() {
+    let w = Workdir::new("failed-lock");
+    let plan = harness::workspace().join("tests/plans/resume.toml");
+    let mut first = w.run_command(&plan).spawn().expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !w.path().join("state.json").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let second = w.run(&plan);
+    let reset = daemon(&["reset"], &w);
+    let status = daemon(&["status"], &w);
+    let _ = first.kill();
+    let _ = first.wait();
+    let pid = first.id();
+    for (what, out) in [("run", &second), ("reset", &reset)] {
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", describe(out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("another pgapplianced (pid {pid}) is working in")),
+            "{what}: {}",
+            describe(out)
+        );
+    }
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("daemon: running (pid {pid})")),
+        "{}",
+        describe(&status)
+    );
+    // The refused reset took nothing away.
+    assert!(w.path().join("state.json").exists());
+}

@@ -24,7 +24,7 @@ pub const JOURNAL_SCHEMA_VERSION: u32 = 2;
 /// one (the caller may clean up what the earlier run left before refusing).
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "run {run_id} in {} was started from a different plan (sha256 {was} ≠ {now}); use another work directory for a new plan",
+    "run {run_id} in {} was started from a different plan (sha256 {was} ≠ {now}): `pgapplianced reset` puts that run aside (its evidence kept) so this plan can start, or use another work directory",
     journal.display()
 )]
 pub struct DifferentPlan {
@@ -184,7 +184,25 @@ pub struct Journal {
     /// Each step's own state.
     #[serde(default)]
     pub state: StepState,
+    /// Why the run stopped last, until the step that failed finishes.
+    #[serde(default)]
+    pub failure: Option<Failure>,
+    /// When the journal was last written (liveness).
+    #[serde(default)]
+    pub updated_at: Option<String>,
     pub finished_at: Option<String>,
+}
+
+/// A step that failed or refused, as the operator needs to see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub step: StepName,
+    /// The error with its causes.
+    pub error: String,
+    /// The step refused (a person must change the plan or the machine); the appliance
+    /// exits 3 and is not restarted.
+    pub refused: bool,
+    pub at: String,
 }
 
 /// Reads a journal of any schema this daemon knows: schema 2 as it is, schema 1 migrated
@@ -308,7 +326,7 @@ impl JournalFile {
                 }
                 .into());
             }
-            let j = JournalFile {
+            let mut j = JournalFile {
                 path: path.to_path_buf(),
                 state,
             };
@@ -318,7 +336,7 @@ impl JournalFile {
             }
             return Ok(j);
         }
-        let j = JournalFile {
+        let mut j = JournalFile {
             path: path.to_path_buf(),
             state: Journal {
                 schema_version: JOURNAL_SCHEMA_VERSION,
@@ -331,6 +349,8 @@ impl JournalFile {
                 point_attempts: BTreeMap::new(),
                 points_total: 0,
                 state: StepState::default(),
+                failure: None,
+                updated_at: None,
                 finished_at: None,
             },
         };
@@ -344,7 +364,8 @@ impl JournalFile {
         parse(&text, path)
     }
 
-    pub fn save(&self) -> Result<()> {
+    pub fn save(&mut self) -> Result<()> {
+        self.state.updated_at = Some(now());
         fsutil::write_json(&self.path, &self.state)
             .with_context(|| format!("saving journal {}", self.path.display()))
     }
@@ -386,6 +407,25 @@ impl JournalFile {
             rec.duration_s = Some(duration_s);
         }
         self.state.pending = None;
+        if self.state.failure.as_ref().is_some_and(|f| f.step == step) {
+            self.state.failure = None;
+        }
+        self.save()
+    }
+
+    /// Records why the run stopped in `step`.
+    pub fn record_failure(
+        &mut self,
+        step: StepName,
+        error: &anyhow::Error,
+        refused: bool,
+    ) -> Result<()> {
+        self.state.failure = Some(Failure {
+            step,
+            error: format!("{error:#}"),
+            refused,
+            at: now(),
+        });
         self.save()
     }
 

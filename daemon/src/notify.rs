@@ -1,5 +1,10 @@
 //! `sd_notify`: READY and STATUS lines for `systemctl status pgapplianced`. Without
-//! `$NOTIFY_SOCKET` (local mode, tests) the status only goes to the log.
+//! `$NOTIFY_SOCKET` (local mode, tests) the status only goes to the log. A run also keeps
+//! its latest status line in the work directory ([`STATUS_FILE`]), which `pgapplianced
+//! status` reads: what the daemon is doing, and when it last said so.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
@@ -22,10 +27,43 @@ fn send(message: &str) {
     }
 }
 
-/// Reports progress: one STATUS= line, and the same text in the log.
+/// The latest status line of a run, in its work directory.
+pub const STATUS_FILE: &str = "status.json";
+
+/// What [`STATUS_FILE`] holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LastStatus {
+    pub text: String,
+    pub at: String,
+    /// The daemon that wrote it.
+    pub pid: u32,
+}
+
+static STATUS_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Keeps the latest status line in `workdir` from now on.
+pub fn keep_status_in(workdir: &std::path::Path) {
+    if let Ok(mut p) = STATUS_PATH.lock() {
+        *p = Some(workdir.join(STATUS_FILE));
+    }
+}
+
+/// Reports progress: one STATUS= line, and the same text in the log (and in the work
+/// directory's status file when the run keeps one; a failure to write it is only logged).
 pub fn status(text: &str) {
     tracing::info!("{text}");
     send(&format!("STATUS={text}"));
+    let path = STATUS_PATH.lock().ok().and_then(|p| p.clone());
+    if let Some(path) = path {
+        let last = LastStatus {
+            text: text.to_string(),
+            at: crate::journal::now(),
+            pid: std::process::id(),
+        };
+        if let Err(e) = crate::fsutil::write_json(&path, &last) {
+            tracing::debug!(error = %format!("{e:#}"), "writing the status file");
+        }
+    }
 }
 
 pub fn ready() {

@@ -127,7 +127,7 @@ fn run_refuses_a_bad_credentials_file_before_its_first_step() {
     std::fs::write(&plan_path, plan(&creds, Some("prod"), "file")).expect("plan");
     let work = dir.path().join("work");
     let out = Command::new(&daemon)
-        .args(["run", "--local", "--plan"])
+        .args(["run", "--local"])
         .arg(&plan_path)
         .arg("--workdir")
         .arg(&work)

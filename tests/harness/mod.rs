@@ -76,7 +76,7 @@ impl Workdir {
 
     pub fn run_command_to(&self, plan: &Path, store: &str) -> Command {
         let mut c = Command::new(daemon_binary());
-        c.args(["run", "--local", "--plan"])
+        c.args(["run", "--local"])
             .arg(plan)
             .arg("--workdir")
             .arg(self.path())

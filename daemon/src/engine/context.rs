@@ -13,7 +13,7 @@ use crate::plan::Plan;
 use crate::postgres::Cluster;
 use crate::results::RunResults;
 use crate::runner::Runner;
-use crate::upload::{Stored, UploadOptions};
+use crate::upload::{StoreOverrides, Stored, UploadOptions};
 
 /// Something a step leaves for the steps after it (see [`super::Step::NEEDS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,8 +45,8 @@ impl Product {
 /// Where the run is uploaded.
 #[derive(Debug, Clone, Default)]
 pub struct UploadTarget {
-    /// A store URL overriding the plan's `upload.store`.
-    pub store: Option<String>,
+    /// What the command line changes of the plan's `[upload]`.
+    pub overrides: StoreOverrides,
     pub options: UploadOptions,
 }
 
@@ -63,6 +63,7 @@ pub struct Context {
     settings: Option<BTreeMap<String, String>>,
     results: Option<RunResults>,
     stored: Option<Stored>,
+    lock: Option<super::lock::WorkdirLock>,
 }
 
 fn missing(what: Product) -> anyhow::Error {
@@ -94,7 +95,18 @@ impl Context {
             settings: None,
             results: None,
             stored: None,
+            lock: None,
         }
+    }
+
+    /// Keeps the work directory's lock for as long as the run.
+    pub(super) fn hold(&mut self, lock: super::lock::WorkdirLock) {
+        self.lock = Some(lock);
+    }
+
+    /// Whether this run holds its work directory's lock.
+    pub fn holds_lock(&self) -> bool {
+        self.lock.is_some()
     }
 
     /// The run's directory for raw program output.
@@ -116,10 +128,7 @@ impl Context {
 
     /// The store URL the run goes to.
     pub fn store_url(&self) -> String {
-        self.upload
-            .store
-            .clone()
-            .unwrap_or_else(|| self.plan.upload.store.clone())
+        self.upload.overrides.url(&self.plan.upload)
     }
 
     pub fn has(&self, p: Product) -> bool {

@@ -12,11 +12,14 @@
 //! How to add a step: see `docs/architecture.md` ("Adding a step").
 
 mod context;
+mod lock;
+pub mod reset;
 mod run;
+pub mod status;
 
 use std::time::Instant;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 pub use context::{Context, Product};
 pub use run::{journal_path, open, prepare, run, Outcome, Prepared, RunMode, RunOptions};
@@ -128,14 +131,40 @@ pub async fn drive(step: StepName, cx: &mut Context) -> Result<()> {
     }
 }
 
+/// Whether an error is a refusal: the plan or the machine must change before the run can
+/// go on (a device the plan may not touch).
+pub fn is_refusal(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| c.downcast_ref::<crate::storage::StorageRefusal>().is_some())
+}
+
+/// Keeps why the run stopped in the journal (for `pgapplianced status`); a journal that
+/// cannot be written is only logged, the step's error is what counts.
+fn record_failure(cx: &mut Context, step: StepName, e: &anyhow::Error) {
+    let refused = is_refusal(e);
+    if let Err(save) = cx.journal.record_failure(step, e, refused) {
+        tracing::warn!(error = %format!("{save:#}"), "recording the failure in the journal");
+    }
+    crate::notify::status(&format!(
+        "{} in step {}: {}",
+        if refused { "refused" } else { "failed" },
+        step.as_str(),
+        e.root_cause()
+    ));
+}
+
 /// Check, then (when something is left to do) begin, apply and finish in the journal.
 async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
     let name = S::NAME.as_str();
     let t0 = Instant::now();
-    let check = step
-        .check(cx)
-        .await
-        .with_context(|| format!("step {name} failed (checking what is in place)"))?;
+    let check = match step.check(cx).await {
+        Ok(c) => c,
+        Err(e) => {
+            let e = e.context(format!("step {name} failed (checking what is in place)"));
+            record_failure(cx, S::NAME, &e);
+            return Err(e);
+        }
+    };
     match check {
         Check::Done => {
             tracing::debug!(step = name, "in place");
@@ -153,9 +182,11 @@ async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
             tracing::info!(step = name, why = %why, "applying");
             crate::notify::status(&format!("step {name}"));
             cx.journal.begin(S::NAME, None)?;
-            step.apply(cx)
-                .await
-                .with_context(|| format!("step {name} failed"))?;
+            if let Err(e) = step.apply(cx).await {
+                let e = e.context(format!("step {name} failed"));
+                record_failure(cx, S::NAME, &e);
+                return Err(e);
+            }
             cx.journal.finish(S::NAME, t0.elapsed().as_secs_f64())?;
         }
     }

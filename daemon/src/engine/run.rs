@@ -14,7 +14,7 @@ use crate::plan::Plan;
 use crate::postgres::{Cluster, PgBin};
 use crate::results::RunResults;
 use crate::sweep::SweepPoint;
-use crate::upload::UploadOptions;
+use crate::upload::{StoreOverrides, UploadOptions};
 
 /// Which host the run works on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +38,8 @@ pub struct RunOptions {
     pub plan_path: PathBuf,
     pub workdir: PathBuf,
     pub mode: RunMode,
-    /// Store URL overriding the plan's `upload.store`.
-    pub store: Option<String>,
+    /// What the command line changes of the plan's `[upload]`.
+    pub store: StoreOverrides,
     pub upload: UploadOptions,
 }
 
@@ -96,6 +96,7 @@ pub async fn open(options: RunOptions) -> Result<Context> {
         .workdir
         .canonicalize()
         .with_context(|| format!("resolving {}", options.workdir.display()))?;
+    let lock = super::lock::WorkdirLock::acquire(&workdir)?;
     let host = match (&options.mode, bus) {
         (
             RunMode::Local {
@@ -131,24 +132,38 @@ pub async fn open(options: RunOptions) -> Result<Context> {
     let run_dir = workdir.join("runs").join(&journal.state.run_id);
     crate::fsutil::create_dir_all(&run_dir.join("points"))?;
     crate::fsutil::create_dir_all(&run_dir.join("raw"))?;
-    Ok(Context::new(
+    // The plan the run started with, as evidence and for `status`'s estimate.
+    let kept = run_dir.join(PLAN_COPY);
+    if !kept.exists() {
+        crate::fsutil::atomic_write(&kept, plan_text.as_bytes())
+            .with_context(|| format!("writing {}", kept.display()))?;
+    }
+    crate::notify::keep_status_in(&workdir);
+    let mut cx = Context::new(
         plan,
         workdir,
         run_dir,
         journal,
         host,
         UploadTarget {
-            store: options.store,
+            overrides: options.store,
             options: options.upload,
         },
-    ))
+    );
+    cx.hold(lock);
+    Ok(cx)
 }
+
+/// The copy of the plan in the run directory.
+pub const PLAN_COPY: &str = "plan.toml";
 
 /// Fails fast, before any step, when the upload at the end could not open its store (a
 /// credentials file that is missing, readable by others, someone else's or without the
 /// plan's profile), instead of after the sweep.
 fn preflight_upload(cx: &Context) -> Result<()> {
-    crate::upload::StoreConfig::from_plan(&cx.plan.upload, cx.upload.store.as_deref())
+    cx.upload
+        .overrides
+        .config(&cx.plan.upload)
         .preflight()
         .context("the upload at the end of the run could not open its store; fix this first")
 }
@@ -247,7 +262,7 @@ pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
             cluster_user: None,
             keep_running: true,
         },
-        store: None,
+        store: StoreOverrides::default(),
         upload: Default::default(),
     })
     .await?;

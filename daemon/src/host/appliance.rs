@@ -200,6 +200,21 @@ impl ApplianceHost {
     }
 }
 
+/// Stops the plan's PostgreSQL service (for a reset: the next run initialises its data
+/// directory again). Says what it stopped; nothing when the service was not running.
+pub async fn stop_service(plan: &Plan) -> Result<Option<String>> {
+    let profile = Profile::of(plan.appliance.platform);
+    let unit = profile.pg_unit(profile.pg_version(&plan.postgres));
+    let systemd = Systemd::connect()
+        .await
+        .context("reaching systemd to stop the run's PostgreSQL service")?;
+    if systemd.active_state(&unit).await? != "active" {
+        return Ok(None);
+    }
+    systemd.stop_unit(&unit).await?;
+    Ok(Some(format!("stopped {unit}")))
+}
+
 /// The platform's PostgreSQL service, started and stopped as systemd jobs.
 struct Service {
     systemd: Systemd,

@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result};
 use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Plan;
-use crate::upload::{self, RunKey, Store, StoreConfig, Stored, UploadOptions};
+use crate::upload::{self, RunKey, Store, StoreOverrides, Stored, UploadOptions};
 
 pub struct Upload;
 
@@ -29,7 +29,7 @@ impl Step for Upload {
             &cx.journal.state.run_id,
             &cx.run_dir,
             &cx.workdir,
-            cx.upload.store.as_deref(),
+            &cx.upload.overrides,
             cx.upload.options,
         )
         .await?;
@@ -45,10 +45,10 @@ pub async fn upload_dir(
     run_id: &str,
     run_dir: &Path,
     workdir: &Path,
-    store_override: Option<&str>,
+    overrides: &StoreOverrides,
     options: UploadOptions,
 ) -> Result<Stored> {
-    let cfg = StoreConfig::from_plan(&plan.upload, store_override);
+    let cfg = overrides.config(&plan.upload);
     let store = Store::open(&cfg)?;
     let key = RunKey {
         appliance: plan.appliance.name.clone(),
@@ -69,7 +69,7 @@ pub async fn upload_dir(
 /// `pgapplianced upload`: (re)uploads the finished run of a work dir.
 pub async fn upload_finished(
     workdir: &Path,
-    store_override: Option<&str>,
+    overrides: &StoreOverrides,
     options: UploadOptions,
 ) -> Result<(String, Stored)> {
     let journal = crate::journal::JournalFile::load(&crate::engine::journal_path(workdir))?;
@@ -88,7 +88,7 @@ pub async fn upload_finished(
         &journal.run_id,
         &run_dir,
         workdir,
-        store_override,
+        overrides,
         options,
     )
     .await?;

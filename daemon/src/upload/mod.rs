@@ -23,7 +23,10 @@
 //!   conflicting object, a missing bucket) end the upload with a clear error. Local files
 //!   are never removed.
 
+pub mod overrides;
 pub mod store;
+
+pub use overrides::StoreOverrides;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -829,9 +832,12 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {
     Ok(n)
 }
 
+/// The uploader's own journal in the work directory.
+pub const UPLOAD_STATE_FILE: &str = "upload-state.json";
+
 /// The upload journal of a work dir.
 pub fn journal_path(workdir: &Path) -> PathBuf {
-    workdir.join("upload-state.json")
+    workdir.join(UPLOAD_STATE_FILE)
 }
 
 /// Uploads a run dir, retrying transient failures until it is complete and verified.

@@ -112,9 +112,34 @@ fn exec_start_paths(unit: &str) -> Vec<String> {
                     .to_string(),
             );
         }
-        if let Some(at) = words.iter().position(|w| *w == "--plan") {
-            if let Some(plan) = words.get(at + 1) {
-                paths.push(plan.to_string());
+        // `run PLAN` (or `run --plan PLAN`): the first word after `run` that is neither an
+        // option nor an option's value.
+        const WITH_VALUE: [&str; 9] = [
+            "--workdir",
+            "--store",
+            "--endpoint",
+            "--region",
+            "--credentials-file",
+            "--credentials-profile",
+            "--part-size-mib",
+            "--pg-bin",
+            "--cluster-user",
+        ];
+        let mut rest = words.iter().skip_while(|w| **w != "run").skip(1);
+        while let Some(w) = rest.next() {
+            if *w == "--plan" {
+                if let Some(plan) = rest.next() {
+                    paths.push(plan.to_string());
+                }
+                break;
+            }
+            if WITH_VALUE.contains(w) {
+                rest.next();
+                continue;
+            }
+            if !w.starts_with('-') {
+                paths.push(w.to_string());
+                break;
             }
         }
     }
@@ -221,6 +246,14 @@ mod tests {
             pgappliance::platform::APPLIANCE_WORKDIR
         )));
         assert_eq!(exec_start_paths("ExecStart=-/bin/x a\n"), ["/bin/x"]);
+        assert_eq!(
+            exec_start_paths("ExecStart=/d run --workdir /w --local /p.toml\n"),
+            ["/d", "/p.toml"]
+        );
+        assert_eq!(
+            exec_start_paths("ExecStart=/d run --workdir /w --plan /p.toml\n"),
+            ["/d", "/p.toml"]
+        );
     }
 
     #[test]

@@ -6,14 +6,22 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use pgappliance::engine::{journal_path, RunMode, RunOptions};
-use pgappliance::journal::JournalFile;
+use pgappliance::engine::{RunMode, RunOptions};
+use pgappliance::upload::StoreOverrides;
+
+/// Exit statuses, shown in `--help`.
+const EXIT_CODES: &str = "Exit status:
+  0  done (run: every point ok)
+  1  an error (the message names what is wrong)
+  2  run: finished, but some points failed (listed)
+  3  run: refused; the plan or the machine must change (then `pgapplianced reset`)";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "pgapplianced",
     version,
-    about = "Runs a pgappliance benchmark plan"
+    about = "Runs a pgappliance benchmark plan (the appliance's daemon, or --local on a scratch cluster)",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -22,68 +30,148 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run (or resume) a plan.
+    /// Run (or resume) a plan: every step, the sweep, the report, the upload.
+    #[command(display_order = 1, after_help = EXIT_CODES)]
     Run(RunArgs),
-    /// Parse a program's output and print it as JSON.
-    #[command(subcommand)]
-    Parse(ParseCommand),
+    /// Show a work directory's run: steps, the current one, points, whether the daemon is
+    /// alive and when it last reported, why it stopped, and the time left.
+    #[command(display_order = 2)]
+    Status {
+        #[command(flatten)]
+        workdir: WorkdirArg,
+    },
     /// Upload the finished run of a work directory (again): complete, verified, never
     /// overwriting; a no-op once the store has its manifest.
+    #[command(display_order = 3)]
     Upload {
-        /// Work directory of the run.
-        #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
-        workdir: PathBuf,
         #[command(flatten)]
-        upload: UploadArgs,
+        workdir: WorkdirArg,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        parts: PartArgs,
     },
-    /// Benchmarks that print their ratio against a baseline (docs/performance.md).
-    #[command(subcommand)]
+    /// Put a refused, failed or finished run aside and start clean: its evidence is kept
+    /// under WORKDIR/archive/<run id>/ and uploaded under failed/ in the store when it was
+    /// not stored; the server it left is stopped. The next run (or the next start of
+    /// pgapplianced.service) begins a new run with the plan as it is now.
+    #[command(display_order = 4)]
+    Reset {
+        #[command(flatten)]
+        workdir: WorkdirArg,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        parts: PartArgs,
+    },
+    /// [tools] Parse a program's output and print it as JSON.
+    #[command(subcommand, display_order = 20)]
+    Parse(ParseCommand),
+    /// [tools] Benchmarks of the appliance itself that print their ratio against a
+    /// baseline (docs/performance.md).
+    #[command(subcommand, display_order = 21)]
     Bench(BenchCommand),
-    /// Show the journal of a run: steps done, the current step, points done/total.
-    Status {
-        /// Work directory of the run.
-        #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
-        workdir: PathBuf,
-    },
+}
+
+/// The plan: a file given as the argument (`--plan FILE` is still read, for units written
+/// before).
+#[derive(Debug, clap::Args)]
+pub struct PlanArg {
+    /// The plan file (TOML).
+    #[arg(value_name = "PLAN", required_unless_present = "plan_flag")]
+    plan: Option<PathBuf>,
+    /// The plan file, as a flag (same as the argument).
+    #[arg(
+        long = "plan",
+        value_name = "PLAN",
+        hide = true,
+        conflicts_with = "plan"
+    )]
+    plan_flag: Option<PathBuf>,
+}
+
+impl PlanArg {
+    pub fn path(self) -> PathBuf {
+        self.plan
+            .or(self.plan_flag)
+            .expect("clap requires one of them")
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkdirArg {
+    /// Where the journal, the cluster (local mode) and the run directories live.
+    #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
+    workdir: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub plan: PlanArg,
     /// Run against a cluster under --workdir managed with pg_ctl, as plain processes.
     /// Without it the plan runs as the appliance (what pgapplianced.service does at boot):
     /// every step through systemd over D-Bus, PostgreSQL as the platform's service.
     #[arg(long)]
     pub local: bool,
-    /// The plan file.
-    #[arg(long)]
-    pub plan: PathBuf,
-    /// Where the journal, the cluster and the run directories live.
-    #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
-    pub workdir: PathBuf,
-    /// PostgreSQL bin directory (default: found from the plan's version).
+    #[command(flatten)]
+    pub workdir: WorkdirArg,
+    /// PostgreSQL bin directory (local mode; default: found from the plan's version).
     #[arg(long)]
     pub pg_bin: Option<PathBuf>,
-    /// OS user that owns the cluster (default when root: postgres).
+    /// OS user that owns the cluster (local mode; default when root: postgres).
     #[arg(long)]
     pub cluster_user: Option<String>,
-    /// Leave the cluster running at the end.
+    /// Leave the cluster running at the end (local mode).
     #[arg(long)]
     pub keep_running: bool,
     #[command(flatten)]
-    pub upload: UploadArgs,
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub parts: PartArgs,
+}
+
+/// Where the run goes, changing the plan's `[upload]`: the same options wherever a store is
+/// written or read.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// Store URL instead of the plan's upload.store (s3://bucket/prefix or file:///dir).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// S3 endpoint (path-style) instead of the plan's upload.endpoint.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// S3 region instead of the plan's upload.region.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// A 0600 credentials file (access_key_id, secret_access_key) instead of the plan's.
+    #[arg(long)]
+    pub credentials_file: Option<String>,
+    /// The profile (`[name]` section) of the credentials file.
+    #[arg(long)]
+    pub credentials_profile: Option<String>,
+}
+
+impl StoreArgs {
+    fn overrides(&self) -> StoreOverrides {
+        StoreOverrides {
+            store: self.store.clone(),
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            credentials_file: self.credentials_file.clone(),
+            credentials_profile: self.credentials_profile.clone(),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
-pub struct UploadArgs {
-    /// Store URL overriding the plan's upload.store (s3://bucket/prefix or file:///dir).
-    #[arg(long)]
-    pub store: Option<String>,
+pub struct PartArgs {
     /// Multipart part size in MiB (at least 5); files of two parts or more go multipart.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(5..=1024))]
     pub part_size_mib: u32,
 }
 
-impl UploadArgs {
+impl PartArgs {
     fn options(&self) -> pgappliance::upload::UploadOptions {
         let part = (self.part_size_mib as usize) << 20;
         pgappliance::upload::UploadOptions {
@@ -98,8 +186,8 @@ impl UploadArgs {
 pub enum BenchCommand {
     /// tps of the plan's points run directly vs through the appliance; daemon CPU cost.
     Overhead {
-        #[arg(long)]
-        plan: PathBuf,
+        #[command(flatten)]
+        plan: PlanArg,
         /// Where the benchmark's cluster lives.
         #[arg(long, default_value = "/var/tmp/pgappliance-bench")]
         workdir: PathBuf,
@@ -109,13 +197,17 @@ pub enum BenchCommand {
     },
     /// pgbench's init modes vs the parallel loader: medians and the speedup.
     Init {
+        /// The plan whose cluster configuration is used (examples/quick.toml in the source
+        /// tree is a small one).
+        #[command(flatten)]
+        plan: PlanArg,
+        /// pgbench scale factor of the datasets generated.
         #[arg(long)]
         scale: u32,
-        /// The plan whose cluster configuration is used.
-        #[arg(long, default_value = "examples/quick.toml")]
-        plan: PathBuf,
+        /// Where the benchmark's cluster lives.
         #[arg(long, default_value = "/var/tmp/pgappliance-bench-init")]
         workdir: PathBuf,
+        /// Rounds over all candidates (the order rotates each round).
         #[arg(long, default_value_t = 3)]
         rounds: u32,
         /// Other worker counts of the parallel loader to report (comma-separated).
@@ -124,6 +216,7 @@ pub enum BenchCommand {
     },
     /// Upload throughput and peak memory vs `aws s3 cp` to the same S3 store.
     Upload {
+        /// Size of the random file uploaded, in MiB.
         #[arg(long, default_value_t = 1024)]
         size_mib: u64,
         /// s3://bucket/prefix; credentials and endpoint from AWS_* variables.
@@ -132,6 +225,7 @@ pub enum BenchCommand {
         /// The awscli executable.
         #[arg(long, default_value = "aws")]
         aws: PathBuf,
+        /// Multipart part size of the appliance's uploader, in MiB.
         #[arg(long, default_value_t = 8)]
         part_size_mib: u32,
         /// Where the test file is written.
@@ -141,12 +235,16 @@ pub enum BenchCommand {
     /// The measured side of `bench upload` (run by it in a child process).
     #[command(hide = true)]
     UploadChild {
+        /// The directory uploaded.
         #[arg(long)]
         dir: PathBuf,
+        /// The store.
         #[arg(long)]
         store: String,
+        /// Part size in MiB.
         #[arg(long)]
         part_size_mib: u32,
+        /// The run id used as key.
         #[arg(long)]
         tag: String,
     },
@@ -155,9 +253,15 @@ pub enum BenchCommand {
 #[derive(Debug, Subcommand)]
 pub enum ParseCommand {
     /// A pgbench run's output (stdout, or stdout and stderr merged).
-    Pgbench { file: PathBuf },
+    Pgbench {
+        /// The file holding the output.
+        file: PathBuf,
+    },
     /// `pgbench -i` output: the `done in …` breakdown.
-    PgbenchInit { file: PathBuf },
+    PgbenchInit {
+        /// The file holding the output.
+        file: PathBuf,
+    },
 }
 
 /// The largest program output `parse` reads (a pgbench run's stdout with a progress line
@@ -186,7 +290,21 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             println!("{}", serde_json::to_string_pretty(&b)?);
             Ok(0)
         }
-        Command::Status { workdir } => status(&workdir),
+        Command::Status { workdir } => crate::present::status(&workdir.workdir),
+        Command::Reset {
+            workdir,
+            store,
+            parts,
+        } => {
+            let outcome = pgappliance::engine::reset::reset(
+                &workdir.workdir,
+                &store.overrides(),
+                parts.options(),
+            )
+            .await?;
+            crate::present::reset(&outcome);
+            Ok(0)
+        }
         Command::Bench(BenchCommand::Overhead {
             plan,
             workdir,
@@ -194,7 +312,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         }) => {
             let report = pgappliance::bench::overhead::run(
                 pgappliance::bench::overhead::OverheadOptions {
-                    plan,
+                    plan: plan.path(),
                     workdir,
                     rounds,
                 },
@@ -222,7 +340,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         }) => {
             let report = pgappliance::bench::init::run(
                 pgappliance::bench::init::InitBenchOptions {
-                    plan,
+                    plan: plan.path(),
                     workdir,
                     scale,
                     rounds,
@@ -262,11 +380,15 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             pgappliance::bench::upload::child(&dir, &store, part_size_mib, &tag).await?;
             Ok(0)
         }
-        Command::Upload { workdir, upload } => {
+        Command::Upload {
+            workdir,
+            store,
+            parts,
+        } => {
             let (run_id, m) = pgappliance::steps::upload::upload_finished(
-                &workdir,
-                upload.store.as_deref(),
-                upload.options(),
+                &workdir.workdir,
+                &store.overrides(),
+                parts.options(),
             )
             .await?;
             println!("run {run_id}: {}", m.describe());
@@ -294,23 +416,17 @@ async fn run(args: RunArgs) -> Result<i32> {
     };
     let appliance = mode == RunMode::Appliance;
     let options = RunOptions {
-        plan_path: args.plan,
-        workdir: args.workdir,
+        plan_path: args.plan.path(),
+        workdir: args.workdir.workdir,
         mode,
-        store: args.upload.store.clone(),
-        upload: args.upload.options(),
+        store: args.store.overrides(),
+        upload: args.parts.options(),
     };
     let outcome = match pgappliance::engine::run(options).await {
         Ok(o) => o,
         // A refusal needs a person (the plan or the machine must change): the appliance
         // exits with the status its unit does not restart on.
-        Err(e)
-            if appliance
-                && e.chain().any(|c| {
-                    c.downcast_ref::<pgappliance::storage::StorageRefusal>()
-                        .is_some()
-                }) =>
-        {
+        Err(e) if appliance && pgappliance::engine::is_refusal(&e) => {
             eprintln!("error: {e:#}");
             pgappliance::notify::status(&format!("refused: {}", e.root_cause()));
             return Ok(EXIT_REFUSED);
@@ -338,49 +454,4 @@ async fn run(args: RunArgs) -> Result<i32> {
         );
         Ok(2)
     }
-}
-
-fn status(workdir: &std::path::Path) -> Result<i32> {
-    let path = journal_path(workdir);
-    if !path.exists() {
-        bail!(
-            "no run journal at {}: nothing has run in this work directory",
-            path.display()
-        );
-    }
-    let j = JournalFile::load(&path)?;
-    println!("run {} (started {})", j.run_id, j.started_at);
-    for (step, _) in pgappliance::engine::ORDER {
-        let line = match j.steps.get(&step) {
-            Some(r) if r.finished_at.is_some() => format!(
-                "done in {:.1} s{}",
-                r.duration_s.unwrap_or(0.0),
-                if r.attempts > 1 {
-                    format!(" ({} attempts)", r.attempts)
-                } else {
-                    String::new()
-                }
-            ),
-            Some(_) => "started".to_string(),
-            None => "-".to_string(),
-        };
-        println!("  {:<10} {line}", step.as_str());
-    }
-    if let Some(p) = &j.pending {
-        println!(
-            "current: {}{} since {}",
-            p.step.as_str(),
-            p.item
-                .as_deref()
-                .map(|i| format!(" {i}"))
-                .unwrap_or_default(),
-            p.started_at
-        );
-    }
-    println!("points: {}/{}", j.points.len(), j.points_total);
-    match &j.finished_at {
-        Some(t) => println!("finished {t}"),
-        None => println!("not finished"),
-    }
-    Ok(0)
 }

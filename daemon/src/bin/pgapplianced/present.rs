@@ -68,3 +68,138 @@ pub fn upload(r: &UploadBenchReport) {
     );
     println!("upload throughput vs awscli: {:.2}", r.ratio());
 }
+
+/// `pgapplianced status`.
+pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
+    let s = pgappliance::engine::status::read(workdir)?;
+    let j = &s.journal;
+    println!("run {} (started {})", j.run_id, j.started_at);
+    for (step, _) in pgappliance::engine::ORDER {
+        let line = match j.steps.get(&step) {
+            Some(r) if r.finished_at.is_some() => format!(
+                "done in {:.1} s{}",
+                r.duration_s.unwrap_or(0.0),
+                if r.attempts > 1 {
+                    format!(" ({} attempts)", r.attempts)
+                } else {
+                    String::new()
+                }
+            ),
+            Some(_) => "started".to_string(),
+            None => "-".to_string(),
+        };
+        println!("  {:<10} {line}", step.as_str());
+    }
+    if let Some(p) = &j.pending {
+        println!(
+            "current: {}{} since {}",
+            p.step.as_str(),
+            p.item
+                .as_deref()
+                .map(|i| format!(" {i}"))
+                .unwrap_or_default(),
+            p.started_at
+        );
+    }
+    println!("points: {}/{}", j.points.len(), j.points_total);
+    match s.daemon {
+        Some(pid) => println!("daemon: running (pid {pid})"),
+        None => println!("daemon: not running"),
+    }
+    if let Some(last) = &s.last {
+        println!("last report: {} ({})", last.text, ago(&last.at));
+    } else if let Some(at) = &j.updated_at {
+        println!("last journal update: {}", ago(at));
+    }
+    if let Some(f) = &j.failure {
+        if f.refused {
+            println!(
+                "stopped: refused in step {} at {}: {}",
+                f.step.as_str(),
+                f.at,
+                f.error
+            );
+            println!(
+                "  change the plan (or the machine) as it says, then `pgapplianced reset` and start again"
+            );
+        } else {
+            println!(
+                "stopped: step {} failed at {}: {}",
+                f.step.as_str(),
+                f.at,
+                f.error
+            );
+            if s.daemon.is_none() {
+                println!(
+                    "  start it again to resume, or `pgapplianced reset` to put this run aside"
+                );
+            }
+        }
+    }
+    match &j.finished_at {
+        Some(t) => println!("finished {t}"),
+        None => {
+            println!("not finished");
+            if let Some(e) = &s.estimate {
+                let known = e.points_left - e.unknown_points;
+                let unknown = format!(
+                    "{} point(s) of unknown length (-t, none of their workload finished yet)",
+                    e.unknown_points
+                );
+                match (known, e.unknown_points) {
+                    (0, 0) => {}
+                    (0, _) => println!("time left: {unknown}"),
+                    (k, 0) => println!("time left: about {} for {k} point(s)", duration(e.seconds)),
+                    (k, _) => println!(
+                        "time left: about {} for {k} point(s), and {unknown}",
+                        duration(e.seconds)
+                    ),
+                }
+            }
+        }
+    }
+    if s.done_marker {
+        println!(
+            "done marker present: the appliance will not run again until `pgapplianced reset`"
+        );
+    }
+    Ok(0)
+}
+
+/// "12 s ago" for an RFC 3339 time (the time itself when it does not read).
+fn ago(at: &str) -> String {
+    match humantime::parse_rfc3339(at)
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+    {
+        Some(d) => format!("{} ago, at {at}", duration(d.as_secs_f64())),
+        None => at.to_string(),
+    }
+}
+
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", (s + 30) / 60),
+        _ => format!("{:.1} h", s as f64 / 3600.0),
+    }
+}
+
+/// `pgapplianced reset`.
+pub fn reset(o: &pgappliance::engine::reset::ResetOutcome) {
+    println!(
+        "run {}{} put aside in {}",
+        o.run_id,
+        if o.was_finished { " (finished)" } else { "" },
+        o.archived_to.display()
+    );
+    if let Some(s) = &o.stopped {
+        println!("{s}");
+    }
+    match &o.upload {
+        Ok(where_) => println!("evidence uploaded: {where_}"),
+        Err(why) => println!("evidence not uploaded: {why}"),
+    }
+    println!("the next run starts clean");
+}

@@ -1,0 +1,191 @@
+//! `pgapplianced reset`: the way out of a refusal or a failed run, and the way to run a
+//! finished appliance again. It keeps the evidence of the run (journal, run directory,
+//! status, the daemon's log on the appliance) under `archive/<run id>/`, uploads it to the
+//! plan's store when it can (a run that was not stored goes under `failed/` beside the
+//! runs), stops the PostgreSQL server the run left, and leaves the work directory clean, so
+//! the next `run` (or the next start of pgapplianced.service) starts a new run with the
+//! plan as it is now.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+
+use super::lock::WorkdirLock;
+use super::run::{journal_path, PLAN_COPY};
+use crate::journal::JournalFile;
+use crate::notify::STATUS_FILE;
+use crate::upload::{RunKey, Store, StoreOverrides, UploadOptions};
+
+/// Where a reset keeps the runs it took out of the way, in the work directory.
+pub const ARCHIVE_DIR: &str = "archive";
+
+/// The key prefix (under the store's prefix) of runs reset before they were stored.
+pub const FAILED_PREFIX: &str = "failed";
+
+/// How long a reset tries to reach the store before it leaves the evidence local.
+const UPLOAD_PATIENCE: Duration = Duration::from_secs(120);
+
+/// What a reset did.
+#[derive(Debug, Clone)]
+pub struct ResetOutcome {
+    pub run_id: String,
+    /// Where the evidence is kept locally.
+    pub archived_to: PathBuf,
+    /// The run had finished (its results were stored by the run itself).
+    pub was_finished: bool,
+    /// Where the evidence was uploaded (store URL and key), or why it was not.
+    pub upload: std::result::Result<String, String>,
+    /// What was done about a server the run left.
+    pub stopped: Option<String>,
+}
+
+/// Resets the run in `workdir`; `store` changes the plan's store for the evidence.
+pub async fn reset(
+    workdir: &Path,
+    store: &StoreOverrides,
+    options: UploadOptions,
+) -> Result<ResetOutcome> {
+    let journal_file = journal_path(workdir);
+    if !journal_file.exists() {
+        bail!(
+            "no run journal at {}: nothing to reset in this work directory",
+            journal_file.display()
+        );
+    }
+    let _lock = WorkdirLock::acquire(workdir)?;
+    // Any schema this daemon reads (a schema-1 journal is read, not rewritten here).
+    let journal = JournalFile::load(&journal_file)?;
+    let run_id = journal.run_id.clone();
+    let run_dir = workdir.join("runs").join(&run_id);
+    let plan = std::fs::read_to_string(run_dir.join(PLAN_COPY))
+        .ok()
+        .and_then(|t| crate::plan::Plan::parse(&t).ok());
+    let was_finished = journal.finished_at.is_some();
+
+    let stopped = stop_server(workdir, plan.as_ref()).await?;
+
+    let archived_to = free_name(&workdir.join(ARCHIVE_DIR).join(&run_id));
+    crate::fsutil::create_dir_all(&archived_to)?;
+    if run_dir.exists() {
+        std::fs::rename(&run_dir, archived_to.join("run"))
+            .with_context(|| format!("moving {} into the archive", run_dir.display()))?;
+    }
+    daemon_log(&archived_to.join("daemon.log")).await;
+    for name in [
+        "state.json",
+        STATUS_FILE,
+        crate::platform::DONE_MARKER,
+        crate::upload::UPLOAD_STATE_FILE,
+    ] {
+        let from = workdir.join(name);
+        if from.exists() {
+            std::fs::rename(&from, archived_to.join(name))
+                .with_context(|| format!("moving {} into the archive", from.display()))?;
+        }
+    }
+    // The local server's data directory belongs to the run that is reset.
+    let cluster = workdir.join("cluster");
+    if cluster.exists() {
+        std::fs::remove_dir_all(&cluster)
+            .with_context(|| format!("removing {}", cluster.display()))?;
+    }
+
+    let upload = match (&plan, was_finished) {
+        (_, true) => Err("the run had finished: its results are in the store already".into()),
+        (None, false) => Err(format!(
+            "the run kept no readable {PLAN_COPY}, so its store is unknown"
+        )),
+        (Some(plan), false) => {
+            upload_evidence(plan, &run_id, &archived_to, workdir, store, options).await
+        }
+    };
+    Ok(ResetOutcome {
+        run_id,
+        archived_to,
+        was_finished,
+        upload,
+        stopped,
+    })
+}
+
+/// `path`, or `path.2`, `path.3`, … when it exists (a run id reset twice).
+fn free_name(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    let mut n = 2;
+    while p.exists() {
+        p = path.with_extension(n.to_string());
+        n += 1;
+    }
+    p
+}
+
+/// Stops the server the run left: local mode's postmaster under `workdir/cluster`, or the
+/// appliance's PostgreSQL service (its data directory is initialised again by the next run).
+async fn stop_server(workdir: &Path, plan: Option<&crate::plan::Plan>) -> Result<Option<String>> {
+    if workdir.join("cluster").exists() {
+        return crate::host::local::stop_left_server(workdir).await;
+    }
+    let Some(plan) = plan else { return Ok(None) };
+    crate::host::appliance::stop_service(plan).await
+}
+
+/// The daemon's journal of this boot and the ones before, when journald has it.
+async fn daemon_log(to: &Path) {
+    let out = crate::runner::Runner::local()
+        .run(
+            &crate::runner::CommandSpec::new("journalctl")
+                .args([
+                    "--no-pager",
+                    "-o",
+                    "short-iso",
+                    "-u",
+                    "pgapplianced.service",
+                ])
+                .timeout(Duration::from_secs(60)),
+        )
+        .await;
+    if let Ok(out) = out {
+        if !out.stdout.trim().is_empty() {
+            let _ = crate::fsutil::atomic_write(to, out.stdout.as_bytes());
+        }
+    }
+}
+
+async fn upload_evidence(
+    plan: &crate::plan::Plan,
+    run_id: &str,
+    archived: &Path,
+    workdir: &Path,
+    store: &StoreOverrides,
+    options: UploadOptions,
+) -> std::result::Result<String, String> {
+    let cfg = store.config(&plan.upload);
+    let store = Store::open(&cfg).map_err(|e| format!("{e:#}"))?;
+    let key = RunKey {
+        appliance: format!("{FAILED_PREFIX}/{}", plan.appliance.name),
+        machine_id: crate::upload::machine_id(),
+        run_id: run_id.to_string(),
+    };
+    let journal_dir = workdir.join(ARCHIVE_DIR).join(".upload");
+    crate::fsutil::create_dir_all(&journal_dir).map_err(|e| format!("{e:#}"))?;
+    match tokio::time::timeout(
+        UPLOAD_PATIENCE,
+        crate::upload::upload_run(&store, &key, archived, &journal_dir, options),
+    )
+    .await
+    {
+        Ok(Ok(stored)) => Ok(format!(
+            "{} under {} in {}",
+            stored.describe(),
+            key.parts().join("/"),
+            store.url
+        )),
+        Ok(Err(e)) => Err(format!("{e:#}")),
+        Err(_) => Err(format!(
+            "the store {} did not take it within {} s",
+            store.url,
+            UPLOAD_PATIENCE.as_secs()
+        )),
+    }
+}
