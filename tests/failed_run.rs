@@ -145,6 +145,39 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
         .expect("run id")
         .to_string();
 
+    // The store tells as much: the live status says failed, with the step and the error,
+    // and the failure bundle is there (journal, failure, inventory, the raw stderr).
+    let statuses = harness::files_named(&w.path().join("store"), &format!("{run_id}.status.json"));
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    let live: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&statuses[0]).expect("status"))
+            .expect("json");
+    assert_eq!(live["state"], "failed", "{live}");
+    assert_eq!(live["failure"]["step"], "tuning", "{live}");
+    assert!(
+        live["failure"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("work_mem")),
+        "{live}"
+    );
+    let bundle = harness::files_named(&w.path().join("store/failed"), "failure.json");
+    assert_eq!(bundle.len(), 1, "{bundle:?}");
+    let bundle_dir = bundle[0].parent().expect("dir");
+    assert!(bundle_dir.ends_with(&run_id), "{}", bundle_dir.display());
+    let in_bundle = files_under(bundle_dir);
+    for f in [
+        "journal.json",
+        "inventory.json",
+        "plan.toml",
+        "manifest.json",
+        "raw/initdb.stderr",
+    ] {
+        assert!(
+            in_bundle.contains(&f.to_string()),
+            "{f} not in {in_bundle:?}"
+        );
+    }
+
     // Why it stopped, that no daemon is at work, and what to do.
     let st = daemon(&["status"], &w);
     assert!(st.status.success(), "{}", describe(&st));

@@ -224,4 +224,22 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
         text.contains("attempts"),
         "interrupted steps show their attempts: {text}"
     );
+
+    // One status object for the run in the store, current: done, every point, the run's key.
+    let run_id = j["run_id"].as_str().expect("run id");
+    let statuses = harness::files_named(&w.path().join("store"), &format!("{run_id}.status.json"));
+    assert_eq!(statuses.len(), 1, "{statuses:?}");
+    let live: Value = serde_json::from_str(&std::fs::read_to_string(&statuses[0]).expect("status"))
+        .expect("json");
+    assert_eq!(live["state"], "done", "{live}");
+    assert_eq!(live["points_done"], 4, "{live}");
+    assert_eq!(live["points_total"], 4, "{live}");
+    assert!(live["last_tps"].as_f64().is_some_and(|t| t > 0.0), "{live}");
+    assert!(live["failure"].is_null(), "{live}");
+    assert!(
+        live["stored_as"]
+            .as_str()
+            .is_some_and(|k| k.ends_with(run_id)),
+        "{live}"
+    );
 }

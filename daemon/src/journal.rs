@@ -190,6 +190,9 @@ pub struct Journal {
     /// When the journal was last written (liveness).
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// The boot ids of the boots the run has seen, in order.
+    #[serde(default)]
+    pub boots: Vec<String>,
     pub finished_at: Option<String>,
 }
 
@@ -351,6 +354,7 @@ impl JournalFile {
                 state: StepState::default(),
                 failure: None,
                 updated_at: None,
+                boots: Vec::new(),
                 finished_at: None,
             },
         };
@@ -458,6 +462,15 @@ impl JournalFile {
             item: None,
             started_at: now(),
         });
+        self.save()
+    }
+
+    /// Records the boot this process runs in, when it is a new one for the run.
+    pub fn note_boot(&mut self, boot_id: &str) -> Result<()> {
+        if self.state.boots.last().map(String::as_str) == Some(boot_id) {
+            return Ok(());
+        }
+        self.state.boots.push(boot_id.to_string());
         self.save()
     }
 

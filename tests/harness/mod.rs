@@ -210,6 +210,24 @@ pub fn local_hashes(dir: &Path) -> std::collections::BTreeMap<String, (u64, Stri
         .collect()
 }
 
+/// Every file under `dir` (recursively) whose name is `name`.
+pub fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if e.file_name().to_string_lossy() == name {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 /// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.
 pub fn image_binary() -> PathBuf {
     let p = daemon_binary().with_file_name("pgappliance");

@@ -64,6 +64,8 @@ pub struct Context {
     results: Option<RunResults>,
     stored: Option<Stored>,
     lock: Option<super::lock::WorkdirLock>,
+    /// The status object in the store, while the run works.
+    pub(super) live: Option<super::live::Live>,
 }
 
 fn missing(what: Product) -> anyhow::Error {
@@ -96,6 +98,23 @@ impl Context {
             results: None,
             stored: None,
             lock: None,
+            live: None,
+        }
+    }
+
+    /// Has the status object in the store written soon (a step began or ended).
+    pub fn poke_live(&self) {
+        if let Some(live) = &self.live {
+            live.poke();
+        }
+    }
+
+    /// The run's key in the store.
+    pub fn run_key(&self) -> crate::upload::RunKey {
+        crate::upload::RunKey {
+            appliance: self.plan.appliance.name.clone(),
+            machine_id: crate::upload::machine_id(),
+            run_id: self.journal.state.run_id.clone(),
         }
     }
 

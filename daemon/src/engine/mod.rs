@@ -12,6 +12,7 @@
 //! How to add a step: see `docs/architecture.md` ("Adding a step").
 
 mod context;
+pub mod live;
 mod lock;
 pub mod reset;
 mod run;
@@ -182,12 +183,14 @@ async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
             tracing::info!(step = name, why = %why, "applying");
             crate::notify::status(&format!("step {name}"));
             cx.journal.begin(S::NAME, None)?;
+            cx.poke_live();
             if let Err(e) = step.apply(cx).await {
                 let e = e.context(format!("step {name} failed"));
                 record_failure(cx, S::NAME, &e);
                 return Err(e);
             }
             cx.journal.finish(S::NAME, t0.elapsed().as_secs_f64())?;
+            cx.poke_live();
         }
     }
     if let Some(missing) = S::GIVES.iter().find(|p| !cx.has(**p)) {

@@ -74,6 +74,8 @@ pub async fn reset(
     daemon_log(&archived_to.join("daemon.log")).await;
     for name in [
         "state.json",
+        super::live::FAILURE_BUNDLE_DIR,
+        super::live::FAILURE_UPLOAD_DIR,
         STATUS_FILE,
         crate::platform::DONE_MARKER,
         crate::upload::UPLOAD_STATE_FILE,
@@ -131,7 +133,7 @@ async fn stop_server(workdir: &Path, plan: Option<&crate::plan::Plan>) -> Result
 }
 
 /// The daemon's journal of this boot and the ones before, when journald has it.
-async fn daemon_log(to: &Path) {
+pub(super) async fn daemon_log(to: &Path) {
     let out = crate::runner::Runner::local()
         .run(
             &crate::runner::CommandSpec::new("journalctl")

@@ -180,8 +180,63 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
         }
     }
     crate::notify::ready();
-    if crate::steps::report::finished_results(&cx).is_none() {
-        let measured = measure(&mut cx).await;
+    if let Ok(boot) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        cx.journal.note_boot(boot.trim())?;
+    }
+    cx.live = super::live::Live::start(
+        &cx.upload.overrides.config(&cx.plan.upload),
+        cx.run_key(),
+        &cx.workdir,
+        &cx.run_dir,
+    );
+    let result = run_steps(&mut cx).await;
+    let live = cx.live.take();
+    match result {
+        Ok(out) => {
+            if let Some(live) = live {
+                live.finish().await;
+            }
+            cx.host
+                .finish(&cx.workdir, &cx.journal.state.run_id, &cx.plan)
+                .await?;
+            Ok(out)
+        }
+        Err(e) => {
+            if cx.journal.state.failure.is_none() {
+                // Failed outside a step (stopping the server, writing the journal).
+                let step = cx
+                    .journal
+                    .state
+                    .pending
+                    .as_ref()
+                    .map_or(crate::journal::StepName::Upload, |p| p.step);
+                let _ = cx.journal.record_failure(step, &e, super::is_refusal(&e));
+            }
+            if let Some(live) = live {
+                let bundle = match live.failure_bundle(&cx.journal.state).await {
+                    Ok(where_) => format!("failure bundle: {where_}"),
+                    Err(why) => format!("the failure bundle was not stored: {why}"),
+                };
+                // The last word is why the run stopped (the bundle's upload reported too).
+                if let Some(f) = &cx.journal.state.failure {
+                    crate::notify::status(&format!(
+                        "{} in step {}: {}; {bundle}",
+                        if f.refused { "refused" } else { "failed" },
+                        f.step.as_str(),
+                        e.root_cause()
+                    ));
+                }
+                live.finish().await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The steps, from where the run is to its end.
+async fn run_steps(cx: &mut Context) -> Result<Outcome> {
+    if crate::steps::report::finished_results(cx).is_none() {
+        let measured = measure(cx).await;
         // Whether it succeeded or not (a failed local run stops the server it started).
         if let Err(stop) = cx.host.after_measuring(cx.server_if_known()).await {
             match &measured {
@@ -197,7 +252,7 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
         cx.host.after_measuring(None).await?;
     }
     for step in steps_of(&[Phase::Deliver]) {
-        drive(step, &mut cx).await?;
+        drive(step, cx).await?;
     }
     if cx.results().is_err() {
         let results = crate::steps::report::load_results(&cx.run_dir)?;
@@ -205,7 +260,7 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
     }
     cx.journal.state.finished_at = Some(crate::journal::now());
     cx.journal.save()?;
-    let mut out = outcome(&cx, cx.results()?, false);
+    let mut out = outcome(cx, cx.results()?, false);
     out.uploaded = Some((cx.store_url(), cx.stored()?.manifest.objects.len()));
     crate::notify::status(&format!(
         "done: {} points, {} failed; results in {}",
@@ -213,9 +268,6 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
         out.failed_points.len(),
         out.run_dir.display()
     ));
-    cx.host
-        .finish(&cx.workdir, &cx.journal.state.run_id, &cx.plan)
-        .await?;
     Ok(out)
 }
 
