@@ -36,6 +36,12 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The cache the collects of these tests share (runs are cached per store URL and key, and
+/// every test's store is a fresh directory or server).
+fn test_cache() -> PathBuf {
+    harness::workspace().join("target/test-collect-cache")
+}
+
 fn artifacts() -> PathBuf {
     let d = harness::workspace().join("target/artifacts");
     std::fs::create_dir_all(&d).expect("artifacts dir");
@@ -117,6 +123,7 @@ fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
 
     let out_dir = tempfile::tempdir().expect("out");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &store, "--out"])
         .arg(out_dir.path())
         .output()
@@ -142,11 +149,13 @@ fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
         2 * (3 + 2),
         "machine × workload × clients:\n{csv}"
     );
+    let header: Vec<&str> = csv.lines().next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
     for row in &rows {
         let f: Vec<&str> = row.split(',').collect();
-        let tps: f64 = f[7].parse().expect("tps");
-        let price: f64 = f[14].parse().expect("price");
-        let per: f64 = f[15].parse().expect("tps per $/h");
+        let tps: f64 = f[col("tps_mean")].parse().expect("tps");
+        let price: f64 = f[col("hourly_price_usd")].parse().expect("price");
+        let per: f64 = f[col("tps_per_dollar_hour")].parse().expect("tps per $/h");
         assert!((per - tps / price).abs() < 0.01 * per, "{row}");
     }
     let index = out_dir.path().join("index.html");
@@ -329,6 +338,7 @@ fn collect_skips_each_bad_run_with_its_reason_and_never_panics() {
 
     let out_dir = tempfile::tempdir().expect("out");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &store, "--out"])
         .arg(out_dir.path())
         .output()
@@ -371,6 +381,7 @@ fn collect_from_a_store_that_does_not_exist_is_an_error() {
     let dir = tempfile::tempdir().expect("dir");
     let missing = dir.path().join("no-such-store");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &format!("file://{}", missing.display()), "--out"])
         .arg(dir.path().join("out"))
         .output()
@@ -400,6 +411,7 @@ fn a_name_that_is_not_utf8_at_any_level_of_a_file_store_skips_only_itself() {
     }
     std::fs::write(store.join("app/machine/stray.txt"), b"x").expect("stray");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &format!("file://{}", store.display()), "--out"])
         .arg(dir.path().join("out"))
         .output()
@@ -426,6 +438,7 @@ fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
     let weed = harness::seaweed::SeaweedFs::start();
     let dir = tempfile::tempdir().expect("dir");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", "s3://no-such-bucket/results", "--out"])
         .arg(dir.path().join("out"))
         .args(["--endpoint", &weed.endpoint(), "--credentials-file"])

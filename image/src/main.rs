@@ -12,21 +12,7 @@ fn main() {
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
         cli::Command::Build(args) => build::run(args),
-        cli::Command::Collect {
-            store,
-            out,
-            endpoint,
-            region,
-            credentials_file,
-            credentials_profile,
-        } => collect_command(
-            store,
-            &out,
-            endpoint,
-            region,
-            credentials_file,
-            credentials_profile,
-        ),
+        cli::Command::Collect(args) => collect::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -35,31 +21,4 @@ fn main() {
             std::process::exit(1);
         }
     }
-}
-
-fn collect_command(
-    url: String,
-    out: &std::path::Path,
-    endpoint: Option<String>,
-    region: String,
-    credentials_file: Option<std::path::PathBuf>,
-    credentials_profile: String,
-) -> anyhow::Result<i32> {
-    use pgappliance::plan::Credentials;
-    let store = pgappliance::upload::StoreConfig {
-        url,
-        endpoint,
-        region,
-        credentials: if credentials_file.is_some() {
-            Credentials::File
-        } else {
-            Credentials::Environment
-        },
-        credentials_file: credentials_file.map(|p| p.display().to_string()),
-        credentials_profile,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(collect::collect(collect::CollectArgs { store, out }))
 }
