@@ -481,11 +481,21 @@ fn more_or_less(pct: f64, more: &str, less: &str) -> String {
     }
 }
 
-/// The generated summary of one workload, in the style of a study's conclusion: each
-/// machine against the baseline (the geometric mean of its tps ratios over the client counts
-/// both ran), its price and tps per dollar-hour, and the cost of data checksums.
-fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
-    let mut parts = Vec::new();
+/// Machines named one by one in a summary sentence; beyond this it gives the range.
+const NAMED_IN_SENTENCE: usize = 3;
+
+/// One machine against the baseline over the client counts both ran.
+struct Versus<'a> {
+    machine: &'a str,
+    counts: Vec<u32>,
+    /// Geometric mean of the tps ratios, as a change in percent.
+    tps_pct: f64,
+    /// The machine's price against the baseline's, and tps per dollar-hour, in percent.
+    price_pct: Option<f64>,
+    per_dollar_pct: Option<f64>,
+}
+
+fn versus<'a>(baseline: &str, table: &'a [FindingRow]) -> (Vec<Versus<'a>>, Vec<&'a str>) {
     let machines: BTreeSet<&str> = table
         .iter()
         .map(|r| r.machine.as_str())
@@ -496,6 +506,8 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
         .filter(|r| r.machine == baseline)
         .map(|r| (r.clients, r))
         .collect();
+    let mut out = Vec::new();
+    let mut unmatched = Vec::new();
     for m in machines {
         let pairs: Vec<(&FindingRow, &FindingRow)> = table
             .iter()
@@ -504,7 +516,7 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
             .filter(|(r, b)| r.tps > 0.0 && b.tps > 0.0)
             .collect();
         if pairs.is_empty() {
-            parts.push(format!("{m} has no client count in common with {baseline}"));
+            unmatched.push(m);
             continue;
         }
         let geo = |f: &dyn Fn(&FindingRow) -> Option<f64>| -> Option<f64> {
@@ -514,44 +526,108 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
                 .collect::<Option<Vec<f64>>>()?;
             Some((mean(&logs)?.exp() - 1.0) * 100.0)
         };
-        let counts: Vec<u32> = pairs.iter().map(|(r, _)| r.clients).collect();
-        let mut s = format!(
-            "{m} is {} than {baseline} {}",
-            more_or_less(geo(&|r| Some(r.tps)).unwrap_or(0.0), "faster", "slower"),
-            client_list(&counts)
-        );
         let (price, base_price) = (pairs[0].0.hourly_price_usd, pairs[0].1.hourly_price_usd);
-        if price > 0.0 && base_price > 0.0 {
-            let cheaper = (price - base_price) / base_price * 100.0;
-            if let Some(per_dollar) = geo(&|r| r.tps_per_dollar_hour) {
+        out.push(Versus {
+            machine: m,
+            counts: pairs.iter().map(|(r, _)| r.clients).collect(),
+            tps_pct: geo(&|r| Some(r.tps)).unwrap_or(0.0),
+            price_pct: (price > 0.0 && base_price > 0.0)
+                .then(|| (price - base_price) / base_price * 100.0),
+            per_dollar_pct: geo(&|r| r.tps_per_dollar_hour),
+        });
+    }
+    (out, unmatched)
+}
+
+/// The generated summary of one workload, in the style of a study's conclusion: each
+/// machine against the baseline (the geometric mean of its tps ratios over the client counts
+/// both ran), its price and tps per dollar-hour, and the cost of data checksums. With more
+/// than a few machines it gives the range and who is at either end instead.
+fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
+    let (all, unmatched) = versus(baseline, table);
+    let mut parts = Vec::new();
+    if all.len() <= NAMED_IN_SENTENCE {
+        for v in &all {
+            let mut s = format!(
+                "{} is {} than {baseline} {}",
+                v.machine,
+                more_or_less(v.tps_pct, "faster", "slower"),
+                client_list(&v.counts)
+            );
+            if let (Some(price), Some(per_dollar)) = (v.price_pct, v.per_dollar_pct) {
                 let _ = write!(
                     s,
                     "; at {} per hour it gives {} tps per dollar-hour",
-                    more_or_less(cheaper, "dearer", "cheaper"),
+                    more_or_less(price, "dearer", "cheaper"),
                     more_or_less(per_dollar, "more", "less")
                 );
             }
+            parts.push(s);
         }
-        parts.push(s);
+    } else {
+        let by = |f: fn(&Versus) -> Option<f64>| {
+            let mut v: Vec<(&Versus, f64)> = all.iter().filter_map(|v| Some((v, f(v)?))).collect();
+            v.sort_by(|a, b| a.1.total_cmp(&b.1));
+            v
+        };
+        let tps = by(|v| Some(v.tps_pct));
+        if let (Some(lo), Some(hi)) = (tps.first(), tps.last()) {
+            parts.push(format!(
+                "against {baseline}, the {} other runs range from {:+.1} % ({}) to {:+.1} % ({}) in tps",
+                all.len(),
+                lo.1,
+                lo.0.machine,
+                hi.1,
+                hi.0.machine
+            ));
+        }
+        let per_dollar = by(|v| v.per_dollar_pct);
+        if let Some(best) = per_dollar.last() {
+            parts.push(format!(
+                "the most tps per dollar-hour is {}'s ({:+.1} %)",
+                best.0.machine, best.1
+            ));
+        }
     }
-    let mut checks = Vec::new();
-    let mut machines_with_cost: BTreeMap<&str, (Vec<f64>, f64)> = BTreeMap::new();
+    if !unmatched.is_empty() {
+        parts.push(format!(
+            "{} ran no client count that {baseline} ran",
+            unmatched.join(", ")
+        ));
+    }
+    let mut costs: BTreeMap<&str, (Vec<f64>, f64)> = BTreeMap::new();
     for r in table {
         if let Some(c) = r.checksums_cost_pct {
-            let e = machines_with_cost.entry(&r.machine).or_default();
+            let e = costs.entry(&r.machine).or_default();
             e.0.push(c);
             e.1 = e.1.max(r.checksums_spread_pct);
         }
     }
-    for (m, (costs, spread)) in machines_with_cost {
-        let cost = mean(&costs).unwrap_or(0.0);
-        let noise = if spread > 0.0 && cost.abs() <= spread {
-            format!(", within the {spread:.1} % spread of its repeats")
-        } else {
-            String::new()
-        };
-        checks.push(format!("{cost:.1} % on {m}{noise}"));
-    }
+    let costs: Vec<(&str, f64, f64)> = costs
+        .into_iter()
+        .map(|(m, (c, spread))| (m, mean(&c).unwrap_or(0.0), spread))
+        .collect();
+    let checks = if costs.len() <= NAMED_IN_SENTENCE {
+        costs
+            .iter()
+            .map(|(m, cost, spread)| {
+                let noise = if *spread > 0.0 && cost.abs() <= *spread {
+                    format!(", within the {spread:.1} % spread of its repeats")
+                } else {
+                    String::new()
+                };
+                format!("{cost:.1} % on {m}{noise}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    } else {
+        let lo = costs.iter().map(|c| c.1).fold(f64::MAX, f64::min);
+        let hi = costs.iter().map(|c| c.1).fold(f64::MIN, f64::max);
+        format!(
+            "{lo:.1} to {hi:.1} % on the {} runs that ran both",
+            costs.len()
+        )
+    };
     let mut text = format!("{workload}: ");
     if parts.is_empty() {
         let _ = write!(text, "only {baseline} ran this workload");
@@ -559,11 +635,7 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
         text.push_str(&parts.join("; "));
     }
     if !checks.is_empty() {
-        let _ = write!(
-            text,
-            ". Turning data checksums on cost {}",
-            checks.join(", ")
-        );
+        let _ = write!(text, ". Turning data checksums on cost {checks}");
     }
     text.push('.');
     text
@@ -1028,6 +1100,33 @@ mod tests {
             rw.sentence.contains("on m6gd.8xlarge, within the"),
             "{}",
             rw.sentence
+        );
+    }
+
+    #[test]
+    fn with_many_machines_the_sentence_gives_the_range() {
+        let runs: Vec<RunDigest> = (0..6)
+            .map(|i| {
+                run(
+                    &format!("m{i}"),
+                    &format!("r-{i:02}"),
+                    1.0 + f64::from(i),
+                    vec![point(
+                        "rw",
+                        "",
+                        10,
+                        1000.0 * (1.0 + f64::from(i) / 10.0),
+                        1.0,
+                    )],
+                )
+            })
+            .collect();
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0);
+        assert_eq!(
+            f[0].sentence,
+            "rw: against m0, the 5 other runs range from +10.0 % (m1) to +50.0 % (m5) in tps; \
+             the most tps per dollar-hour is m1's (-45.0 %)."
         );
     }
 

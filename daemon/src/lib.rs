@@ -26,6 +26,7 @@ pub mod sampler;
 pub mod steps;
 pub mod storage;
 pub mod sweep;
+pub mod synthetic;
 pub mod sys;
 pub mod systemd;
 pub mod upload;

@@ -43,8 +43,9 @@ Example: a lab SeaweedFS and an AWS bucket at once
     --credentials-file ~/.lab.credentials --credentials-file -
 
 Exit status: 0 compared (runs that could not be used are listed, not fatal); 1 error (a
-store that cannot be listed, a baseline that is not among the runs, bad arguments); 2 with
---fail-on-regression when a point regressed past --threshold.";
+store that cannot be listed, a baseline that is not among the runs, a bad --threshold); 2 the
+command line is malformed; 3 with --fail-on-regression when a point regressed past
+--threshold (the pages are written all the same).";
 
 #[derive(Debug, clap::Args)]
 pub struct CollectCli {
@@ -82,7 +83,7 @@ pub struct CollectCli {
     /// the baseline (e.g. 5%), and list them first.
     #[arg(long, value_name = "PERCENT")]
     pub threshold: Option<String>,
-    /// Exit 2 when a point regressed past --threshold.
+    /// Exit 3 when a point regressed past --threshold.
     #[arg(long, requires = "threshold")]
     pub fail_on_regression: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect

@@ -46,7 +46,7 @@ pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
 pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// The exit status when `--fail-on-regression` finds a regressed point.
-pub const EXIT_REGRESSION: i32 = 2;
+pub const EXIT_REGRESSION: i32 = 3;
 
 /// `--threshold`: a percentage such as `5%` or `5` (pure).
 pub fn parse_threshold(text: &str) -> Result<f64, String> {
