@@ -12,13 +12,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Serialize};
+
 use crate::csv::CsvWriter;
 use crate::plan::Checksums;
 use crate::report::{escape, line_chart, Series};
 use crate::results::{PointStatus, RunResults};
 
 /// The figures of one successful point that the comparison uses.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DigestPoint {
     pub workload: String,
     pub builtin: String,
@@ -31,7 +33,7 @@ pub struct DigestPoint {
 }
 
 /// Latency percentiles of a point, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub p25: Option<f64>,
     pub p50: Option<f64>,
@@ -44,8 +46,8 @@ pub struct Percentiles {
 }
 
 /// What the comparison keeps of one run: who ran it, where it came from, and the figures
-/// of its successful points.
-#[derive(Debug, Clone, PartialEq)]
+/// of its successful points. `collect` keeps it in its cache beside the run's results.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDigest {
     /// Where the run was found (`appliance/machine/run`, with the store URL in front when
     /// several stores are collected).

@@ -29,6 +29,41 @@ pub enum Command {
     /// a page per run, and summary.csv.
     #[command(after_help = COLLECT_HELP)]
     Collect(CollectCli),
+    /// Benchmarks of pgappliance itself (they measure; the last line is the ratio).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Fill a loopback SeaweedFS with synthetic runs, then time a first collect, `aws s3
+    /// sync` of the same objects, and an incremental collect after 1 % more runs. Last line:
+    /// `collect vs awscli sync: X.XX, incremental: Y.YY of first`.
+    Collect(BenchCollectCli),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchCollectCli {
+    /// Synthetic runs in the store before the first collect.
+    #[arg(long, required = true)]
+    pub runs: usize,
+    /// Machines the runs are spread over.
+    #[arg(long, default_value_t = 10)]
+    pub machines: usize,
+    /// Runs uploaded, listed and fetched at once (collect's --jobs).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+    /// The SeaweedFS `weed` executable [default: $PGAPPLIANCE_VENV/bin/weed, else weed].
+    #[arg(long, value_name = "PATH")]
+    pub weed: Option<PathBuf>,
+    /// The awscli executable [default: $PGAPPLIANCE_VENV/bin/aws, else aws].
+    #[arg(long, value_name = "PATH")]
+    pub aws: Option<PathBuf>,
+    /// Where the server's data, the cache and the outputs go (removed afterwards).
+    #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
+    pub workdir: PathBuf,
 }
 
 const COLLECT_HELP: &str = "\

@@ -236,6 +236,38 @@ impl Cache {
         (sha256_hex(&bytes) == sha).then(|| (sha.to_string(), bytes))
     }
 
+    fn digest_path(&self, manifest_sha256: &str) -> PathBuf {
+        self.run_dir(manifest_sha256).join(DIGEST)
+    }
+
+    /// The figures kept of a cached run whose results.json has the sha256 the manifest
+    /// gives (and is still there, for its page), under the key it is shown by now.
+    fn digest(&self, manifest_sha256: &str, results_sha256: &str, key: &str) -> Option<RunDigest> {
+        let text = std::fs::read(self.digest_path(manifest_sha256)).ok()?;
+        let kept: KeptDigest = serde_json::from_slice(&text).ok()?;
+        let present = self.results_path(manifest_sha256).is_file();
+        (kept.results_sha256 == results_sha256 && present).then(|| RunDigest {
+            key: key.to_string(),
+            ..kept.digest
+        })
+    }
+
+    fn put_digest(
+        &self,
+        manifest_sha256: &str,
+        results_sha256: &str,
+        digest: &RunDigest,
+    ) -> Result<()> {
+        let kept = KeptDigest {
+            results_sha256: results_sha256.to_string(),
+            digest: digest.clone(),
+        };
+        Self::write_atomic(
+            &self.digest_path(manifest_sha256),
+            &serde_json::to_vec(&kept).context("serialising a run's figures")?,
+        )
+    }
+
     /// The cached results.json of a manifest, if its sha256 is the one the manifest gives.
     fn results(&self, manifest_sha256: &str, want_sha256: &str) -> Option<Vec<u8>> {
         let bytes = std::fs::read(self.results_path(manifest_sha256)).ok()?;
@@ -271,6 +303,15 @@ impl Cache {
             format!("{stamp}\n{manifest_sha256}\n").as_bytes(),
         )
     }
+}
+
+/// The figures of a run as the cache keeps them (the name changes with their format).
+const DIGEST: &str = "digest-v1.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptDigest {
+    results_sha256: String,
+    digest: RunDigest,
 }
 
 /// Checks one run and loads its figures, from the cache when its manifest is unchanged,
@@ -329,6 +370,16 @@ async fn load_run(
             MAX_RESULTS_BYTES >> 20
         ));
     }
+    if !fetched {
+        if let Some(digest) = cache.digest(&manifest_sha256, &entry.sha256, &shown_key) {
+            return Ok(LoadedRun {
+                digest,
+                results_sha256: entry.sha256.clone(),
+                manifest_sha256,
+                fetched: false,
+            });
+        }
+    }
     let (bytes, fetched) = match cache.results(&manifest_sha256, &entry.sha256) {
         Some(bytes) => (bytes, fetched),
         None => (
@@ -362,6 +413,9 @@ async fn load_run(
     })
     .await
     .map_err(|e| format!("reading results.json: {e}"))??;
+    cache
+        .put_digest(&manifest_sha256, &sha, &digest)
+        .map_err(|e| format!("keeping the run in the cache: {e:#}"))?;
     Ok(LoadedRun {
         digest,
         results_sha256: sha,

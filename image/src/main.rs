@@ -1,5 +1,6 @@
 //! pgappliance: parses the command line and dispatches to the command modules.
 
+mod bench;
 mod build;
 mod check;
 mod cli;
@@ -13,6 +14,9 @@ fn main() {
         cli::Command::Check { plans } => check::run(&plans),
         cli::Command::Build(args) => build::run(args),
         cli::Command::Collect(args) => collect::run(args),
+        cli::Command::Bench {
+            command: cli::BenchCommand::Collect(args),
+        } => bench::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
