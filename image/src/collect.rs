@@ -906,3 +906,47 @@ fn file_store_run_keys(root: &Path) -> Result<(Vec<String>, Vec<SkippedRun>)> {
     keys.sort();
     Ok((keys, skipped))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_are_positive_percentages() {
+        assert_eq!(parse_threshold("5%"), Ok(5.0));
+        assert_eq!(parse_threshold(" 2.5 % "), Ok(2.5));
+        assert_eq!(parse_threshold("10"), Ok(10.0));
+        for bad in ["", "%", "five", "0", "-5%", "NaN", "inf"] {
+            let err = parse_threshold(bad).expect_err(bad);
+            assert!(err.contains(&format!("\"{bad}\"")), "{err}");
+        }
+    }
+
+    #[test]
+    fn store_options_apply_to_every_store_or_to_each_in_order() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(per_store("--endpoint", &[], 2), Ok(vec![None, None]));
+        assert_eq!(
+            per_store("--endpoint", &v(&["http://a"]), 2),
+            Ok(vec![Some("http://a".into()), Some("http://a".into())])
+        );
+        assert_eq!(
+            per_store("--endpoint", &v(&["-", "http://b"]), 2),
+            Ok(vec![None, Some("http://b".into())])
+        );
+        let err = per_store("--region", &v(&["a", "b"]), 3).expect_err("2 for 3");
+        assert!(
+            err.contains("--region is given 2 times for 3 stores"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn page_names_are_plain_file_names() {
+        assert_eq!(
+            page_name("m6gd.8xlarge", "20261101T100000Z-0a1b"),
+            "runs/m6gd.8xlarge--20261101T100000Z-0a1b.html"
+        );
+        assert_eq!(page_name("a/b c", ".."), "runs/a_b_c--...html");
+    }
+}
