@@ -782,6 +782,30 @@ fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
     let out = check(&["--threshold", "five"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--threshold \"five\""));
+    // A results.json rewritten in the store after it was cached (same size, one figure
+    // changed) is fetched again and found out, not taken from the cache.
+    let results = store
+        .path()
+        .join("db1/i-1/20261102T100000Z-0002/results.json");
+    let text = std::fs::read_to_string(&results).expect("results");
+    let at = text.find("\"tps\": ").expect("a tps figure") + "\"tps\": ".len();
+    let other = if text.as_bytes()[at] == b'9' {
+        '1'
+    } else {
+        '9'
+    };
+    std::fs::write(
+        &results,
+        format!("{}{other}{}", &text[..at], &text[at + 1..]),
+    )
+    .expect("tamper");
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("db1/i-1/20261102T100000Z-0002: checksum mismatch"),
+        "{stderr}"
+    );
     let out = check(&["--fail-on-regression"]);
     assert_eq!(
         out.status.code(),

@@ -4,10 +4,11 @@
 //! listed with the reason.
 //!
 //! Runs are listed and fetched `--jobs` at a time. Each run's manifest and results.json are
-//! kept in a local cache under the manifest's sha256, with the listing's stamp of the
-//! manifest (size, ETag, time) under the run's key: a run whose manifest is unchanged is read
-//! from the cache, so a second collect fetches only new runs. A run is reduced to its figures
-//! (`RunDigest`) as soon as it is read, so memory grows with the runs in flight, not the fleet.
+//! kept in a local cache under the manifest's sha256, with the listing's stamps of the
+//! manifest and results.json (size, ETag, time) under the run's key: a run whose objects
+//! are unchanged is read from the cache, so a second collect fetches only new runs. A run is
+//! reduced to its figures (`RunDigest`) as soon as it is read, so memory grows with the runs
+//! in flight, not the fleet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
@@ -155,25 +156,37 @@ struct LoadedRun {
     fetched: bool,
 }
 
-/// The objects of one run as listed: relative path → size, and the listing's stamp of its
-/// manifest (size, ETag, time), which says whether a cached copy is still the one listed.
+/// The objects of one run as listed: relative path → size, and the listing's stamps (size,
+/// ETag, time) of its manifest.json and results.json, which say whether a cached copy is
+/// still what the store holds: an object rewritten in place is fetched and checked again.
 #[derive(Default)]
 struct RunObjects {
     sizes: BTreeMap<String, u64>,
-    manifest_stamp: Option<String>,
+    stamps: BTreeMap<String, String>,
 }
 
 impl RunObjects {
     fn add(&mut self, rel: String, meta: &ObjectMeta) {
-        if rel == MANIFEST {
-            self.manifest_stamp = Some(format!(
-                "{} {} {}",
-                meta.size,
-                meta.e_tag.as_deref().unwrap_or("-"),
-                meta.last_modified.to_rfc3339()
-            ));
+        if rel == MANIFEST || rel == "results.json" {
+            self.stamps.insert(
+                rel.clone(),
+                format!(
+                    "{rel} {} {} {}",
+                    meta.size,
+                    meta.e_tag.as_deref().unwrap_or("-"),
+                    meta.last_modified.to_rfc3339()
+                ),
+            );
         }
         self.sizes.insert(rel, meta.size);
+    }
+
+    fn stamp(&self) -> String {
+        self.stamps
+            .values()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" | ")
     }
 }
 
@@ -187,8 +200,8 @@ struct Candidate {
     objects: std::result::Result<RunObjects, String>,
 }
 
-/// Fetched runs kept on disk: `runs/<manifest sha256>/{manifest,results}.json`, and
-/// `keys/<sha256 of store URL and run key>` holding the listing's stamp of the manifest and
+/// Fetched runs kept on disk: `runs/<manifest sha256>/{manifest,results,digest-v1}.json`, and
+/// `keys/<sha256 of store URL and run key>` holding the listing's stamps of the run and
 /// the manifest's sha256. Files are written to a temporary name and renamed into place, so
 /// an interrupted collect leaves no half entry.
 struct Cache {
@@ -224,8 +237,8 @@ impl Cache {
         self.run_dir(manifest_sha256).join("results.json")
     }
 
-    /// The cached manifest of a run whose listed manifest has this stamp, verified against
-    /// the sha256 it is kept under.
+    /// The cached manifest of a run whose listed manifest and results have this stamp,
+    /// verified against the sha256 it is kept under.
     fn manifest(&self, store_url: &str, key: &str, stamp: &str) -> Option<(String, Vec<u8>)> {
         let entry = std::fs::read_to_string(self.key_file(store_url, key)).ok()?;
         let (cached_stamp, sha) = entry.trim_end().rsplit_once('\n')?;
@@ -332,7 +345,7 @@ async fn load_run(
             MAX_MANIFEST_BYTES >> 20
         ));
     }
-    let stamp = objects.manifest_stamp.clone().unwrap_or_default();
+    let stamp = objects.stamp();
     let base = |rel: &str| store.path(&[key, rel]);
     let cached = cache.manifest(&store.url, key, &stamp);
     let fetched = cached.is_none();
@@ -380,8 +393,15 @@ async fn load_run(
             });
         }
     }
-    let (bytes, fetched) = match cache.results(&manifest_sha256, &entry.sha256) {
-        Some(bytes) => (bytes, fetched),
+    // The cached results.json only stands in for the store's when this run's listed objects
+    // are the ones cached: a copy of a run under another key is fetched and checked itself.
+    let cached = if fetched {
+        None
+    } else {
+        cache.results(&manifest_sha256, &entry.sha256)
+    };
+    let (bytes, fetched) = match cached {
+        Some(bytes) => (bytes, false),
         None => (
             get_capped(store, &base("results.json"), MAX_RESULTS_BYTES).await?,
             true,
