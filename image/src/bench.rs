@@ -207,8 +207,8 @@ async fn timed(runner: &Runner, spec: &CommandSpec) -> Result<(f64, String)> {
 }
 
 pub fn run(cli: BenchCollectCli) -> Result<i32> {
-    if cli.runs == 0 {
-        bail!("--runs must be at least 1");
+    if cli.runs == 0 || cli.machines == 0 {
+        bail!("--runs and --machines must be at least 1");
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -248,7 +248,7 @@ async fn bench(cli: BenchCollectCli) -> Result<i32> {
     })?;
     server.wait_for_bucket(&store).await?;
 
-    let (runs, machines, jobs) = (cli.runs, cli.machines.max(1), usize::from(cli.jobs));
+    let (runs, machines, jobs) = (cli.runs, cli.machines, usize::from(cli.jobs));
     let added = runs.div_ceil(100);
     let t = Instant::now();
     let bytes = fill(&store, 0, runs, machines, jobs).await?;

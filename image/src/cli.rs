@@ -91,7 +91,7 @@ pub struct CollectCli {
     #[arg(long = "store", value_name = "URL")]
     pub stores: Vec<String>,
     /// Output directory (index.html, runs/*.html, summary.csv).
-    #[arg(long, required = true)]
+    #[arg(long, required = true, value_name = "DIR")]
     pub out: PathBuf,
     /// S3 endpoint (path-style); default from AWS_ENDPOINT_URL or AWS. Once, or once per store.
     #[arg(long, value_name = "URL")]
@@ -122,7 +122,8 @@ pub struct CollectCli {
     #[arg(long, requires = "threshold")]
     pub fail_on_regression: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect
-    /// fetches only new runs [default: $XDG_CACHE_HOME or ~/.cache, /pgappliance/collect].
+    /// fetches only new runs [default: $XDG_CACHE_HOME/pgappliance/collect, else
+    /// ~/.cache/pgappliance/collect].
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
     /// Runs listed and fetched at once.
