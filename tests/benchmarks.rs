@@ -137,3 +137,60 @@ fn the_init_floor_script_prints_each_phase_and_the_ceiling() {
     assert!(String::from_utf8_lossy(&bad.stderr)
         .contains("scale must be a positive integer, got 'fifty'"));
 }
+
+#[test]
+fn bench_collect_prints_the_ratio_against_awscli_and_the_incremental_share() {
+    let w = Workdir::new("bench-collect");
+    let venv = harness::seaweed::venv();
+    let out = Command::new(harness::image_binary())
+        .args([
+            "bench",
+            "collect",
+            "--runs",
+            "12",
+            "--machines",
+            "3",
+            "--weed",
+        ])
+        .arg(venv.join("bin/weed"))
+        .arg("--aws")
+        .arg(venv.join("bin/aws"))
+        .arg("--workdir")
+        .arg(w.path())
+        .output()
+        .expect("bench collect");
+    assert!(out.status.success(), "{}", describe(&out));
+    let line = last_line(&out);
+    let rest = line
+        .strip_prefix("collect vs awscli sync: ")
+        .unwrap_or_else(|| panic!("last line: {line}"));
+    let (ratio, incremental) = rest
+        .split_once(", incremental: ")
+        .unwrap_or_else(|| panic!("last line: {line}"));
+    let ratio: f64 = ratio.parse().expect("ratio");
+    let incremental: f64 = incremental
+        .strip_suffix(" of first")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("last line: {line}"));
+    assert!(ratio > 0.0 && incremental > 0.0, "{line}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The measured collects did what they claim: every run fetched first, then only the
+    // one added run (1 % of 12, rounded up), the rest from the cache.
+    assert!(
+        stdout.contains("first collect: ") && stdout.contains("(fetched 12 runs)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(fetched 1, 12 from the cache)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(24 files)"),
+        "awscli synced each run's two objects: {stdout}"
+    );
+    let left: Vec<_> = std::fs::read_dir(w.path()).expect("workdir").collect();
+    assert!(
+        left.is_empty(),
+        "the benchmark removes what it made: {left:?}"
+    );
+}

@@ -5,6 +5,7 @@
 #[path = "harness/mod.rs"]
 mod harness;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -34,6 +35,12 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(e.path(), &dst).expect("copy");
         }
     }
+}
+
+/// The cache the collects of these tests share (runs are cached per store URL and key, and
+/// every test's store is a fresh directory or server).
+fn test_cache() -> PathBuf {
+    harness::workspace().join("target/test-collect-cache")
 }
 
 fn artifacts() -> PathBuf {
@@ -117,6 +124,7 @@ fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
 
     let out_dir = tempfile::tempdir().expect("out");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &store, "--out"])
         .arg(out_dir.path())
         .output()
@@ -142,11 +150,13 @@ fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
         2 * (3 + 2),
         "machine × workload × clients:\n{csv}"
     );
+    let header: Vec<&str> = csv.lines().next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
     for row in &rows {
         let f: Vec<&str> = row.split(',').collect();
-        let tps: f64 = f[7].parse().expect("tps");
-        let price: f64 = f[14].parse().expect("price");
-        let per: f64 = f[15].parse().expect("tps per $/h");
+        let tps: f64 = f[col("tps_mean")].parse().expect("tps");
+        let price: f64 = f[col("hourly_price_usd")].parse().expect("price");
+        let per: f64 = f[col("tps_per_dollar_hour")].parse().expect("tps per $/h");
         assert!((per - tps / price).abs() < 0.01 * per, "{row}");
     }
     let index = out_dir.path().join("index.html");
@@ -159,11 +169,18 @@ fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
         (index.as_path(), artifacts().join("collect-index.png"), 3),
         (report.as_path(), artifacts().join("run-report.png"), 4),
     ] {
-        let (dom, console) = harness::chromium_render(page, &png);
+        let shown = harness::chromium_render(page, &png);
+        let (dom, console) = (shown.dom, shown.console);
         assert!(
             console.is_empty(),
             "{}: console messages: {console:?}",
             page.display()
+        );
+        assert!(
+            shown.fetches.is_empty(),
+            "{}: network fetches: {:?}",
+            page.display(),
+            shown.fetches
         );
         let svgs = dom.matches("<svg").count();
         assert!(
@@ -184,21 +201,24 @@ fn collect_compares_machines_skips_bad_runs_and_pages_render_cleanly() {
 }
 
 #[test]
-fn the_console_check_catches_a_broken_page() {
+fn the_console_and_network_checks_catch_a_broken_page() {
     let dir = tempfile::tempdir().expect("dir");
     let page = dir.path().join("broken.html");
     std::fs::write(
         &page,
-        "<!DOCTYPE html><html><body><script>console.error('boom'); missing();</script></body></html>",
+        "<!DOCTYPE html><html><body><img src=\"http://example.invalid/chart.png\"><script>console.error('boom'); missing();</script></body></html>",
     )
     .expect("write");
-    let (_, console) = harness::chromium_render(&page, &dir.path().join("broken.png"));
+    let shown = harness::chromium_render(&page, &dir.path().join("broken.png"));
     assert!(
-        console
+        shown
+            .console
             .iter()
             .any(|l| l.contains("Uncaught ReferenceError")),
-        "{console:?}"
+        "{:?}",
+        shown.console
     );
+    assert_eq!(shown.fetches, ["http://example.invalid/chart.png"]);
 }
 
 /// Rewrites one object of a run in a file store and gives the manifest its new size and
@@ -329,6 +349,7 @@ fn collect_skips_each_bad_run_with_its_reason_and_never_panics() {
 
     let out_dir = tempfile::tempdir().expect("out");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &store, "--out"])
         .arg(out_dir.path())
         .output()
@@ -371,6 +392,7 @@ fn collect_from_a_store_that_does_not_exist_is_an_error() {
     let dir = tempfile::tempdir().expect("dir");
     let missing = dir.path().join("no-such-store");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &format!("file://{}", missing.display()), "--out"])
         .arg(dir.path().join("out"))
         .output()
@@ -400,6 +422,7 @@ fn a_name_that_is_not_utf8_at_any_level_of_a_file_store_skips_only_itself() {
     }
     std::fs::write(store.join("app/machine/stray.txt"), b"x").expect("stray");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", &format!("file://{}", store.display()), "--out"])
         .arg(dir.path().join("out"))
         .output()
@@ -426,6 +449,7 @@ fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
     let weed = harness::seaweed::SeaweedFs::start();
     let dir = tempfile::tempdir().expect("dir");
     let out = Command::new(harness::image_binary())
+        .env("XDG_CACHE_HOME", test_cache())
         .args(["collect", "s3://no-such-bucket/results", "--out"])
         .arg(dir.path().join("out"))
         .args(["--endpoint", &weed.endpoint(), "--credentials-file"])
@@ -436,4 +460,505 @@ fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("s3://no-such-bucket/results"), "{stderr}");
     assert!(!dir.path().join("out").exists(), "nothing written");
+}
+
+// ---- The finding, regressions, several stores: runs with figures chosen by the test ----
+
+use pgappliance::plan::{Builtin, Checksums};
+use pgappliance::synthetic::{fleet_run, run_objects, Figures, SyntheticPoint, SyntheticRun};
+
+/// Writes a synthetic run into a file store as an uploader would (manifest last).
+fn put_file_run(root: &Path, machine: &str, run: &SyntheticRun) -> PathBuf {
+    let dir = root.join(&run.appliance).join(machine).join(&run.run_id);
+    for (rel, bytes) in run_objects(run, machine).expect("synthetic run") {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, bytes).expect("write object");
+    }
+    dir
+}
+
+fn collect_with(cache: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(harness::image_binary())
+        .arg("collect")
+        .args(args)
+        .arg("--cache")
+        .arg(cache)
+        .output()
+        .expect("collect")
+}
+
+fn point(
+    workload: &str,
+    builtin: Builtin,
+    checksums: Option<Checksums>,
+    clients: u32,
+    tps: f64,
+    p99_ms: f64,
+) -> SyntheticPoint {
+    SyntheticPoint {
+        workload: workload.into(),
+        builtin,
+        checksums,
+        clients,
+        repeat: 1,
+        figures: Figures { tps, p99_ms },
+    }
+}
+
+/// Scenario B's shape: read-write and read-only at 16 clients with data checksums off and
+/// on; and scenario A's, a scaling sweep from 10 to 1000 clients.
+fn study_run(
+    appliance: &str,
+    run_id: &str,
+    price: f64,
+    speed_rw: f64,
+    speed_ro: f64,
+) -> SyntheticRun {
+    let mut points = Vec::new();
+    for (cs, cost) in [(Checksums::Off, 0.0), (Checksums::On, 0.017)] {
+        points.push(point(
+            "rw",
+            Builtin::TpcbLike,
+            Some(cs),
+            16,
+            10_000.0 * speed_rw * (1.0 - cost),
+            4.0 / speed_rw,
+        ));
+        points.push(point(
+            "ro",
+            Builtin::SelectOnly,
+            Some(cs),
+            16,
+            100_000.0 * speed_ro * (1.0 - cost),
+            0.4 / speed_ro,
+        ));
+    }
+    for clients in [10u32, 25, 50, 100, 250, 500, 1000] {
+        let tps = 44_132.0 * speed_rw * (f64::from(clients) / 1000.0).powf(0.3);
+        points.push(point(
+            "scaling",
+            Builtin::TpcbLike,
+            None,
+            clients,
+            tps,
+            f64::from(clients) / 40.0,
+        ));
+    }
+    SyntheticRun {
+        appliance: appliance.into(),
+        run_id: run_id.into(),
+        started_at: format!("2026-11-{}T10:00:00Z", &run_id[run_id.len() - 2..]),
+        hourly_price_usd: price,
+        points,
+    }
+}
+
+fn assert_clean_page(page: &Path, png_name: &str) -> String {
+    let png = artifacts().join(png_name);
+    let shown = harness::chromium_render(page, &png);
+    assert!(
+        shown.console.is_empty(),
+        "{}: console: {:?}",
+        page.display(),
+        shown.console
+    );
+    assert!(
+        shown.fetches.is_empty(),
+        "{}: fetches: {:?}",
+        page.display(),
+        shown.fetches
+    );
+    let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 10_000,
+        "{}: screenshot is {size} bytes",
+        png.display()
+    );
+    eprintln!("screenshot kept: {}", png.display());
+    shown.dom
+}
+
+#[test]
+fn the_index_leads_with_the_finding_and_renders_cleanly_at_2_and_200_runs() {
+    let store = tempfile::tempdir().expect("store");
+    let cache = tempfile::tempdir().expect("cache");
+    let url = format!("file://{}", store.path().display());
+    let m5d = study_run("m5d.8xlarge", "20261101T100000Z-0001", 1.808, 1.0, 1.0);
+    let m6gd = study_run("m6gd.8xlarge", "20261101T110000Z-0002", 1.4464, 1.19, 1.30);
+    let first = put_file_run(store.path(), "i-0m5d", &m5d);
+    put_file_run(store.path(), "i-0m6gd", &m6gd);
+    harness::validate_results_schema(&first.join("results.json"))
+        .expect("a synthetic results.json is schema-valid");
+
+    let out_dir = tempfile::tempdir().expect("out");
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &url,
+            "--out",
+            out_dir.path().to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let html = std::fs::read_to_string(out_dir.path().join("index.html")).expect("index");
+    for want in [
+        "rw: m6gd.8xlarge is 19.0 % faster than m5d.8xlarge at 16 clients; at 20.0 % cheaper per hour it gives 48.",
+        "ro: m6gd.8xlarge is 30.0 % faster than m5d.8xlarge at 16 clients",
+        "Turning data checksums on cost 1.7 % on m5d.8xlarge, 1.7 % on m6gd.8xlarge.",
+        "scaling: m6gd.8xlarge is 19.0 % faster than m5d.8xlarge over 7 client counts (10, 25, 50, 100, 250, 500, 1000)",
+        "baseline <b>m5d.8xlarge</b>",
+    ] {
+        assert!(html.contains(want), "index lacks {want:?}");
+    }
+    // The finding comes before the charts; one tps chart per workload; a log client axis
+    // only where counts span 10x; every legend entry whole.
+    assert!(html.find("id=\"finding\"") < html.find("scaling: tps by clients"));
+    assert_eq!(html.matches(": tps by clients</title>").count(), 3);
+    assert_eq!(
+        html.matches("clients (log scale)").count(),
+        2,
+        "scaling's tps and p99 charts"
+    );
+    assert!(html.contains("</span>m6gd.8xlarge</li>"));
+    let csv = read_csv(&std::fs::read_to_string(out_dir.path().join("summary.csv")).expect("csv"));
+    for col in ["p90_ms", "p99_9_ms", "max_ms"] {
+        let i = csv[0].iter().position(|h| h == col).expect(col);
+        assert!(
+            csv[1..].iter().all(|r| r[i].parse::<f64>().is_ok()),
+            "{col} filled"
+        );
+    }
+    let dom = assert_clean_page(&out_dir.path().join("index.html"), "collect-2-runs.png");
+    assert!(dom.contains("class=\"finding-table\""));
+    let pages: Vec<PathBuf> = std::fs::read_dir(out_dir.path().join("runs"))
+        .expect("runs/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    let page = pages
+        .iter()
+        .find(|p| p.to_string_lossy().contains("m6gd"))
+        .expect("m6gd page");
+    let dom = assert_clean_page(page, "collect-run-page.png");
+    assert!(dom.contains("tps per interval") && dom.contains("latency percentiles"));
+    assert!(html.contains(&format!(
+        "href=\"runs/{}\"",
+        page.file_name().expect("name").to_string_lossy()
+    )));
+
+    // 200 runs of 8 machines: every run with --all-runs, the latest of each by default.
+    let fleet = tempfile::tempdir().expect("fleet");
+    for n in 0..200 {
+        let mut run = fleet_run(n, 8);
+        run.appliance = format!(
+            "{}.a-long-machine-name-that-a-legend-must-show-whole",
+            run.appliance
+        );
+        put_file_run(fleet.path(), "i-fleet", &run);
+    }
+    let fleet_url = format!("file://{}", fleet.path().display());
+    let all = tempfile::tempdir().expect("out");
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &fleet_url,
+            "--all-runs",
+            "--out",
+            all.path().to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("collected 200 run(s), skipped 0; showing 200 (every run)"),
+        "{stdout}"
+    );
+    let dom = assert_clean_page(&all.path().join("index.html"), "collect-200-runs.png");
+    assert!(dom.contains("class=\"finding-table\""));
+    assert!(dom.contains("machine-007.a-long-machine-name-that-a-legend-must-show-whole (20260101T000199Z-00c7)</li>"));
+    let latest = tempfile::tempdir().expect("out");
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &fleet_url,
+            "--out",
+            latest.path().to_str().expect("utf-8"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .contains("showing 8 (the latest run of each machine); fetched 0, 200 from the cache"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(latest.path().join("index.html")).expect("index");
+    assert!(html.contains("192 older run(s) not shown"));
+}
+
+#[test]
+fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
+    let store = tempfile::tempdir().expect("store");
+    let cache = tempfile::tempdir().expect("cache");
+    let url = format!("file://{}", store.path().display());
+    let base = study_run("db1", "20261101T100000Z-0001", 1.0, 1.0, 1.0);
+    let mut newer = study_run("db1", "20261102T100000Z-0002", 1.0, 1.0, 1.0);
+    for p in &mut newer.points {
+        match (p.workload.as_str(), p.clients, p.checksums) {
+            // tps 10 % down.
+            ("scaling", 250, _) => p.figures.tps *= 0.90,
+            // tps 4 % down: within 5 %.
+            ("scaling", 500, _) => p.figures.tps *= 0.96,
+            // p99 25 % up, tps level.
+            ("ro", 16, Some(Checksums::Off)) => p.figures.p99_ms *= 1.25,
+            _ => {}
+        }
+    }
+    put_file_run(store.path(), "i-1", &base);
+    put_file_run(store.path(), "i-1", &newer);
+    let out_dir = tempfile::tempdir().expect("out");
+    let out_arg = out_dir.path().to_str().expect("utf-8");
+    let check = |extra: &[&str]| {
+        let mut args = vec!["--store", url.as_str(), "--out", out_arg];
+        args.extend_from_slice(extra);
+        collect_with(cache.path(), &args)
+    };
+    let out = check(&["--baseline", "20261101T100000Z-0001", "--threshold", "5%"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let regressed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("regressed: "))
+        .collect();
+    assert_eq!(regressed.len(), 2, "{stdout}");
+    assert!(
+        regressed[0].contains("scaling at 250 clients: tps -10.0 %"),
+        "worst first: {stdout}"
+    );
+    assert!(
+        regressed[1].contains("ro (checksums off) at 16 clients: tps +0.0 %, p99 +25.0 %"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("2 point(s) regressed by more than 5 % against db1 (20261101T100000Z-0001)"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(out_dir.path().join("index.html")).expect("index");
+    let table = html
+        .find("id=\"regression-table\"")
+        .expect("regression table");
+    assert!(
+        table < html.find("id=\"finding\"").expect("finding"),
+        "regressions first"
+    );
+    // The baseline run is shown beside the latest run although it is not its machine's latest.
+    assert!(stdout.contains("showing 2"), "{stdout}");
+
+    let out = check(&[
+        "--baseline",
+        "20261101T100000Z-0001",
+        "--threshold",
+        "5",
+        "--fail-on-regression",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let out = check(&[
+        "--baseline",
+        "20261101T100000Z-0001",
+        "--threshold",
+        "30%",
+        "--fail-on-regression",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 point(s) regressed by more than 30 %"));
+    let out = check(&["--baseline", "no-such-run", "--threshold", "5%"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("baseline \"no-such-run\" is neither a machine nor a run id"));
+    let out = check(&["--threshold", "five"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--threshold \"five\""));
+    // A results.json rewritten in the store after it was cached (same size, one figure
+    // changed) is fetched again and found out, not taken from the cache.
+    let results = store
+        .path()
+        .join("db1/i-1/20261102T100000Z-0002/results.json");
+    let text = std::fs::read_to_string(&results).expect("results");
+    let at = text.find("\"tps\": ").expect("a tps figure") + "\"tps\": ".len();
+    let other = if text.as_bytes()[at] == b'9' {
+        '1'
+    } else {
+        '9'
+    };
+    std::fs::write(
+        &results,
+        format!("{}{other}{}", &text[..at], &text[at + 1..]),
+    )
+    .expect("tamper");
+    let out = check(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("db1/i-1/20261102T100000Z-0002: checksum mismatch"),
+        "{stderr}"
+    );
+    let out = check(&["--fail-on-regression"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "clap refuses it without --threshold: {}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn collect_reads_a_lab_store_and_a_bucket_at_once_and_fetches_only_new_runs() {
+    use object_store::ObjectStoreExt;
+    let weed = harness::seaweed::SeaweedFs::start();
+    let lab = tempfile::tempdir().expect("lab");
+    let cache = tempfile::tempdir().expect("cache");
+    let lab_url = format!("file://{}", lab.path().display());
+    let bucket_url = format!("s3://{}/campaign", harness::seaweed::BUCKET);
+    put_file_run(
+        lab.path(),
+        "bmc-1",
+        &study_run("altra-q80", "20261101T100000Z-0001", 0.0, 1.0, 1.0),
+    );
+    put_file_run(
+        lab.path(),
+        "bmc-1",
+        &study_run("altra-q80", "20261102T100000Z-0002", 0.0, 1.1, 1.1),
+    );
+    let creds = weed.credentials_file();
+    let bucket = pgappliance::upload::Store::open(&pgappliance::upload::StoreConfig {
+        url: bucket_url.clone(),
+        endpoint: Some(weed.endpoint()),
+        region: "us-east-1".into(),
+        credentials: pgappliance::plan::Credentials::File,
+        credentials_file: Some(creds.display().to_string()),
+        credentials_profile: "default".into(),
+    })
+    .expect("open the bucket");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let upload = |run: &SyntheticRun| {
+        runtime.block_on(async {
+            for (rel, bytes) in run_objects(run, "i-0abc").expect("objects") {
+                let path = bucket.path(&[&run.appliance, "i-0abc", &run.run_id, &rel]);
+                bucket.objects.put(&path, bytes.into()).await.expect("put");
+            }
+        })
+    };
+    upload(&study_run(
+        "m6gd.8xlarge",
+        "20261101T120000Z-0003",
+        1.4464,
+        1.19,
+        1.3,
+    ));
+    let out_dir = tempfile::tempdir().expect("out");
+    let creds_arg = creds.to_str().expect("utf-8");
+    let endpoint = weed.endpoint();
+    let collect = |extra: &[&str]| {
+        let mut args = vec![
+            "--store",
+            lab_url.as_str(),
+            "--store",
+            bucket_url.as_str(),
+            "--endpoint",
+            "-",
+            "--endpoint",
+            endpoint.as_str(),
+            "--credentials-file",
+            "-",
+            "--credentials-file",
+            creds_arg,
+            "--out",
+            out_dir.path().to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        collect_with(cache.path(), &args)
+    };
+    let out = collect(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("collected 3 run(s), skipped 0; showing 2 (the latest run of each machine); fetched 3, 0 from the cache"),
+        "{stdout}"
+    );
+    let csv = read_csv(&std::fs::read_to_string(out_dir.path().join("summary.csv")).expect("csv"));
+    let col = |name: &str| csv[0].iter().position(|h| h == name).expect(name);
+    let runs: BTreeSet<&str> = csv[1..].iter().map(|r| r[col("run_id")].as_str()).collect();
+    assert_eq!(
+        runs,
+        ["20261102T100000Z-0002", "20261101T120000Z-0003"]
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+    );
+    let keys: BTreeSet<&str> = csv[1..]
+        .iter()
+        .map(|r| r[col("run_key")].as_str())
+        .collect();
+    assert!(
+        keys.contains(format!("{bucket_url}/m6gd.8xlarge/i-0abc/20261101T120000Z-0003").as_str()),
+        "{keys:?}"
+    );
+    let row = csv[1..]
+        .iter()
+        .find(|r| r[col("workload")] == "scaling" && r[col("clients")] == "1000")
+        .expect("row");
+    assert_eq!(row[col("p99_ms")], "25.000");
+    assert_eq!(row[col("p99_9_ms")], "37.500");
+    assert_eq!(row[col("max_ms")], "75.000");
+    assert_eq!(row[col("p90_ms")], "16.667");
+
+    let out = collect(&["--all-runs"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("showing 3 (every run); fetched 0, 3 from the cache"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(out_dir.path().join("index.html")).expect("index");
+    assert!(
+        html.contains("altra-q80 (20261101T100000Z-0001)")
+            && html.contains("altra-q80 (20261102T100000Z-0002)")
+    );
+    upload(&study_run(
+        "m6gd.8xlarge",
+        "20261103T120000Z-0004",
+        1.4464,
+        1.2,
+        1.3,
+    ));
+    let out = collect(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("collected 4 run(s), skipped 0; showing 2 (the latest run of each machine); fetched 1, 3 from the cache"), "{stdout}");
+    // Store options must come once or once per store.
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &lab_url,
+            "--store",
+            &bucket_url,
+            "--store",
+            "file:///nowhere",
+            "--endpoint",
+            "-",
+            "--endpoint",
+            &endpoint,
+            "--out",
+            "/nonexistent-out",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--endpoint is given 2 times for 3 stores")
+    );
 }

@@ -28,6 +28,7 @@ pub mod sampler;
 pub mod steps;
 pub mod storage;
 pub mod sweep;
+pub mod synthetic;
 pub mod sys;
 pub mod systemd;
 pub mod upload;

@@ -22,6 +22,8 @@ pub struct Series {
 const COLOURS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
+/// After the eighth series the colours repeat with another dash pattern.
+const DASHES: [&str; 4] = ["", "7 3", "2 3", "9 3 2 3"];
 
 fn nice_max(v: f64) -> f64 {
     if v <= 0.0 {
@@ -36,7 +38,27 @@ fn nice_max(v: f64) -> f64 {
     10.0 * mag
 }
 
-/// An SVG line chart; x is drawn on a log scale when `log_x` (client counts 10…1000).
+/// Whether an x axis holding these series is drawn on a log scale: every x above zero and
+/// the largest at least ten times the smallest (client counts 10…1000).
+pub fn wants_log_x(series: &[Series]) -> bool {
+    let xs = || series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let lo = xs().fold(f64::MAX, f64::min);
+    let hi = xs().fold(f64::MIN, f64::max);
+    lo > 0.0 && hi.is_finite() && hi >= 10.0 * lo
+}
+
+/// The stroke of series `i`: a colour, and a dash pattern once the colours repeat.
+fn stroke(i: usize) -> (&'static str, &'static str) {
+    (
+        COLOURS[i % COLOURS.len()],
+        DASHES[(i / COLOURS.len()) % DASHES.len()],
+    )
+}
+
+/// An SVG line chart followed by its legend, as one `<figure>`. The legend is HTML under
+/// the chart, so every series name is shown whole and wraps instead of being cut. With
+/// `log_x` (client axes) the x axis is logarithmic where [`wants_log_x`] says the data spans
+/// enough for it; time axes pass false.
 pub fn line_chart(
     title: &str,
     x_label: &str,
@@ -44,7 +66,8 @@ pub fn line_chart(
     series: &[Series],
     log_x: bool,
 ) -> String {
-    let (w, h, left, right, top, bottom) = (720.0, 380.0, 70.0, 170.0, 30.0, 50.0);
+    let log_x = log_x && wants_log_x(series);
+    let (w, h, left, right, top, bottom) = (960.0, 360.0, 80.0, 30.0, 30.0, 50.0);
     let pw = w - left - right;
     let ph = h - top - bottom;
     let xs: Vec<f64> = series
@@ -55,18 +78,18 @@ pub fn line_chart(
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .collect();
-    let mut svg = String::new();
+    let mut svg = String::from("<figure style=\"margin:0 0 1.5em\">");
     let _ = write!(
         svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{t}"><title>{t}</title><rect width="100%" height="100%" fill="white"/><text x="{cx}" y="18" text-anchor="middle" font-size="14" font-family="sans-serif">{t}</text>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" style="max-width:100%;height:auto" role="img" aria-label="{t}"><title>{t}</title><rect width="100%" height="100%" fill="white"/><text x="{cx}" y="18" text-anchor="middle" font-size="15" font-family="sans-serif">{t}</text>"#,
         t = escape(title),
         cx = left + pw / 2.0
     );
     if xs.is_empty() {
-        svg.push_str(r#"<text x="50%" y="50%" text-anchor="middle" font-family="sans-serif">no data</text></svg>"#);
+        svg.push_str(r#"<text x="50%" y="50%" text-anchor="middle" font-family="sans-serif">no data</text></svg></figure>"#);
         return svg;
     }
-    let tx = |x: f64| if log_x { x.max(1e-9).log10() } else { x };
+    let tx = |x: f64| if log_x { x.log10() } else { x };
     let (mut x0, mut x1) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), &x| {
         (a.min(tx(x)), b.max(tx(x)))
     });
@@ -74,15 +97,17 @@ pub fn line_chart(
         x0 -= 1.0;
         x1 += 1.0;
     }
+    // A little room either side so the first and last points are not on the axes.
+    let pad = (x1 - x0) * 0.03;
+    let (x0, x1) = (x0 - pad, x1 + pad);
     let y1 = nice_max(ys.iter().cloned().fold(0.0, f64::max));
     let px = |x: f64| left + (tx(x) - x0) / (x1 - x0) * pw;
     let py = |y: f64| top + ph - y / y1 * ph;
-    // Axes and grid.
     for i in 0..=5 {
         let y = y1 * i as f64 / 5.0;
         let _ = write!(
             svg,
-            r##"<line x1="{left}" x2="{x2}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="end" font-size="11" font-family="sans-serif">{label}</text>"##,
+            r##"<line x1="{left}" x2="{x2}" y1="{yy:.1}" y2="{yy:.1}" stroke="#ddd"/><text x="{tx:.1}" y="{ty:.1}" text-anchor="end" font-size="13" font-family="sans-serif">{label}</text>"##,
             x2 = left + pw,
             yy = py(y),
             tx = left - 6.0,
@@ -100,37 +125,43 @@ pub fn line_chart(
     for x in ticks {
         let _ = write!(
             svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11" font-family="sans-serif">{}</text>"#,
-            px(x),
-            top + ph + 16.0,
-            fmt_num(x)
+            r##"<line x1="{xx:.1}" x2="{xx:.1}" y1="{top}" y2="{b}" stroke="#eee"/><text x="{xx:.1}" y="{ty:.1}" text-anchor="middle" font-size="13" font-family="sans-serif">{}</text>"##,
+            fmt_num(x),
+            xx = px(x),
+            b = top + ph,
+            ty = top + ph + 17.0,
         );
     }
     let _ = write!(
         svg,
-        r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{b}" stroke="#333"/><line x1="{left}" x2="{r}" y1="{b}" y2="{b}" stroke="#333"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="12" font-family="sans-serif">{xlab}</text><text x="14" y="{cy}" text-anchor="middle" font-size="12" font-family="sans-serif" transform="rotate(-90 14 {cy})">{ylab}</text>"##,
+        r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{b}" stroke="#333"/><line x1="{left}" x2="{r}" y1="{b}" y2="{b}" stroke="#333"/><text x="{cx}" y="{xl}" text-anchor="middle" font-size="13" font-family="sans-serif">{xlab}</text><text x="16" y="{cy}" text-anchor="middle" font-size="13" font-family="sans-serif" transform="rotate(-90 16 {cy})">{ylab}</text>"##,
         b = top + ph,
         r = left + pw,
         cx = left + pw / 2.0,
         xl = h - 10.0,
         cy = top + ph / 2.0,
-        xlab = escape(x_label),
+        xlab = escape(&if log_x {
+            format!("{x_label} (log scale)")
+        } else {
+            x_label.to_string()
+        }),
         ylab = escape(y_label)
     );
     for (i, s) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let path: Vec<String> = s
-            .points
+        let (colour, dash) = stroke(i);
+        let mut points = s.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let path: Vec<String> = points
             .iter()
             .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
             .collect();
         let _ = write!(
             svg,
-            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"><title>{}</title></polyline>"#,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}" points="{}"><title>{}</title></polyline>"#,
             path.join(" "),
             escape(&s.name)
         );
-        for &(x, y) in &s.points {
+        for &(x, y) in &points {
             let _ = write!(
                 svg,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} → {}</title></circle>"#,
@@ -141,18 +172,29 @@ pub fn line_chart(
                 fmt_num(y)
             );
         }
-        let ly = top + 14.0 + i as f64 * 18.0;
-        let _ = write!(
-            svg,
-            r#"<rect x="{lx}" y="{ry:.1}" width="12" height="12" fill="{colour}"/><text x="{tx}" y="{ly:.1}" font-size="12" font-family="sans-serif">{}</text>"#,
-            escape(&s.name),
-            lx = left + pw + 12.0,
-            ry = ly - 10.0,
-            tx = left + pw + 30.0,
-        );
     }
     svg.push_str("</svg>");
+    svg.push_str(&legend(series));
+    svg.push_str("</figure>");
     svg
+}
+
+/// The legend of a chart: every series' whole name beside its stroke, wrapping as needed.
+fn legend(series: &[Series]) -> String {
+    let mut html = String::from(
+        "<figcaption><ul style=\"list-style:none;margin:0.3em 0 0;padding:0;display:flex;flex-wrap:wrap;gap:0.2em 1.4em;font-size:14px;max-width:960px\">",
+    );
+    for (i, s) in series.iter().enumerate() {
+        let (colour, dash) = stroke(i);
+        let style = if dash.is_empty() { "solid" } else { "dashed" };
+        let _ = write!(
+            html,
+            "<li style=\"overflow-wrap:anywhere\"><span style=\"display:inline-block;width:26px;margin-right:6px;vertical-align:middle;border-top:3px {style} {colour}\"></span>{}</li>",
+            escape(&s.name)
+        );
+    }
+    html.push_str("</ul></figcaption>");
+    html
 }
 
 fn fmt_num(v: f64) -> String {
@@ -201,11 +243,12 @@ pub fn scaling_series(r: &RunResults) -> Vec<Series> {
 /// workload × checksum state.
 pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
     type Pick = fn(&crate::pgbench::LatencyStats) -> Option<f64>;
-    let picks: [(&str, Pick); 4] = [
+    let picks: [(&str, Pick); 5] = [
+        ("p25", |l| l.p25_ms),
         ("p50", |l| l.p50_ms),
+        ("p75", |l| l.p75_ms),
         ("p95", |l| l.p95_ms),
         ("p99", |l| l.p99_ms),
-        ("p99.9", |l| l.p99_9_ms),
     ];
     let mut groups: BTreeMap<String, Vec<&crate::results::PointResult>> = BTreeMap::new();
     for p in r.points.iter().filter(|p| p.status == PointStatus::Ok) {

@@ -25,23 +25,108 @@ pub enum Command {
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildArgs),
-    /// Compare every uploaded run under a store prefix: index.html and summary.csv.
-    Collect {
-        /// s3://bucket/prefix or file:///dir
-        store: String,
-        /// Output directory.
-        #[arg(long)]
-        out: PathBuf,
-        /// S3 endpoint (path-style); default from AWS_ENDPOINT_URL or AWS.
-        #[arg(long)]
-        endpoint: Option<String>,
-        #[arg(long, default_value = "us-east-1")]
-        region: String,
-        /// A 0600 file with access_key_id/secret_access_key; default: the environment.
-        #[arg(long)]
-        credentials_file: Option<PathBuf>,
-        /// The profile (`[name]` section) of the credentials file to use.
-        #[arg(long, default_value = "default", requires = "credentials_file")]
-        credentials_profile: String,
+    /// Compare the uploaded runs of one or more stores: index.html (the finding first),
+    /// a page per run, and summary.csv.
+    #[command(after_help = COLLECT_HELP)]
+    Collect(CollectCli),
+    /// Benchmarks of pgappliance itself (they measure; the last line is the ratio).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Fill a loopback SeaweedFS with synthetic runs, then time a first collect, `aws s3
+    /// sync` of the same objects, and an incremental collect after 1 % more runs. Last line:
+    /// `collect vs awscli sync: X.XX, incremental: Y.YY of first`.
+    Collect(BenchCollectCli),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchCollectCli {
+    /// Synthetic runs in the store before the first collect.
+    #[arg(long, required = true)]
+    pub runs: usize,
+    /// Machines the runs are spread over.
+    #[arg(long, default_value_t = 10)]
+    pub machines: usize,
+    /// Runs uploaded, listed and fetched at once (collect's --jobs).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+    /// The SeaweedFS `weed` executable [default: $PGAPPLIANCE_VENV/bin/weed, else weed].
+    #[arg(long, value_name = "PATH")]
+    pub weed: Option<PathBuf>,
+    /// The awscli executable [default: $PGAPPLIANCE_VENV/bin/aws, else aws].
+    #[arg(long, value_name = "PATH")]
+    pub aws: Option<PathBuf>,
+    /// Where the server's data, the cache and the outputs go (removed afterwards).
+    #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
+    pub workdir: PathBuf,
+}
+
+const COLLECT_HELP: &str = "\
+Store options (--endpoint, --region, --credentials-file, --credentials-profile) given once
+apply to every store; given once per store they apply in the order of the stores (STORE_URL
+arguments first, then --store). `-` stands for the default (no endpoint: AWS or
+AWS_ENDPOINT_URL; no credentials file: the environment).
+
+Example: a lab SeaweedFS and an AWS bucket at once
+  pgappliance collect --store s3://lab/results --store s3://campaign/results --out cmp \\
+    --endpoint http://10.0.0.5:8333 --endpoint - \\
+    --credentials-file ~/.lab.credentials --credentials-file -
+
+Exit status: 0 compared (runs that could not be used are listed, not fatal); 1 error (a
+store that cannot be listed, a baseline that is not among the runs, a bad --threshold); 2 the
+command line is malformed; 3 with --fail-on-regression when a point regressed past
+--threshold (the pages are written all the same).";
+
+#[derive(Debug, clap::Args)]
+pub struct CollectCli {
+    /// Stores to read: s3://bucket/prefix or file:///dir (the same as --store).
+    #[arg(value_name = "STORE_URL")]
+    pub store_urls: Vec<String>,
+    /// A store to read (s3://bucket/prefix or file:///dir); repeat for several stores.
+    #[arg(long = "store", value_name = "URL")]
+    pub stores: Vec<String>,
+    /// Output directory (index.html, runs/*.html, summary.csv).
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+    /// S3 endpoint (path-style); default from AWS_ENDPOINT_URL or AWS. Once, or once per store.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Vec<String>,
+    /// S3 region [default: us-east-1]. Once, or once per store.
+    #[arg(long)]
+    pub region: Vec<String>,
+    /// A 0600 file with access_key_id/secret_access_key; default: the environment. Once, or
+    /// once per store.
+    #[arg(long, value_name = "FILE")]
+    pub credentials_file: Vec<String>,
+    /// The profile (`[name]` section) of the credentials file [default: default]. Once, or
+    /// once per store.
+    #[arg(long, value_name = "NAME", requires = "credentials_file")]
+    pub credentials_profile: Vec<String>,
+    /// Show every run; by default only the latest run of each machine is compared.
+    #[arg(long)]
+    pub all_runs: bool,
+    /// The machine (appliance name) or run id everything is compared against; default: the
+    /// first machine by name. A run id is compared even when it is not its machine's latest.
+    #[arg(long, value_name = "MACHINE_OR_RUN")]
+    pub baseline: Option<String>,
+    /// Mark every point whose tps fell, or whose latency p99 rose, by more than this against
+    /// the baseline (e.g. 5%), and list them first.
+    #[arg(long, value_name = "PERCENT")]
+    pub threshold: Option<String>,
+    /// Exit 3 when a point regressed past --threshold.
+    #[arg(long, requires = "threshold")]
+    pub fail_on_regression: bool,
+    /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect
+    /// fetches only new runs [default: $XDG_CACHE_HOME/pgappliance/collect, else
+    /// ~/.cache/pgappliance/collect].
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Runs listed and fetched at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
 }

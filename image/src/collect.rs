@@ -1,23 +1,43 @@
-//! `pgappliance collect STORE_URL --out DIR`: every run under the prefix whose manifest is
-//! there and whose results check out, rendered into one comparison (index.html,
-//! summary.csv). Runs that cannot be used are listed with the reason.
+//! `pgappliance collect --store URL… --out DIR`: every run under the stores' prefixes whose
+//! manifest is there and whose results check out, rendered into one comparison that leads
+//! with the finding (index.html, a page per run, summary.csv). Runs that cannot be used are
+//! listed with the reason.
+//!
+//! Runs are listed and fetched `--jobs` at a time. Each run's manifest and results.json are
+//! kept in a local cache under the manifest's sha256, with the listing's stamps of the
+//! manifest and results.json (size, ETag, time) under the run's key: a run whose objects
+//! are unchanged is read from the cache, so a second collect fetches only new runs. A run is
+//! reduced to its figures (`RunDigest`) as soon as it is read, so memory grows with the runs
+//! in flight, not the fleet.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
-use pgappliance::compare::{render_index, rows, summary_csv, CollectedRun, SkippedRun};
+use pgappliance::compare::{
+    baseline_index, labels, regressions, render_index, rows, select_runs, summary_csv,
+    IndexOptions, RunDigest, SkippedRun,
+};
+use pgappliance::plan::Credentials;
 use pgappliance::results::{RunResults, RESULTS_SCHEMA_VERSION};
 use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
 use sha2::{Digest, Sha256};
 
-pub struct CollectArgs<'a> {
-    pub store: StoreConfig,
-    pub out: &'a Path,
+use crate::cli::CollectCli;
+
+pub struct CollectArgs {
+    pub stores: Vec<StoreConfig>,
+    pub out: PathBuf,
+    pub all_runs: bool,
+    pub baseline: Option<String>,
+    pub threshold_pct: Option<f64>,
+    pub fail_on_regression: bool,
+    pub cache: PathBuf,
+    pub jobs: usize,
 }
 
 /// The largest `results.json` collect reads (a run of 10,000 points with per-second series
@@ -25,6 +45,737 @@ pub struct CollectArgs<'a> {
 pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
 /// The largest `manifest.json` collect reads (about 150 bytes per object).
 pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// The exit status when `--fail-on-regression` finds a regressed point.
+pub const EXIT_REGRESSION: i32 = 3;
+
+/// `--threshold`: a percentage such as `5%` or `5` (pure).
+pub fn parse_threshold(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "--threshold \"{text}\" is not a percentage above 0 (for example 5%)"
+        )),
+    }
+}
+
+/// One value of a store option for each of `n` stores: none given (the default for all),
+/// one (for all), or one per store in order; `-` is the default (pure).
+pub fn per_store(option: &str, values: &[String], n: usize) -> Result<Vec<Option<String>>, String> {
+    let pick = |v: &String| (v != "-").then(|| v.clone());
+    match values.len() {
+        0 => Ok(vec![None; n]),
+        1 => Ok(vec![pick(&values[0]); n]),
+        k if k == n => Ok(values.iter().map(pick).collect()),
+        k => Err(format!(
+            "{option} is given {k} times for {n} stores: give it once (for every store) or once per store, in the order of the stores"
+        )),
+    }
+}
+
+/// The stores of a command line with their options.
+pub fn store_configs(cli: &CollectCli) -> Result<Vec<StoreConfig>, String> {
+    let urls: Vec<String> = cli.store_urls.iter().chain(&cli.stores).cloned().collect();
+    if urls.is_empty() {
+        return Err("no store given: name one or more with --store URL".into());
+    }
+    let n = urls.len();
+    let endpoints = per_store("--endpoint", &cli.endpoint, n)?;
+    let regions = per_store("--region", &cli.region, n)?;
+    let files = per_store("--credentials-file", &cli.credentials_file, n)?;
+    let profiles = per_store("--credentials-profile", &cli.credentials_profile, n)?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, url) in urls.into_iter().enumerate() {
+        if !seen.insert(url.clone()) {
+            return Err(format!("store {url} is given twice"));
+        }
+        out.push(StoreConfig {
+            url,
+            endpoint: endpoints[i].clone(),
+            region: regions[i].clone().unwrap_or_else(|| "us-east-1".into()),
+            credentials: if files[i].is_some() {
+                Credentials::File
+            } else {
+                Credentials::Environment
+            },
+            credentials_file: files[i].clone(),
+            credentials_profile: profiles[i].clone().unwrap_or_else(|| "default".into()),
+        });
+    }
+    Ok(out)
+}
+
+/// The cache directory when `--cache` names none.
+fn default_cache() -> Result<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .context("neither XDG_CACHE_HOME nor HOME is set: name a cache directory with --cache")?;
+    Ok(base.join("pgappliance/collect"))
+}
+
+/// `pgappliance collect`: the command line checked, then [`collect`] on a runtime.
+pub fn run(cli: CollectCli) -> Result<i32> {
+    let stores = store_configs(&cli).map_err(anyhow::Error::msg)?;
+    let threshold_pct = cli
+        .threshold
+        .as_deref()
+        .map(parse_threshold)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let cache = match cli.cache {
+        Some(c) => c,
+        None => default_cache()?,
+    };
+    let args = CollectArgs {
+        stores,
+        out: cli.out,
+        all_runs: cli.all_runs,
+        baseline: cli.baseline,
+        threshold_pct,
+        fail_on_regression: cli.fail_on_regression,
+        cache,
+        jobs: usize::from(cli.jobs),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(collect(args))
+}
+
+/// A run that checked out: its figures, the sha256 of its results.json, the cache entry
+/// holding it, and whether it came from the store (not the cache).
+struct LoadedRun {
+    digest: RunDigest,
+    results_sha256: String,
+    manifest_sha256: String,
+    fetched: bool,
+}
+
+/// The objects of one run as listed: relative path → size, and the listing's stamps (size,
+/// ETag, time) of its manifest.json and results.json, which say whether a cached copy is
+/// still what the store holds: an object rewritten in place is fetched and checked again.
+#[derive(Default)]
+struct RunObjects {
+    sizes: BTreeMap<String, u64>,
+    stamps: BTreeMap<String, String>,
+}
+
+impl RunObjects {
+    fn add(&mut self, rel: String, meta: &ObjectMeta) {
+        if rel == MANIFEST || rel == "results.json" {
+            self.stamps.insert(
+                rel.clone(),
+                format!(
+                    "{rel} {} {} {}",
+                    meta.size,
+                    meta.e_tag.as_deref().unwrap_or("-"),
+                    meta.last_modified.to_rfc3339()
+                ),
+            );
+        }
+        self.sizes.insert(rel, meta.size);
+    }
+
+    fn stamp(&self) -> String {
+        self.stamps
+            .values()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+}
+
+/// A run found in a store, to be checked and loaded.
+struct Candidate {
+    store: usize,
+    /// `appliance/machine/run` under the store's prefix.
+    key: String,
+    /// How the run is named to the user (with the store URL when there are several).
+    shown_key: String,
+    objects: std::result::Result<RunObjects, String>,
+}
+
+/// Fetched runs kept on disk: `runs/<manifest sha256>/{manifest,results,digest-v1}.json`, and
+/// `keys/<sha256 of store URL and run key>` holding the listing's stamps of the run and
+/// the manifest's sha256. Files are written to a temporary name and renamed into place, so
+/// an interrupted collect leaves no half entry.
+struct Cache {
+    dir: PathBuf,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+impl Cache {
+    fn open(dir: &Path) -> Result<Cache> {
+        for sub in ["runs", "keys"] {
+            std::fs::create_dir_all(dir.join(sub))
+                .with_context(|| format!("creating the collect cache {}", dir.display()))?;
+        }
+        Ok(Cache {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn key_file(&self, store_url: &str, key: &str) -> PathBuf {
+        self.dir
+            .join("keys")
+            .join(sha256_hex(format!("{store_url}\n{key}").as_bytes()))
+    }
+
+    fn run_dir(&self, manifest_sha256: &str) -> PathBuf {
+        self.dir.join("runs").join(manifest_sha256)
+    }
+
+    fn results_path(&self, manifest_sha256: &str) -> PathBuf {
+        self.run_dir(manifest_sha256).join("results.json")
+    }
+
+    /// The cached manifest of a run whose listed manifest and results have this stamp,
+    /// verified against the sha256 it is kept under.
+    fn manifest(&self, store_url: &str, key: &str, stamp: &str) -> Option<(String, Vec<u8>)> {
+        let entry = std::fs::read_to_string(self.key_file(store_url, key)).ok()?;
+        let (cached_stamp, sha) = entry.trim_end().rsplit_once('\n')?;
+        if cached_stamp != stamp {
+            return None;
+        }
+        let bytes = std::fs::read(self.run_dir(sha).join(MANIFEST)).ok()?;
+        (sha256_hex(&bytes) == sha).then(|| (sha.to_string(), bytes))
+    }
+
+    fn digest_path(&self, manifest_sha256: &str) -> PathBuf {
+        self.run_dir(manifest_sha256).join(DIGEST)
+    }
+
+    /// The figures kept of a cached run whose results.json has the sha256 the manifest
+    /// gives (and is still there, for its page), under the key it is shown by now.
+    fn digest(&self, manifest_sha256: &str, results_sha256: &str, key: &str) -> Option<RunDigest> {
+        let text = std::fs::read(self.digest_path(manifest_sha256)).ok()?;
+        let kept: KeptDigest = serde_json::from_slice(&text).ok()?;
+        let present = self.results_path(manifest_sha256).is_file();
+        (kept.results_sha256 == results_sha256 && present).then(|| RunDigest {
+            key: key.to_string(),
+            ..kept.digest
+        })
+    }
+
+    fn put_digest(
+        &self,
+        manifest_sha256: &str,
+        results_sha256: &str,
+        digest: &RunDigest,
+    ) -> Result<()> {
+        let kept = KeptDigest {
+            results_sha256: results_sha256.to_string(),
+            digest: digest.clone(),
+        };
+        Self::write_atomic(
+            &self.digest_path(manifest_sha256),
+            &serde_json::to_vec(&kept).context("serialising a run's figures")?,
+        )
+    }
+
+    /// The cached results.json of a manifest, if its sha256 is the one the manifest gives.
+    fn results(&self, manifest_sha256: &str, want_sha256: &str) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.results_path(manifest_sha256)).ok()?;
+        (sha256_hex(&bytes) == want_sha256).then_some(bytes)
+    }
+
+    fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+        let dir = path.parent().context("cache path has a parent")?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("writing into {}", dir.display()))?;
+        std::io::Write::write_all(&mut tmp, bytes)
+            .with_context(|| format!("writing {}", path.display()))?;
+        tmp.persist(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
+    fn put(
+        &self,
+        store_url: &str,
+        key: &str,
+        stamp: &str,
+        manifest_sha256: &str,
+        manifest: &[u8],
+        results: &[u8],
+    ) -> Result<()> {
+        let dir = self.run_dir(manifest_sha256);
+        Self::write_atomic(&dir.join("results.json"), results)?;
+        Self::write_atomic(&dir.join(MANIFEST), manifest)?;
+        Self::write_atomic(
+            &self.key_file(store_url, key),
+            format!("{stamp}\n{manifest_sha256}\n").as_bytes(),
+        )
+    }
+}
+
+/// The figures of a run as the cache keeps them (the name changes with their format).
+const DIGEST: &str = "digest-v1.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptDigest {
+    results_sha256: String,
+    digest: RunDigest,
+}
+
+/// Checks one run and loads its figures, from the cache when its manifest is unchanged,
+/// else from the store (and then into the cache); or says why it cannot be used.
+async fn load_run(
+    store: &Store,
+    cache: &Cache,
+    key: &str,
+    shown_key: String,
+    objects: &RunObjects,
+) -> std::result::Result<LoadedRun, String> {
+    let Some(&manifest_size) = objects.sizes.get(MANIFEST) else {
+        return Err("no manifest yet (upload unfinished)".into());
+    };
+    if manifest_size > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "manifest.json is {manifest_size} bytes, more than the {} MiB collect reads",
+            MAX_MANIFEST_BYTES >> 20
+        ));
+    }
+    let stamp = objects.stamp();
+    let base = |rel: &str| store.path(&[key, rel]);
+    let cached = cache.manifest(&store.url, key, &stamp);
+    let fetched = cached.is_none();
+    let (manifest_sha256, manifest_bytes) = match cached {
+        Some(hit) => hit,
+        None => {
+            let bytes = get_capped(store, &base(MANIFEST), MAX_MANIFEST_BYTES).await?;
+            (sha256_hex(&bytes), bytes)
+        }
+    };
+    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+        .map_err(|e| format!("manifest.json is not a manifest: {e}"))?;
+    check_manifest(&manifest)?;
+    for o in &manifest.objects {
+        match objects.sizes.get(&o.path) {
+            None => return Err(format!("{} is listed in the manifest but missing", o.path)),
+            Some(size) if *size != o.size => {
+                return Err(format!(
+                    "{} is {size} bytes, the manifest says {}",
+                    o.path, o.size
+                ))
+            }
+            _ => {}
+        }
+    }
+    let entry = manifest
+        .objects
+        .iter()
+        .find(|o| o.path == "results.json")
+        .ok_or("the manifest lists no results.json")?;
+    if entry.size > MAX_RESULTS_BYTES {
+        return Err(format!(
+            "results.json is {} bytes, more than the {} MiB collect reads",
+            entry.size,
+            MAX_RESULTS_BYTES >> 20
+        ));
+    }
+    if !fetched {
+        if let Some(digest) = cache.digest(&manifest_sha256, &entry.sha256, &shown_key) {
+            return Ok(LoadedRun {
+                digest,
+                results_sha256: entry.sha256.clone(),
+                manifest_sha256,
+                fetched: false,
+            });
+        }
+    }
+    // The cached results.json only stands in for the store's when this run's listed objects
+    // are the ones cached: a copy of a run under another key is fetched and checked itself.
+    let cached = if fetched {
+        None
+    } else {
+        cache.results(&manifest_sha256, &entry.sha256)
+    };
+    let (bytes, fetched) = match cached {
+        Some(bytes) => (bytes, false),
+        None => (
+            get_capped(store, &base("results.json"), MAX_RESULTS_BYTES).await?,
+            true,
+        ),
+    };
+    let sha = sha256_hex(&bytes);
+    if sha != entry.sha256 {
+        return Err(format!(
+            "checksum mismatch: results.json has sha256 {}…, the manifest says {}…",
+            head(&sha, 12),
+            head(&entry.sha256, 12)
+        ));
+    }
+    if fetched {
+        cache
+            .put(
+                &store.url,
+                key,
+                &stamp,
+                &manifest_sha256,
+                &manifest_bytes,
+                &bytes,
+            )
+            .map_err(|e| format!("keeping the run in the cache: {e:#}"))?;
+    }
+    // Parsing is the CPU-bound part: off the runtime's thread, so runs parse in parallel.
+    let digest = tokio::task::spawn_blocking(move || {
+        parse_results(&bytes).map(|results| RunDigest::new(shown_key, &results))
+    })
+    .await
+    .map_err(|e| format!("reading results.json: {e}"))??;
+    cache
+        .put_digest(&manifest_sha256, &sha, &digest)
+        .map_err(|e| format!("keeping the run in the cache: {e:#}"))?;
+    Ok(LoadedRun {
+        digest,
+        results_sha256: sha,
+        manifest_sha256,
+        fetched,
+    })
+}
+
+/// A results.json this collector can read, or why not.
+fn parse_results(bytes: &[u8]) -> std::result::Result<RunResults, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("results.json is not JSON: {e}"))?;
+    let version = value["schema_version"].as_u64().unwrap_or(0);
+    if version > u64::from(RESULTS_SCHEMA_VERSION) {
+        return Err(format!(
+            "results.json has schema version {version}, newer than this collector's {RESULTS_SCHEMA_VERSION}: upgrade pgappliance"
+        ));
+    }
+    serde_json::from_value(value)
+        .map_err(|e| format!("results.json does not match schema version {version}: {e}"))
+}
+
+/// Every run of an S3 store with its objects: the appliance and machine levels are listed
+/// with a delimiter, then each machine's objects in one recursive listing, `jobs` machines
+/// at a time. A level that cannot be listed (a bucket that is not there, no permission) is
+/// an error.
+async fn s3_runs(store: &Store, jobs: usize) -> Result<Vec<(String, RunObjects)>> {
+    let mut machines = Vec::new();
+    for appliance in children(store, &store.path(&[])).await? {
+        for machine in children(store, &store.path(&[&appliance])).await? {
+            machines.push(format!("{appliance}/{machine}"));
+        }
+    }
+    let listings: Vec<Vec<(String, RunObjects)>> = futures::stream::iter(machines)
+        .map(|machine| async move {
+            let base = store.path(&[&machine]);
+            let depth = base.parts().count();
+            let mut runs: BTreeMap<String, RunObjects> = BTreeMap::new();
+            let mut listing = store.objects.list(Some(&base));
+            while let Some(meta) = listing
+                .try_next()
+                .await
+                .with_context(|| format!("listing {} at \"{base}\"", store.url))?
+            {
+                let rel: Vec<String> = meta
+                    .location
+                    .parts()
+                    .skip(depth)
+                    .map(|p| p.as_ref().to_string())
+                    .collect();
+                // Objects beside the runs (a status file) belong to no run.
+                if rel.len() < 2 {
+                    continue;
+                }
+                runs.entry(format!("{machine}/{}", rel[0]))
+                    .or_default()
+                    .add(rel[1..].join("/"), &meta);
+            }
+            anyhow::Ok(runs.into_iter().collect())
+        })
+        .buffered(jobs)
+        .try_collect()
+        .await?;
+    Ok(listings.into_iter().flatten().collect())
+}
+
+/// The objects of one run of a file store. An entry the store cannot list (a symlink loop,
+/// a name that is not UTF-8) makes this run unusable, not the collect.
+async fn file_run_objects(store: &Store, key: &str) -> std::result::Result<RunObjects, String> {
+    let base = store.path(&[key]);
+    let depth = base.parts().count();
+    let listing: Vec<ObjectMeta> = store
+        .objects
+        .list(Some(&base))
+        .try_collect()
+        .await
+        .map_err(|e| format!("cannot list the run: {e}"))?;
+    let mut objects = RunObjects::default();
+    for m in listing {
+        let rel: Vec<String> = m
+            .location
+            .parts()
+            .skip(depth)
+            .map(|p| p.as_ref().to_string())
+            .collect();
+        objects.add(rel.join("/"), &m);
+    }
+    Ok(objects)
+}
+
+/// Every run of one store, with its objects or why they cannot be listed, and the entries
+/// that cannot be runs.
+async fn list_store(
+    store: &Store,
+    index: usize,
+    several: bool,
+    jobs: usize,
+) -> Result<(Vec<Candidate>, Vec<SkippedRun>)> {
+    let shown = |key: &str| {
+        if several {
+            format!("{}/{key}", store.url.trim_end_matches('/'))
+        } else {
+            key.to_string()
+        }
+    };
+    if let Some(root) = store.url.strip_prefix("file://") {
+        let (keys, mut skipped) = file_store_run_keys(Path::new(root))?;
+        for s in &mut skipped {
+            s.key = shown(&s.key);
+        }
+        let candidates = futures::stream::iter(keys)
+            .map(|key| async move {
+                let objects = file_run_objects(store, &key).await;
+                Candidate {
+                    store: index,
+                    shown_key: shown(&key),
+                    key,
+                    objects,
+                }
+            })
+            .buffered(jobs)
+            .collect()
+            .await;
+        return Ok((candidates, skipped));
+    }
+    let runs = s3_runs(store, jobs).await?;
+    Ok((
+        runs.into_iter()
+            .map(|(key, objects)| Candidate {
+                store: index,
+                shown_key: shown(&key),
+                key,
+                objects: Ok(objects),
+            })
+            .collect(),
+        Vec::new(),
+    ))
+}
+
+/// A file name for a run's page.
+fn page_name(appliance: &str, run_id: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("runs/{}--{}.html", clean(appliance), clean(run_id))
+}
+
+pub async fn collect(args: CollectArgs) -> Result<i32> {
+    let mut stores = Vec::new();
+    for cfg in &args.stores {
+        existing_file_store(&cfg.url)?;
+        stores.push(Store::open(cfg)?);
+    }
+    let several = stores.len() > 1;
+    let mut candidates = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, store) in stores.iter().enumerate() {
+        let (c, s) = list_store(store, i, several, args.jobs).await?;
+        candidates.extend(c);
+        skipped.extend(s);
+    }
+    candidates.sort_by(|a, b| a.shown_key.cmp(&b.shown_key));
+    let cache = Cache::open(&args.cache)?;
+    let bar = if std::io::stderr().is_terminal() && candidates.len() > 1 {
+        let b = indicatif::ProgressBar::new(candidates.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let loaded: Vec<(String, std::result::Result<LoadedRun, String>)> =
+        futures::stream::iter(candidates)
+            .map(|c| {
+                let (stores, cache, bar) = (&stores, &cache, &bar);
+                async move {
+                    let result = match &c.objects {
+                        Ok(objects) => {
+                            load_run(
+                                &stores[c.store],
+                                cache,
+                                &c.key,
+                                c.shown_key.clone(),
+                                objects,
+                            )
+                            .await
+                        }
+                        Err(reason) => Err(reason.clone()),
+                    };
+                    if let Some(b) = bar {
+                        b.inc(1);
+                    }
+                    (c.shown_key, result)
+                }
+            })
+            .buffered(args.jobs)
+            .collect()
+            .await;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    // A run found twice (copied under another key or store, or the same results under two
+    // run ids) is counted once, under the first key in sorted order.
+    let mut by_run_id: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut by_content: BTreeMap<String, String> = BTreeMap::new();
+    let mut digests = Vec::new();
+    let mut cached_at: BTreeMap<String, String> = BTreeMap::new();
+    let (mut fetched, mut from_cache) = (0usize, 0usize);
+    for (key, result) in loaded {
+        let result = result.and_then(|run| {
+            let id = (run.digest.appliance.clone(), run.digest.run_id.clone());
+            if let Some(first) = by_run_id.get(&id) {
+                return Err(format!(
+                    "the same run as {first} (appliance {}, run id {}): counted once",
+                    id.0, id.1
+                ));
+            }
+            if let Some(first) = by_content.get(&run.results_sha256) {
+                return Err(format!(
+                    "results.json is identical to {first}'s: counted once"
+                ));
+            }
+            by_run_id.insert(id, key.clone());
+            by_content.insert(run.results_sha256.clone(), key.clone());
+            Ok(run)
+        });
+        match result {
+            Ok(run) => {
+                if run.fetched {
+                    fetched += 1;
+                } else {
+                    from_cache += 1;
+                }
+                cached_at.insert(key, run.manifest_sha256);
+                digests.push(run.digest);
+            }
+            Err(reason) => skipped.push(SkippedRun { key, reason }),
+        }
+    }
+    let collected = digests.len();
+    let keep = args
+        .baseline
+        .as_deref()
+        .filter(|b| digests.iter().any(|d| d.run_id == *b));
+    let (shown, left_out) = select_runs(digests, args.all_runs, keep);
+    let baseline = if shown.is_empty() {
+        0
+    } else {
+        baseline_index(&shown, args.baseline.as_deref()).map_err(anyhow::Error::msg)?
+    };
+
+    std::fs::create_dir_all(args.out.join("runs"))
+        .with_context(|| format!("creating {}", args.out.join("runs").display()))?;
+    // Each shown run's own page, rendered one run at a time from the cache.
+    let mut run_pages = Vec::new();
+    for run in &shown {
+        let sha = &cached_at[&run.key];
+        let path = cache.results_path(sha);
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let results =
+            parse_results(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let page = page_name(&run.appliance, &run.run_id);
+        let file = args.out.join(&page);
+        std::fs::write(&file, pgappliance::report::render(&results))
+            .with_context(|| format!("writing {}", file.display()))?;
+        run_pages.push(page);
+    }
+    let store_urls: Vec<String> = stores.iter().map(|s| s.url.clone()).collect();
+    let index = args.out.join("index.html");
+    let csv = args.out.join("summary.csv");
+    std::fs::write(
+        &index,
+        render_index(
+            &shown,
+            &skipped,
+            &IndexOptions {
+                baseline,
+                threshold_pct: args.threshold_pct,
+                left_out: &left_out,
+                run_pages: &run_pages,
+                stores: &store_urls,
+            },
+        ),
+    )
+    .with_context(|| format!("writing {}", index.display()))?;
+    let rows = rows(&shown);
+    std::fs::write(&csv, summary_csv(&rows))
+        .with_context(|| format!("writing {}", csv.display()))?;
+    for s in &skipped {
+        eprintln!("skipped {}: {}", s.key, s.reason);
+    }
+    let mut code = 0;
+    if let (Some(t), false) = (args.threshold_pct, shown.is_empty()) {
+        let base = &labels(&shown)[baseline];
+        let found = regressions(&rows, base, t);
+        for r in &found {
+            println!(
+                "regressed: {} {}{} at {} clients: tps {:+.1} %{}",
+                r.machine,
+                r.workload,
+                if r.checksums.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (checksums {})", r.checksums)
+                },
+                r.clients,
+                r.tps_change_pct,
+                r.p99_change_pct
+                    .map(|p| format!(", p99 {p:+.1} %"))
+                    .unwrap_or_default()
+            );
+        }
+        println!(
+            "{} point(s) regressed by more than {t} % against {base}",
+            found.len()
+        );
+        if !found.is_empty() && args.fail_on_regression {
+            code = EXIT_REGRESSION;
+        }
+    }
+    println!(
+        "collected {collected} run(s), skipped {}; showing {} ({}); fetched {fetched}, {from_cache} from the cache; wrote {} and {}",
+        skipped.len(),
+        shown.len(),
+        if args.all_runs { "every run" } else { "the latest run of each machine" },
+        index.display(),
+        csv.display()
+    );
+    Ok(code)
+}
 
 /// Reads an object, refusing it as soon as it passes `limit` bytes, whatever the listing
 /// said its size was.
@@ -99,81 +850,6 @@ fn check_manifest(manifest: &Manifest) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A run that checked out: its results and the sha256 of its results.json.
-struct LoadedRun {
-    results: RunResults,
-    sha256: String,
-}
-
-/// Checks one run and loads its results, or says why not.
-async fn load_run(
-    store: &Store,
-    key: &str,
-    objects: &BTreeMap<String, u64>,
-) -> std::result::Result<LoadedRun, String> {
-    let Some(&manifest_size) = objects.get(MANIFEST) else {
-        return Err("no manifest yet (upload unfinished)".into());
-    };
-    if manifest_size > MAX_MANIFEST_BYTES {
-        return Err(format!(
-            "manifest.json is {manifest_size} bytes, more than the {} MiB collect reads",
-            MAX_MANIFEST_BYTES >> 20
-        ));
-    }
-    let base = |rel: &str| store.path(&[key, rel]);
-    let manifest: Manifest =
-        serde_json::from_slice(&get_capped(store, &base(MANIFEST), MAX_MANIFEST_BYTES).await?)
-            .map_err(|e| format!("manifest.json is not a manifest: {e}"))?;
-    check_manifest(&manifest)?;
-    for o in &manifest.objects {
-        match objects.get(&o.path) {
-            None => return Err(format!("{} is listed in the manifest but missing", o.path)),
-            Some(size) if *size != o.size => {
-                return Err(format!(
-                    "{} is {size} bytes, the manifest says {}",
-                    o.path, o.size
-                ))
-            }
-            _ => {}
-        }
-    }
-    let entry = manifest
-        .objects
-        .iter()
-        .find(|o| o.path == "results.json")
-        .ok_or("the manifest lists no results.json")?;
-    if entry.size > MAX_RESULTS_BYTES {
-        return Err(format!(
-            "results.json is {} bytes, more than the {} MiB collect reads",
-            entry.size,
-            MAX_RESULTS_BYTES >> 20
-        ));
-    }
-    let bytes = get_capped(store, &base("results.json"), MAX_RESULTS_BYTES).await?;
-    let sha = format!("{:x}", Sha256::digest(&bytes));
-    if sha != entry.sha256 {
-        return Err(format!(
-            "checksum mismatch: results.json has sha256 {}…, the manifest says {}…",
-            head(&sha, 12),
-            head(&entry.sha256, 12)
-        ));
-    }
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("results.json is not JSON: {e}"))?;
-    let version = value["schema_version"].as_u64().unwrap_or(0);
-    if version > u64::from(RESULTS_SCHEMA_VERSION) {
-        return Err(format!(
-            "results.json has schema version {version}, newer than this collector's {RESULTS_SCHEMA_VERSION}: upgrade pgappliance"
-        ));
-    }
-    let results = serde_json::from_value(value)
-        .map_err(|e| format!("results.json does not match schema version {version}: {e}"))?;
-    Ok(LoadedRun {
-        results,
-        sha256: sha,
-    })
-}
-
 /// The directory of a `file://` store, which must exist: collecting from a directory
 /// that is not there is a mistake in the URL, not an empty store.
 fn existing_file_store(url: &str) -> Result<()> {
@@ -204,25 +880,6 @@ async fn children(store: &Store, path: &ObjectPath) -> Result<Vec<String>> {
         .iter()
         .filter_map(|p| p.filename().map(str::to_string))
         .collect())
-}
-
-/// Every run key (`appliance/machine/run`) under the store's prefix, and the entries that
-/// cannot be runs with the reason. A level that cannot be listed (a bucket or directory
-/// that is not there, no permission) is an error.
-async fn run_keys(store: &Store) -> Result<(Vec<String>, Vec<SkippedRun>)> {
-    if let Some(root) = store.url.strip_prefix("file://") {
-        return file_store_run_keys(Path::new(root));
-    }
-    let mut keys = Vec::new();
-    for appliance in children(store, &store.path(&[])).await? {
-        for machine in children(store, &store.path(&[&appliance])).await? {
-            for run in children(store, &store.path(&[&appliance, &machine])).await? {
-                keys.push(format!("{appliance}/{machine}/{run}"));
-            }
-        }
-    }
-    keys.sort();
-    Ok((keys, Vec::new()))
 }
 
 /// A file store's run keys, read from its directories: the object store fails a whole
@@ -270,113 +927,46 @@ fn file_store_run_keys(root: &Path) -> Result<(Vec<String>, Vec<SkippedRun>)> {
     Ok((keys, skipped))
 }
 
-/// The objects of one run (relative path → size). An entry the store cannot list (a
-/// symlink loop, a name that is not UTF-8) makes this run unusable, not the collect.
-async fn run_objects(
-    store: &Store,
-    key: &str,
-) -> std::result::Result<BTreeMap<String, u64>, String> {
-    let base = store.path(&[key]);
-    let depth = base.parts().count();
-    let listing: Vec<ObjectMeta> = store
-        .objects
-        .list(Some(&base))
-        .try_collect()
-        .await
-        .map_err(|e| format!("cannot list the run: {e}"))?;
-    Ok(listing
-        .into_iter()
-        .map(|m| {
-            let rel: Vec<String> = m
-                .location
-                .parts()
-                .skip(depth)
-                .map(|p| p.as_ref().to_string())
-                .collect();
-            (rel.join("/"), m.size)
-        })
-        .collect())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub async fn collect(args: CollectArgs<'_>) -> Result<i32> {
-    existing_file_store(&args.store.url)?;
-    let store = Store::open(&args.store)?;
-    let (runs, unusable) = run_keys(&store).await?;
-    let bar = if std::io::stderr().is_terminal() && runs.len() > 1 {
-        let b = indicatif::ProgressBar::new(runs.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    #[test]
+    fn thresholds_are_positive_percentages() {
+        assert_eq!(parse_threshold("5%"), Ok(5.0));
+        assert_eq!(parse_threshold(" 2.5 % "), Ok(2.5));
+        assert_eq!(parse_threshold("10"), Ok(10.0));
+        for bad in ["", "%", "five", "0", "-5%", "NaN", "inf"] {
+            let err = parse_threshold(bad).expect_err(bad);
+            assert!(err.contains(&format!("\"{bad}\"")), "{err}");
+        }
+    }
+
+    #[test]
+    fn store_options_apply_to_every_store_or_to_each_in_order() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(per_store("--endpoint", &[], 2), Ok(vec![None, None]));
+        assert_eq!(
+            per_store("--endpoint", &v(&["http://a"]), 2),
+            Ok(vec![Some("http://a".into()), Some("http://a".into())])
         );
-        Some(b)
-    } else {
-        None
-    };
-    let mut collected = Vec::new();
-    let mut skipped = unusable;
-    // A run found twice (copied under another key, or the same results under two run ids)
-    // is counted once, under the first key in sorted order.
-    let mut by_run_id: BTreeMap<(String, String), String> = BTreeMap::new();
-    let mut by_content: BTreeMap<String, String> = BTreeMap::new();
-    for key in &runs {
-        if let Some(b) = &bar {
-            b.set_message(key.clone());
-        }
-        let loaded = match run_objects(&store, key).await {
-            Ok(objects) => load_run(&store, key, &objects).await,
-            Err(reason) => Err(reason),
-        };
-        let loaded = loaded.and_then(|run| {
-            let id = (run.results.appliance.clone(), run.results.run_id.clone());
-            if let Some(first) = by_run_id.get(&id) {
-                return Err(format!(
-                    "the same run as {first} (appliance {}, run id {}): counted once",
-                    id.0, id.1
-                ));
-            }
-            if let Some(first) = by_content.get(&run.sha256) {
-                return Err(format!(
-                    "results.json is identical to {first}'s: counted once"
-                ));
-            }
-            by_run_id.insert(id, key.clone());
-            by_content.insert(run.sha256.clone(), key.clone());
-            Ok(run)
-        });
-        match loaded {
-            Ok(run) => collected.push(CollectedRun {
-                key: key.clone(),
-                results: run.results,
-            }),
-            Err(reason) => skipped.push(SkippedRun {
-                key: key.clone(),
-                reason,
-            }),
-        }
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
+        assert_eq!(
+            per_store("--endpoint", &v(&["-", "http://b"]), 2),
+            Ok(vec![None, Some("http://b".into())])
+        );
+        let err = per_store("--region", &v(&["a", "b"]), 3).expect_err("2 for 3");
+        assert!(
+            err.contains("--region is given 2 times for 3 stores"),
+            "{err}"
+        );
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
+
+    #[test]
+    fn page_names_are_plain_file_names() {
+        assert_eq!(
+            page_name("m6gd.8xlarge", "20261101T100000Z-0a1b"),
+            "runs/m6gd.8xlarge--20261101T100000Z-0a1b.html"
+        );
+        assert_eq!(page_name("a/b c", ".."), "runs/a_b_c--...html");
     }
-    std::fs::create_dir_all(args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let index = args.out.join("index.html");
-    let csv = args.out.join("summary.csv");
-    std::fs::write(&index, render_index(&collected, &skipped))
-        .with_context(|| format!("writing {}", index.display()))?;
-    std::fs::write(&csv, summary_csv(&rows(&collected)))
-        .with_context(|| format!("writing {}", csv.display()))?;
-    for s in &skipped {
-        eprintln!("skipped {}: {}", s.key, s.reason);
-    }
-    println!(
-        "collected {} run(s), skipped {}; wrote {} and {}",
-        collected.len(),
-        skipped.len(),
-        index.display(),
-        csv.display()
-    );
-    Ok(0)
 }

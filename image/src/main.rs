@@ -1,5 +1,6 @@
 //! pgappliance: parses the command line and dispatches to the command modules.
 
+mod bench;
 mod build;
 mod check;
 mod cli;
@@ -12,21 +13,10 @@ fn main() {
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
         cli::Command::Build(args) => build::run(args),
-        cli::Command::Collect {
-            store,
-            out,
-            endpoint,
-            region,
-            credentials_file,
-            credentials_profile,
-        } => collect_command(
-            store,
-            &out,
-            endpoint,
-            region,
-            credentials_file,
-            credentials_profile,
-        ),
+        cli::Command::Collect(args) => collect::run(args),
+        cli::Command::Bench {
+            command: cli::BenchCommand::Collect(args),
+        } => bench::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -35,31 +25,4 @@ fn main() {
             std::process::exit(1);
         }
     }
-}
-
-fn collect_command(
-    url: String,
-    out: &std::path::Path,
-    endpoint: Option<String>,
-    region: String,
-    credentials_file: Option<std::path::PathBuf>,
-    credentials_profile: String,
-) -> anyhow::Result<i32> {
-    use pgappliance::plan::Credentials;
-    let store = pgappliance::upload::StoreConfig {
-        url,
-        endpoint,
-        region,
-        credentials: if credentials_file.is_some() {
-            Credentials::File
-        } else {
-            Credentials::Environment
-        },
-        credentials_file: credentials_file.map(|p| p.display().to_string()),
-        credentials_profile,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(collect::collect(collect::CollectArgs { store, out }))
 }

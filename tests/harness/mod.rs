@@ -239,9 +239,21 @@ pub fn image_binary() -> PathBuf {
     p
 }
 
-/// Loads a page in headless Chromium: a PNG screenshot into `png`, the rendered DOM, and
-/// the console messages Chromium logged (empty for a clean page).
-pub fn chromium_render(page: &Path, png: &Path) -> (String, Vec<String>) {
+/// What headless Chromium made of a page.
+pub struct Rendered {
+    /// The DOM after scripts ran.
+    pub dom: String,
+    /// Console messages Chromium logged (empty for a clean page).
+    pub console: Vec<String>,
+    /// URLs the page itself asked the network for (from Chromium's net log: requests whose
+    /// network isolation key is the page's `file://` site; the browser's own background
+    /// requests have other keys). Empty for a self-contained page.
+    pub fetches: Vec<String>,
+}
+
+/// Loads a page in headless Chromium at 1280 px wide: a PNG screenshot into `png`, the
+/// rendered DOM, the console messages and the page's network requests.
+pub fn chromium_render(page: &Path, png: &Path) -> Rendered {
     let profile = tempfile::tempdir().expect("profile dir");
     let base = [
         "--headless",
@@ -256,11 +268,13 @@ pub fn chromium_render(page: &Path, png: &Path) -> (String, Vec<String>) {
         "--v=0",
     ];
     let url = format!("file://{}", page.display());
+    let net_log = profile.path().join("net-log.json");
     let shot = Command::new("chromium")
         .args(base)
         .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--log-net-log={}", net_log.display()))
         .args([
-            "--window-size=1200,2400",
+            "--window-size=1280,2400",
             &format!("--screenshot={}", png.display()),
             &url,
         ])
@@ -282,7 +296,33 @@ pub fn chromium_render(page: &Path, png: &Path) -> (String, Vec<String>) {
         })
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
         .collect();
-    (String::from_utf8_lossy(&dom.stdout).into_owned(), console)
+    Rendered {
+        dom: String::from_utf8_lossy(&dom.stdout).into_owned(),
+        console,
+        fetches: page_fetches(&net_log),
+    }
+}
+
+/// The URLs of a Chromium net log's requests made for a `file://` page.
+fn page_fetches(net_log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(net_log)
+        .unwrap_or_else(|e| panic!("{}: {e} (chromium wrote no net log)", net_log.display()));
+    // Chromium may stop before closing the JSON document; the events are complete lines.
+    let mut urls = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let line = line.trim().trim_end_matches(',');
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let params = &event["params"];
+        let for_page = params["network_isolation_key"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("file://"));
+        if let (true, Some(url)) = (for_page, params["url"].as_str()) {
+            urls.insert(url.to_string());
+        }
+    }
+    urls.into_iter().collect()
 }
 
 /// Validates a results.json against docs/results.schema.json with Python's jsonschema

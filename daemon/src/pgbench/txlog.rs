@@ -22,7 +22,13 @@ pub struct LatencyStats {
     pub skipped: u64,
     pub mean_ms: Option<f64>,
     pub min_ms: Option<f64>,
+    /// The lower quartile (absent from runs recorded before it was kept).
+    #[serde(default)]
+    pub p25_ms: Option<f64>,
     pub p50_ms: Option<f64>,
+    /// The upper quartile (absent from runs recorded before it was kept).
+    #[serde(default)]
+    pub p75_ms: Option<f64>,
     pub p90_ms: Option<f64>,
     pub p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
@@ -134,7 +140,9 @@ impl TransactionLog {
             skipped: self.skipped,
             mean_ms: (n > 0).then(|| h.mean() / 1000.0),
             min_ms: (n > 0).then(|| ms(h.min())),
+            p25_ms: q(0.25),
             p50_ms: q(0.50),
+            p75_ms: q(0.75),
             p90_ms: q(0.90),
             p95_ms: q(0.95),
             p99_ms: q(0.99),
@@ -215,7 +223,9 @@ impl AggregateLog {
             skipped: self.skipped,
             mean_ms: (n > 0).then(|| self.sum_us / n as f64 / 1000.0),
             min_ms: self.min_us.map(|v| v / 1000.0),
+            p25_ms: None,
             p50_ms: None,
+            p75_ms: None,
             p90_ms: None,
             p95_ms: None,
             p99_ms: None,
