@@ -791,9 +791,8 @@ impl Plan {
         }
     }
 
-    /// Parses and validates plan text and also finds what it may still get wrong
-    /// ([`warnings`]). Warnings are found only where no error is: a key holding a value
-    /// of the wrong type, and what is judged against it, is not warned about.
+    /// Parses and validates plan text and, when it has no errors, also finds what it may
+    /// still get wrong (`warnings`): a plan with errors gets its errors only, all at once.
     pub fn examine(text: &str) -> Findings {
         let found = match type_errors::deserialise(text) {
             Ok(found) => found,
@@ -805,31 +804,22 @@ impl Plan {
                 }
             }
         };
-        // Not real when the key, or a key it is judged against, holds a stand-in.
-        let real = |path: &KeyPath| {
-            let judged = validate::judged_against(path);
-            !found
-                .stand_ins
-                .iter()
-                .any(|s| path.starts_with(s) || judged.iter().any(|d| d.starts_with(s)))
-        };
         let mut errors = found.issues;
-        let mut warned = Vec::new();
         if let Some(plan) = &found.plan {
             errors.extend(
                 validate::validate(plan)
                     .into_iter()
-                    .filter(|(path, _)| real(path))
+                    .filter(|(path, _)| {
+                        // Not real when the key, or a key it is judged against, holds a
+                        // stand-in.
+                        let judged = validate::judged_against(path);
+                        !found
+                            .stand_ins
+                            .iter()
+                            .any(|s| path.starts_with(s) || judged.iter().any(|d| d.starts_with(s)))
+                    })
                     .map(|(path, message)| location::locate(text, &path, message)),
             );
-            if let Ok(doc) = text.parse::<toml_edit::DocumentMut>() {
-                warned.extend(
-                    warnings::warnings(plan, &doc)
-                        .into_iter()
-                        .filter(|(path, _)| real(path))
-                        .map(|(path, message)| location::locate(text, &path, message)),
-                );
-            }
         }
         let in_file_order = |mut v: Vec<PlanIssue>| {
             v.sort_by_key(|i| (i.line, i.column));
@@ -837,10 +827,20 @@ impl Plan {
             v
         };
         let errors = in_file_order(errors);
+        let plan = found.plan.filter(|_| errors.is_empty());
+        let warnings = match (&plan, text.parse::<toml_edit::DocumentMut>()) {
+            (Some(plan), Ok(doc)) => in_file_order(
+                warnings::warnings(plan, &doc)
+                    .into_iter()
+                    .map(|(path, message)| location::locate(text, &path, message))
+                    .collect(),
+            ),
+            _ => Vec::new(),
+        };
         Findings {
-            plan: found.plan.filter(|_| errors.is_empty()),
+            plan,
             errors,
-            warnings: in_file_order(warned),
+            warnings,
         }
     }
 

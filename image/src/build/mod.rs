@@ -138,6 +138,11 @@ pub fn run(args: BuildArgs) -> Result<i32> {
             .map(render::enabled_units)
             .unwrap_or_default(),
     );
+    if enabled.is_empty() {
+        // A payload-only build (no [install], no --payload-url): whoever installs it (by
+        // hand, or the guest tests' hook) enables the daemon's unit as the scripts would.
+        enabled.push("pgapplianced.service".to_string());
+    }
     payload::check_complete(&members, &plan, &enabled)?;
 
     let parent = out.path.parent().unwrap_or(Path::new("/"));

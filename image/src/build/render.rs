@@ -279,11 +279,17 @@ mod tests {
         // must see each occurrence of it as literal text.
         let url = "https://h.example/b/p.tar.gz?a=$(reboot)&b=`id`;c=${HOME}!x";
         check_payload_url(url).expect("a URL check_payload_url accepts");
-        let plan = Plan::load(
+        let mut plan = Plan::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/altra-q80.toml"),
         )
         .expect("the example plan");
         let sha = "0".repeat(64);
+        let error = kickstart(&plan, &sha, Some(url)).expect_err("the example's placeholder key");
+        assert!(error.to_string().contains("placeholder"), "{error}");
+        if let Some(install) = plan.install.as_mut() {
+            install.ssh_authorized_keys =
+                vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000 a@b".into()];
+        }
         let ks = kickstart(&plan, &sha, Some(url)).expect("ks.cfg");
         let ud = user_data(&plan, &sha, url).expect("user-data");
         let mut seen = 0;
