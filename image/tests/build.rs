@@ -914,6 +914,18 @@ fn the_kickstart_says_the_way_in_it_sets_up_and_names_the_plans_arch() {
         "{ks}"
     );
     ksvalidator_passes(&out.join("ks.cfg"));
+    // The plan holding the hash is root's only in the payload, like /etc/shadow.
+    let listing = Command::new("tar")
+        .arg("-tvzf")
+        .arg(out.join("payload.tar.gz"))
+        .output()
+        .expect("tar");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let plan_line = listing
+        .lines()
+        .find(|l| l.ends_with("etc/pgappliance/plan.toml"))
+        .expect("the plan in the payload");
+    assert!(plan_line.starts_with("-rw------- "), "{plan_line}");
     // Both: keys for SSH, the hash for the console.
     let both = altra_with(
         dir.path(),

@@ -58,8 +58,9 @@ pub struct Install {
     #[serde(default)]
     pub ssh_authorized_keys: Vec<String>,
     /// root's console password as a crypt(3) SHA-512 hash (`openssl passwd -6`); without
-    /// it root's password is locked. Never a plain password.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// it root's password is locked. Never a plain password. Never serialised: the plan
+    /// in results.json (uploaded, shown in reports) leaves it out.
+    #[serde(default, skip_serializing)]
     pub root_password_hash: Option<String>,
     #[serde(default = "Install::default_timezone")]
     pub timezone: String,

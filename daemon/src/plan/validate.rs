@@ -931,6 +931,55 @@ mod tests {
     }
 
     #[test]
+    fn root_password_hashes_and_where_the_hash_goes() {
+        use super::check_sha512_crypt;
+        let good = "$6$abcdefgh$NUEwtPiqb.Qt1V3Yi77GwJrTOkwNudr4Zg70eABz2v9Ul0C0X60dAP4frAE3oTyO0l.m2C1awRDIlv2.2OJY3.";
+        assert_eq!(check_sha512_crypt(good), Ok(()));
+        let rounds = format!("$6$rounds=656000${}", &good[3..]);
+        assert_eq!(check_sha512_crypt(&rounds), Ok(()));
+        let too_long_salt = format!("$6$abcdefghijklmnopq${}", &good[12..]);
+        let short = &good[..good.len() - 1];
+        let long = format!("{good}x");
+        let bad_chars = good.replace('.', "!");
+        let low_rounds = format!("$6$rounds=999${}", &good[3..]);
+        for bad in [
+            "secret",
+            "",
+            "$5$abcdefgh$x",
+            "$6$$abc",
+            &too_long_salt,
+            short,
+            &long,
+            &bad_chars,
+            &low_rounds,
+        ] {
+            let e = check_sha512_crypt(bad).expect_err(bad);
+            assert!(bad.is_empty() || !e.contains(bad), "{bad}: {e}");
+        }
+        // The plan as results.json records it leaves the hash out.
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/altra-q80.toml"),
+        )
+        .expect("example")
+        .replace(
+            "ssh_authorized_keys = [\"ssh-ed25519 REPLACE-WITH-YOUR-PUBLIC-KEY you@laptop\"]",
+            &format!("root_password_hash = \"{good}\""),
+        );
+        let plan = crate::plan::Plan::parse(&text).expect("plan");
+        assert_eq!(
+            plan.install
+                .as_ref()
+                .and_then(|i| i.root_password_hash.as_deref()),
+            Some(good)
+        );
+        let json = serde_json::to_string(&plan).expect("json");
+        assert!(
+            !json.contains("$6$") && !json.contains("root_password_hash"),
+            "{json}"
+        );
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_size("64KiB"), Some(65536));
         assert_eq!(parse_size("64k"), Some(65536));

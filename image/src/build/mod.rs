@@ -51,10 +51,15 @@ pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, 
             data: daemon.to_vec(),
         },
     );
+    // A plan holding root's password hash is for root's eyes only, like /etc/shadow.
+    let has_hash = plan
+        .install
+        .as_ref()
+        .is_some_and(|i| i.root_password_hash.is_some());
     m.insert(
         "etc/pgappliance/plan.toml".to_string(),
         Member {
-            mode: 0o644,
+            mode: if has_hash { 0o600 } else { 0o644 },
             data: plan_text.as_bytes().to_vec(),
         },
     );
