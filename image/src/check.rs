@@ -157,14 +157,32 @@ fn summary(plan: &Plan, points: &[SweepPoint]) -> String {
     };
     let measured = points.iter().filter(|p| !p.warmup).count();
     format!(
-        "appliance {} ({}, {}), PostgreSQL {version}, checksums {}, storage: {}, {} workload(s), {measured} point(s), up to {} clients",
+        "appliance {} ({}, {}), PostgreSQL {version}, checksums {}, storage: {}, {}{} workload(s), {measured} point(s), up to {} clients",
         a.name,
         a.platform,
         a.arch,
         checksums(plan, points),
         storage(plan),
+        bare_metal(plan),
         plan.workloads.len(),
         plan.max_clients()
+    )
+}
+
+/// For a bare-metal plan: where the kickstart puts the OS and how root gets in.
+fn bare_metal(plan: &Plan) -> String {
+    let Some(i) = &plan.install else {
+        return String::new();
+    };
+    let keys = i.ssh_authorized_keys.len();
+    let way_in = match (keys, i.root_password_hash.is_some()) {
+        (0, true) => "root logs in on the console".to_string(),
+        (n, false) => format!("root logs in over SSH with {n} key(s)"),
+        (n, true) => format!("root logs in over SSH with {n} key(s) or on the console"),
+    };
+    format!(
+        "bare metal: the kickstart installs the OS on {}, {way_in}, ",
+        i.os_disk()
     )
 }
 

@@ -144,6 +144,27 @@ fn unknown_platform_value() {
 }
 
 #[test]
+fn a_platform_name_in_capitals_is_named_in_lower_case() {
+    assert_error(
+        &with("platform = \"rocky8\"", "platform = \"Rocky8\""),
+        3,
+        12,
+        "appliance.platform",
+        "unknown variant `Rocky8`, expected `rocky8` or `debian12` (names are lower case: \"rocky8\")",
+    );
+    assert_error(
+        &with("arch = \"x86_64\"", "arch = \"X86_64\""),
+        5,
+        8,
+        "appliance.arch",
+        "(names are lower case: \"x86_64\")",
+    );
+    // A name that is simply wrong gets no such hint.
+    let c = check_text(&with("platform = \"rocky8\"", "platform = \"windows\""));
+    assert!(!c.stderr.contains("lower case"), "{}", c.stderr);
+}
+
+#[test]
 fn clients_empty() {
     assert_error(
         &with("clients = [10, 25, 50]", "clients = []"),
@@ -909,7 +930,10 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
             && c.stdout
                 .contains("stripe (64KiB) over /dev/nvme0n1, /dev/nvme1n1, xfs at /home/PG14")
             && c.stdout.contains("7 point(s) bounded by -t")
-            && c.stdout.contains("scale 10000: roughly 30 min"),
+            && c.stdout.contains("scale 10000: roughly 30 min")
+            && c.stdout.contains(
+                "bare metal: the kickstart installs the OS on sda, root logs in over SSH with 1 key(s), 1 workload(s)"
+            ),
         "{}",
         c.stdout
     );
@@ -944,6 +968,12 @@ fn a_bare_metal_plan_names_a_way_in_and_its_os_disk() {
         assert!(w[0].1.contains("installs the OS on \"sda\""), "{}", w[0].1);
         let c = check_text(&format!("{BASE}[install]\nos_disk = \"nvme2n1\"\n{way}\n"));
         assert!(c.stderr.is_empty(), "{}", c.stderr);
+        let said = if way.starts_with("ssh") {
+            "the kickstart installs the OS on nvme2n1, root logs in over SSH with 1 key(s),"
+        } else {
+            "the kickstart installs the OS on nvme2n1, root logs in on the console,"
+        };
+        assert!(c.stdout.contains(said), "{}", c.stdout);
     }
     // A password typed where the hash belongs is refused and never printed.
     for (bad, words) in [
