@@ -1,65 +1,259 @@
-//! `pgappliance check`: the daemon's plan parser and validator, run ahead of the build.
+//! `pgappliance check`: the daemon's plan parser and validator, run ahead of the build,
+//! and the warnings about what a valid plan may still get wrong.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Result;
-use pgappliance::plan::Plan;
-use pgappliance::sweep::expand;
+use pgappliance::plan::{Checksums, Credentials, Devices, KeyPath, Plan, PlanIssue};
+use pgappliance::platform::Profile;
+use pgappliance::sweep::{expand, Limit, SweepPoint};
+
+/// `pgbench -i`'s rate on the machine docs/performance.md measured (scale 50 in 8.9 s,
+/// one client-side stream, 2 vCPUs, 2026-11-30): the order of magnitude of a dataset's
+/// init. Client-side generation runs on one core, so more cores change it little.
+const INIT_SECONDS_PER_SCALE: f64 = 8.9 / 50.0;
 
 /// The plan's credentials file, when it names one that exists on this machine: mode,
 /// owner and the profile, as the daemon will read it. One that is not here only warns: it
 /// may be provisioned on the target later.
-fn check_credentials_file(plan: &Plan) -> Result<()> {
+fn check_credentials_file(plan: &Plan) -> Result<Option<String>> {
     let Some(file) = plan.upload.credentials_file.as_deref() else {
-        return Ok(());
+        return Ok(None);
     };
-    if plan.upload.credentials != pgappliance::plan::Credentials::File {
-        return Ok(());
+    if plan.upload.credentials != Credentials::File {
+        return Ok(None);
     }
-    let path = std::path::Path::new(file);
+    let path = Path::new(file);
     if !path.exists() {
-        eprintln!(
-            "warning: credentials file {file} is not on this machine; it must be there (mode 0600, owned by the daemon's user, profile \"{}\") when the daemon runs",
+        return Ok(Some(format!(
+            "credentials file {file} is not on this machine; it must be there (mode 0600, owned by the daemon's user, profile \"{}\") when the daemon runs",
             plan.upload.profile()
-        );
-        return Ok(());
+        )));
     }
     pgappliance::upload::store::read_credentials_file(path, plan.upload.profile())?;
-    Ok(())
+    Ok(None)
 }
 
-/// Prints `PLAN: ok …` per valid plan and `PLAN:LINE:COL: key: problem` per problem.
-/// Returns the exit code: 0 when every plan is valid, 1 otherwise.
-pub fn run(plans: &[PathBuf]) -> Result<i32> {
-    let mut code = 0;
-    for path in plans {
-        match Plan::load(path) {
-            Ok(plan) => {
-                // Thread counts depend on the target's cores; the point list does not.
-                let points = expand(&plan, 1);
-                let measured = points.iter().filter(|p| !p.warmup).count();
-                println!(
-                    "{}: ok: appliance {} ({:?}), PostgreSQL {}, {} workload(s), {} point(s), up to {} clients",
-                    path.display(),
-                    plan.appliance.name,
-                    plan.appliance.platform,
-                    plan.postgres
-                        .version
-                        .map(|v| v.to_string())
-                        .unwrap_or_else(|| "newest installed".into()),
-                    plan.workloads.len(),
-                    measured,
-                    plan.max_clients()
-                );
-                if let Err(problem) = check_credentials_file(&plan) {
-                    eprintln!("{}: upload.credentials_file: {problem:#}", path.display());
-                    code = 1;
+/// `under 1 s`, `90 s`, `40 min`, `2 h 5 min`.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s == 0 {
+        "under 1 s".to_string()
+    } else if s < 120 {
+        format!("{s} s")
+    } else if s < 2 * 3600 {
+        format!("{} min", (s + 30) / 60)
+    } else {
+        let m = (s + 30) / 60;
+        format!("{} h {} min", m / 60, m % 60)
+    }
+}
+
+/// How long the sweep runs at least: the `-T` of every point and warm-up, and how many
+/// points are bounded by `-t` instead (their time depends on the machine).
+pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
+    let (mut timed, mut timed_points, mut warmups, mut by_transactions) = (0u64, 0, 0, 0);
+    for p in points {
+        match p.limit {
+            Limit::DurationS(s) => {
+                timed = timed.saturating_add(s);
+                if p.warmup {
+                    warmups += 1;
+                } else {
+                    timed_points += 1;
                 }
             }
+            Limit::Transactions(_) => by_transactions += 1,
+        }
+    }
+    let mut parts = Vec::new();
+    if timed > 0 {
+        parts.push(format!(
+            "at least {} of -T over {timed_points} point(s){}",
+            human(Duration::from_secs(timed)),
+            if warmups > 0 {
+                format!(" and {warmups} warm-up(s)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if by_transactions > 0 {
+        parts.push(format!(
+            "{by_transactions} point(s) bounded by -t (their time depends on the machine's speed)"
+        ));
+    }
+    let scale = plan.dataset.scale;
+    let init = Duration::from_secs_f64(f64::from(scale) * INIT_SECONDS_PER_SCALE);
+    format!(
+        "{}; plus the dataset init (scale {scale}: roughly {} at the pace of pgbench -i on a 2-vCPU VM, docs/performance.md), a checkpoint before each point and, on an appliance, the package install and the tuning reboot",
+        parts.join(", "),
+        human(init)
+    )
+}
+
+/// The checksum states the cluster runs the points in, in order.
+fn checksums(plan: &Plan, points: &[SweepPoint]) -> String {
+    let initial = if plan.postgres.data_checksums {
+        Checksums::On
+    } else {
+        Checksums::Off
+    };
+    let mut states: Vec<Checksums> = Vec::new();
+    for p in points {
+        let s = p.checksums.unwrap_or(initial);
+        if !states.contains(&s) {
+            states.push(s);
+        }
+    }
+    let names: Vec<&str> = states.iter().map(|s| Checksums::label(Some(*s))).collect();
+    match names.as_slice() {
+        [] => Checksums::label(Some(initial)).to_string(),
+        [one] => one.to_string(),
+        many => format!("{} (switched with pg_checksums)", many.join(" then ")),
+    }
+}
+
+fn storage(plan: &Plan) -> String {
+    let s = &plan.storage;
+    let layout = match s.layout {
+        pgappliance::plan::Layout::Stripe => format!("stripe ({})", s.stripe_size),
+        pgappliance::plan::Layout::Linear => "linear".to_string(),
+        pgappliance::plan::Layout::Single => "single".to_string(),
+    };
+    let fs = match s.filesystem {
+        pgappliance::plan::Filesystem::Xfs => "xfs",
+        pgappliance::plan::Filesystem::Ext4 => "ext4",
+    };
+    match &s.devices {
+        Devices::None => format!(
+            "no data volume (PGDATA under {} on the root filesystem)",
+            s.mount_point
+        ),
+        Devices::Auto => format!(
+            "{layout} over the empty NVMe namespaces found at boot, {fs} at {}",
+            s.mount_point
+        ),
+        Devices::List(devs) => format!(
+            "{layout} over {}{}, {fs} at {}",
+            devs.join(", "),
+            if s.wipe { " (wiped)" } else { "" },
+            s.mount_point
+        ),
+    }
+}
+
+fn summary(plan: &Plan, points: &[SweepPoint]) -> String {
+    let a = &plan.appliance;
+    let version = match plan.postgres.version {
+        Some(v) => v.to_string(),
+        None => format!(
+            "{} on an appliance ({} default), newest installed in local mode",
+            Profile::of(a.platform).default_pg_version(),
+            a.platform
+        ),
+    };
+    let measured = points.iter().filter(|p| !p.warmup).count();
+    format!(
+        "appliance {} ({}, {}), PostgreSQL {version}, checksums {}, storage: {}, {}{} workload(s), {measured} point(s), up to {} clients",
+        a.name,
+        a.platform,
+        a.arch,
+        checksums(plan, points),
+        storage(plan),
+        bare_metal(plan),
+        plan.workloads.len(),
+        plan.max_clients()
+    )
+}
+
+/// For a bare-metal plan: where the kickstart puts the OS and how root gets in.
+fn bare_metal(plan: &Plan) -> String {
+    let Some(i) = &plan.install else {
+        return String::new();
+    };
+    let keys = i.ssh_authorized_keys.len();
+    let way_in = match (keys, i.root_password_hash.is_some()) {
+        (0, true) => "root logs in on the console".to_string(),
+        (n, false) => format!("root logs in over SSH with {n} key(s)"),
+        (n, true) => format!("root logs in over SSH with {n} key(s) or on the console"),
+    };
+    format!(
+        "bare metal: the kickstart installs the OS on {}, {way_in}, ",
+        i.os_disk()
+    )
+}
+
+/// `PLAN:LINE:COL: key: warning: message`.
+pub fn render_warning(path: &Path, issue: &PlanIssue) -> String {
+    render(path, issue, "warning: ")
+}
+
+fn render(path: &Path, issue: &PlanIssue, label: &str) -> String {
+    format!(
+        "{}:{}:{}: {}: {label}{}",
+        path.display(),
+        issue.line,
+        issue.column,
+        issue.key,
+        issue.message
+    )
+}
+
+/// Prints `PLAN: ok: …` and `PLAN: run time: …` per valid plan, `PLAN:LINE:COL: key:
+/// problem` per error and `PLAN:LINE:COL: key: warning: …` per warning (errors and
+/// warnings on stderr). Returns the exit code: 0 when every plan is valid, 1 otherwise;
+/// with `deny_warnings` a warning fails its plan too.
+pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
+    let mut code = 0;
+    for path in plans {
+        let text = match Plan::read_text(path) {
+            Ok(text) => text,
             Err(e) => {
                 eprintln!("{e}");
                 code = 1;
+                continue;
             }
+        };
+        let mut found = Plan::examine(&text);
+        for e in &found.errors {
+            eprintln!("{}", render(path, e, ""));
+        }
+        if let Some(plan) = &found.plan {
+            // Thread counts depend on the target's cores; the point list does not.
+            let points = expand(plan, 1);
+            println!("{}: ok: {}", path.display(), summary(plan, &points));
+            println!("{}: run time: {}", path.display(), run_time(plan, &points));
+            match check_credentials_file(plan) {
+                Ok(None) => {}
+                Ok(Some(warning)) => {
+                    let at = KeyPath::root().key("upload").key("credentials_file");
+                    found.warnings.push(Plan::locate(&text, &at, warning));
+                    found.warnings.sort_by_key(|w| (w.line, w.column));
+                }
+                Err(problem) => {
+                    let at = KeyPath::root().key("upload").key("credentials_file");
+                    let issue = Plan::locate(&text, &at, format!("{problem:#}"));
+                    eprintln!("{}", render(path, &issue, ""));
+                    code = 1;
+                }
+            }
+        } else {
+            code = 1;
+        }
+        std::io::stdout().flush()?;
+        for w in &found.warnings {
+            eprintln!("{}", render_warning(path, w));
+        }
+        if deny_warnings && !found.warnings.is_empty() {
+            eprintln!(
+                "{}: {} warning(s), denied by --deny-warnings",
+                path.display(),
+                found.warnings.len()
+            );
+            code = 1;
         }
     }
     Ok(code)

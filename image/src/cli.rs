@@ -17,11 +17,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate plans with the daemon's own parser; exits non-zero if any is invalid.
+    /// Validate plans with the daemon's own parser and warn about what a valid plan may
+    /// still get wrong; exits 1 if any plan is invalid (warnings alone exit 0).
     Check {
         /// Plan files (TOML).
         #[arg(required = true)]
         plans: Vec<PathBuf>,
+        /// Treat warnings as errors: exit 1 when any plan has one (for CI and release plans).
+        #[arg(long)]
+        deny_warnings: bool,
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildArgs),

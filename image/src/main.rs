@@ -11,7 +11,10 @@ use clap::Parser;
 fn main() {
     let cli = cli::Cli::parse();
     let result = match cli.command {
-        cli::Command::Check { plans } => check::run(&plans),
+        cli::Command::Check {
+            plans,
+            deny_warnings,
+        } => check::run(&plans, deny_warnings),
         cli::Command::Build(args) => build::run(args),
         cli::Command::Collect(args) => collect::run(args),
         cli::Command::Bench {

@@ -112,14 +112,31 @@ fn venv_bin(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn plan_with_keys(dir: &Path) -> PathBuf {
+/// The Altra example with the placeholder key replaced by `key_lines` under `[install]`
+/// (the way in), another time zone, written to `dir`.
+fn altra_with(dir: &Path, name: &str, way_in: &str) -> PathBuf {
     let text = std::fs::read_to_string(repo().join("examples/altra-q80.toml")).expect("plan");
-    let text = format!(
-        "{text}\n[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab\"]\ntimezone = \"Europe/Berlin\"\n"
-    );
-    let p = dir.join("altra.toml");
+    let placeholder = text
+        .lines()
+        .find(|l| l.starts_with("ssh_authorized_keys") && l.contains("REPLACE"))
+        .expect("the example's placeholder key");
+    let text = text
+        .replace(placeholder, way_in)
+        .replace("timezone = \"UTC\"", "timezone = \"Europe/Berlin\"");
+    let p = dir.join(name);
     std::fs::write(&p, text).expect("write");
     p
+}
+
+const TEST_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab";
+
+fn plan_with_keys(dir: &Path) -> PathBuf {
+    altra_with(
+        dir,
+        "altra.toml",
+        &format!("ssh_authorized_keys = [\"{TEST_KEY}\"]"),
+    )
 }
 
 #[test]
@@ -513,7 +530,7 @@ fn an_iso_that_is_not_a_rocky_boot_iso_is_refused() {
     assert!(o.status.success(), "{}", describe(&o));
     let out = dir.path().join("out");
     let daemon = fake_aarch64_binary(dir.path());
-    let altra = repo().join("examples/altra-q80.toml");
+    let altra = plan_with_keys(dir.path());
     let o = build(
         &altra,
         &out,
@@ -555,7 +572,7 @@ fn aarch64_elf(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
 #[test]
 fn only_an_executable_is_taken_as_the_daemon() {
     let dir = tempfile::tempdir().expect("tmp");
-    let altra = repo().join("examples/altra-q80.toml");
+    let altra = plan_with_keys(dir.path());
     let out = dir.path().join("out");
     for (name, flags, says) in [
         ("libdaemon.so", &["-shared", "-fPIC"][..], "shared library"),
@@ -826,4 +843,165 @@ fn an_earlier_build_is_replaced_but_not_once_something_else_is_in_it() {
 
 fn stdout_has(o: &Output, s: &str) -> bool {
     String::from_utf8_lossy(&o.stdout).contains(s)
+}
+
+/// `openssl passwd -6 -salt abcdefgh secretpw`.
+const TEST_HASH: &str = "$6$abcdefgh$NUEwtPiqb.Qt1V3Yi77GwJrTOkwNudr4Zg70eABz2v9Ul0C0X60dAP4frAE3oTyO0l.m2C1awRDIlv2.2OJY3.";
+
+fn ksvalidator_passes(ks: &Path) {
+    let v = Command::new(venv_bin("ksvalidator"))
+        .args(["-v", "RHEL8"])
+        .arg(ks)
+        .output()
+        .expect("ksvalidator (tools/install-deps)");
+    assert!(v.status.success(), "ksvalidator: {}", describe(&v));
+}
+
+#[test]
+fn the_kickstart_says_the_way_in_it_sets_up_and_names_the_plans_arch() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Keys only (aarch64): SSH with the keys, root's password locked.
+    let out = dir.path().join("keys");
+    let o = build(
+        &plan_with_keys(dir.path()),
+        &out,
+        &fake_aarch64_binary(dir.path()),
+        &[],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let ks = std::fs::read_to_string(out.join("ks.cfg")).expect("ks");
+    assert!(
+        ks.starts_with("# Rocky Linux 8 (aarch64, UEFI) kickstart"),
+        "{ks}"
+    );
+    assert!(ks.contains("# root logs in over SSH with the plan's keys"));
+    assert!(ks.contains("\nrootpw --lock\n") && ks.contains("sshkey --username=root"));
+    assert!(!ks.contains("log in on the console"), "{ks}");
+    assert!(ks.contains("PermitRootLogin prohibit-password"));
+    ksvalidator_passes(&out.join("ks.cfg"));
+    // A console password hash only, on an x86_64 plan: nothing in the kickstart says aarch64.
+    let text = std::fs::read_to_string(altra_with(
+        dir.path(),
+        "x86.toml",
+        &format!("root_password_hash = \"{TEST_HASH}\""),
+    ))
+    .expect("plan")
+    .replace("arch = \"aarch64\"", "arch = \"x86_64\"")
+    .replace("EL-8-aarch64", "EL-8-x86_64");
+    let x86 = dir.path().join("x86.toml");
+    std::fs::write(&x86, text).expect("write");
+    let out = dir.path().join("x86");
+    let o = build(&x86, &out, &native_daemon(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(
+        stdout_has(&o, "Rocky 8 x86_64 kickstart, OS on sda"),
+        "{}",
+        describe(&o)
+    );
+    let ks = std::fs::read_to_string(out.join("ks.cfg")).expect("ks");
+    assert!(
+        ks.starts_with("# Rocky Linux 8 (x86_64, UEFI) kickstart"),
+        "{ks}"
+    );
+    assert!(!ks.contains("aarch64"), "{ks}");
+    assert!(
+        ks.contains(&format!("\nrootpw --iscrypted {TEST_HASH}\n")),
+        "{ks}"
+    );
+    assert!(ks.contains("# root logs in on the console"), "{ks}");
+    assert!(
+        !ks.contains("sshkey") && !ks.contains("rootpw --lock"),
+        "{ks}"
+    );
+    ksvalidator_passes(&out.join("ks.cfg"));
+    // The plan holding the hash is root's only in the payload, like /etc/shadow.
+    let listing = Command::new("tar")
+        .arg("-tvzf")
+        .arg(out.join("payload.tar.gz"))
+        .output()
+        .expect("tar");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    let plan_line = listing
+        .lines()
+        .find(|l| l.ends_with("etc/pgappliance/plan.toml"))
+        .expect("the plan in the payload");
+    assert!(plan_line.starts_with("-rw------- "), "{plan_line}");
+    // Both: keys for SSH, the hash for the console.
+    let both = altra_with(
+        dir.path(),
+        "both.toml",
+        &format!("ssh_authorized_keys = [\"{TEST_KEY}\"]\nroot_password_hash = \"{TEST_HASH}\""),
+    );
+    let out = dir.path().join("both");
+    let o = build(&both, &out, &fake_aarch64_binary(dir.path()), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let ks = std::fs::read_to_string(out.join("ks.cfg")).expect("ks");
+    assert!(ks.contains("rootpw --iscrypted") && ks.contains("sshkey --username=root"));
+    assert!(ks.contains("and on the console with the password of install.root_password_hash"));
+    ksvalidator_passes(&out.join("ks.cfg"));
+}
+
+#[test]
+fn build_refuses_a_kickstart_nobody_could_use() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("out");
+    // The example as shipped: its placeholder key is refused, naming it.
+    let o = build(
+        &repo().join("examples/altra-q80.toml"),
+        &out,
+        &fake_aarch64_binary(dir.path()),
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("install.ssh_authorized_keys[0] is a placeholder, not a key"),
+        "{}",
+        describe(&o)
+    );
+    assert!(
+        stderr(&o).contains("warning: a placeholder"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!out.exists(), "nothing written");
+    // A cloud plan (no [install]) gets no kickstart, and no ISO.
+    let m5d = repo().join("examples/m5d-8xlarge.toml");
+    let o = build(&m5d, &out, &native_daemon(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(!out.join("ks.cfg").exists());
+    assert!(stdout_has(
+        &o,
+        "ks.cfg           not written: the plan has no [install] table"
+    ));
+    let iso_out = dir.path().join("iso");
+    let o = build(
+        &m5d,
+        &iso_out,
+        &native_daemon(),
+        &["--iso", "/nonexistent/rocky.iso"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("has no [install] table"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!iso_out.exists());
+    // A debian12 plan given a kickstart: the kickstart installs Rocky 8.
+    let text = std::fs::read_to_string(repo().join("examples/quick.toml")).expect("quick");
+    let debian = dir.path().join("debian.toml");
+    std::fs::write(
+        &debian,
+        format!("{text}\n[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"{TEST_KEY}\"]\n"),
+    )
+    .expect("write");
+    let deb_out = dir.path().join("debian");
+    let o = build(&debian, &deb_out, &native_daemon(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("render a Rocky 8 kickstart, but appliance.platform is debian12"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!deb_out.exists());
 }

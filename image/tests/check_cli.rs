@@ -144,6 +144,27 @@ fn unknown_platform_value() {
 }
 
 #[test]
+fn a_platform_name_in_capitals_is_named_in_lower_case() {
+    assert_error(
+        &with("platform = \"rocky8\"", "platform = \"Rocky8\""),
+        3,
+        12,
+        "appliance.platform",
+        "unknown variant `Rocky8`, expected `rocky8` or `debian12` (names are lower case: \"rocky8\")",
+    );
+    assert_error(
+        &with("arch = \"x86_64\"", "arch = \"X86_64\""),
+        5,
+        8,
+        "appliance.arch",
+        "(names are lower case: \"x86_64\")",
+    );
+    // A name that is simply wrong gets no such hint.
+    let c = check_text(&with("platform = \"rocky8\"", "platform = \"windows\""));
+    assert!(!c.stderr.contains("lower case"), "{}", c.stderr);
+}
+
+#[test]
 fn clients_empty() {
     assert_error(
         &with("clients = [10, 25, 50]", "clients = []"),
@@ -682,4 +703,357 @@ fn debian_repository_is_an_apt_base_url() {
     );
     let c = check_text(&apt.replace("repository_gpgkey = \"/k.asc\"", ""));
     assert_eq!(c.code, 0, "{}", c.stderr);
+}
+
+/// `pgappliance check` with extra arguments.
+fn check_args(text: &str, args: &[&str]) -> Checked {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.toml");
+    std::fs::write(&path, text).expect("write plan");
+    let out = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("check")
+        .args(args)
+        .arg(&path)
+        .output()
+        .expect("run pgappliance");
+    Checked {
+        code: out.status.code().unwrap_or(-1),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        path: path.display().to_string(),
+    }
+}
+
+/// The located warning lines of a check (`PLAN:LINE:COL: key: warning: …`).
+fn warnings(c: &Checked) -> Vec<(String, String)> {
+    c.stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&format!("{}:", c.path))?;
+            let (_, rest) = rest.split_once(": ")?;
+            let (key, message) = rest.split_once(": warning: ")?;
+            Some((key.to_string(), message.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn an_unknown_key_a_type_error_and_a_validation_error_are_reported_in_one_check() {
+    // In one table and across tables: the unknown key, the wrong type and the rule broken
+    // next to them are all reported, in file order, by one run.
+    let text = with("name = \"t1\"", "name = \"t1\"\ncolour = \"blue\"")
+        .replace("scale = 10\n", "scale = \"ten\"\nfillfactor = 5\n")
+        .replace("clients = [10, 25, 50]", "clients = [10, 50, 25]")
+        .replace("threads = 10", "threads = \"many\"\nthred = 2");
+    let c = check_text(&text);
+    assert_eq!(c.code, 1, "{}", c.stderr);
+    let keys: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "appliance.colour",
+            "dataset.scale",
+            "dataset.fillfactor",
+            "workloads[0].clients[2]",
+            "workloads[0].threads",
+            "workloads[0].thred",
+        ],
+        "{}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("unknown field `colour`"), "{}", c.stderr);
+    assert!(c.stderr.contains("fillfactor must be from 10 to 100"));
+    assert!(c.stderr.contains("strictly ascending: 25 follows 50"));
+    assert!(c.stdout.is_empty(), "no ok line: {}", c.stdout);
+}
+
+#[test]
+fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
+    let text = with("version = 14\n", "")
+        .replace(
+            "devices = [\"/dev/nvme0n1\", \"/dev/nvme1n1\"]",
+            "devices = \"auto\"\nwipe = true\nkind = \"ssd\"",
+        )
+        .replace("auto = true", "auto = false")
+        .replace(
+            "transactions = 1000",
+            "transactions = 1000\nwarmup = \"0s\"",
+        );
+    let c = check_text(&text);
+    assert_eq!(c.code, 0, "warnings alone pass: {}", c.stderr);
+    assert!(c.stdout.contains(": ok: "), "{}", c.stdout);
+    let w = warnings(&c);
+    let keys: Vec<&str> = w.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "postgres.version",
+            "storage.devices",
+            "storage.wipe",
+            "storage.kind",
+            "workloads[0].warmup",
+        ],
+        "{}",
+        c.stderr
+    );
+    let says = |key: &str, words: &str| {
+        assert!(
+            w.iter().any(|(k, m)| k == key && m.contains(words)),
+            "{key}: {words}: {}",
+            c.stderr
+        )
+    };
+    says(
+        "postgres.version",
+        "an appliance installs PostgreSQL 14 (the rocky8 default)",
+    );
+    says(
+        "storage.devices",
+        "a drive that holds data is skipped, not refused",
+    );
+    says("storage.wipe", "no effect with devices = \"auto\"");
+    says("storage.kind", "no effect with tuning.auto = false");
+    says("workloads[0].warmup", "no effect");
+    // Located at the key: `wipe = true` is on line 10 of this plan.
+    assert!(
+        c.stderr
+            .contains(&format!("{}:10:8: storage.wipe: warning: ", c.path)),
+        "{}",
+        c.stderr
+    );
+    // --deny-warnings makes them fail the plan, and says why.
+    let denied = check_args(&text, &["--deny-warnings"]);
+    assert_eq!(denied.code, 1, "{}", denied.stderr);
+    assert!(
+        denied
+            .stderr
+            .contains("5 warning(s), denied by --deny-warnings"),
+        "{}",
+        denied.stderr
+    );
+    // A plan without warnings passes --deny-warnings.
+    let clean = check_args(BASE, &["--deny-warnings"]);
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+    assert!(clean.stderr.is_empty(), "{}", clean.stderr);
+    // Settings without effect on a plan without a data volume or an S3 store.
+    let none = with(
+        "devices = [\"/dev/nvme0n1\", \"/dev/nvme1n1\"]",
+        "devices = \"none\"\nstripe_size = \"128KiB\"\nfilesystem = \"ext4\"",
+    ) + "\n[upload]\nstore = \"file:///srv/results\"\nregion = \"eu-west-1\"\n";
+    let c = check_text(&none);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let keys: Vec<String> = warnings(&c).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        keys,
+        [
+            "storage.stripe_size",
+            "storage.filesystem",
+            "storage.layout",
+            "upload.region"
+        ],
+        "{}",
+        c.stderr
+    );
+    // A stripe size with a single device.
+    let single = with(
+        "devices = [\"/dev/nvme0n1\", \"/dev/nvme1n1\"]\nlayout = \"stripe\"",
+        "devices = [\"/dev/nvme0n1\"]\nlayout = \"single\"\nstripe_size = \"1MiB\"",
+    );
+    let c = check_text(&single);
+    assert_eq!(
+        warnings(&c),
+        [(
+            "storage.stripe_size".to_string(),
+            "stripe_size has no effect unless layout = \"stripe\"".to_string()
+        )],
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let c = check_path(&examples.join("m5d-8xlarge.toml"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(
+        c.stdout.contains(
+            ": ok: appliance m5d-8xlarge (rocky8, x86_64), PostgreSQL 13, checksums off then on"
+        ),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout
+            .contains("storage: stripe (64KiB) over the empty NVMe namespaces found at boot, xfs at /var/lib/pgappliance/pgdata"),
+        "{}",
+        c.stdout
+    );
+    // Scenario B: four points of -T 600 s, 40 minutes before anything else.
+    assert!(
+        c.stdout.contains(
+            ": run time: at least 40 min of -T over 4 point(s); plus the dataset init (scale 200"
+        ),
+        "{}",
+        c.stdout
+    );
+    assert!(!c.stdout.contains("Rocky8"), "{}", c.stdout);
+    // Warm-ups count, -t points are named as such, the quick plan's default version.
+    let c = check_text(
+        &with(
+            "transactions = 1000",
+            "duration = \"10min\"\nwarmup = \"5min\"\nrepeats = 2",
+        )
+        .replace("version = 14\n", ""),
+    );
+    assert!(
+        c.stdout
+            .contains("run time: at least 65 min of -T over 6 point(s) and 1 warm-up(s)"),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout.contains(
+            "PostgreSQL 14 on an appliance (rocky8 default), newest installed in local mode"
+        ),
+        "{}",
+        c.stdout
+    );
+    let c = check_path(&examples.join("altra-q80.toml"));
+    assert!(
+        c.stdout.contains("(rocky8, aarch64)")
+            && c.stdout.contains("checksums off")
+            && c.stdout
+                .contains("stripe (64KiB) over /dev/nvme0n1, /dev/nvme1n1, xfs at /home/PG14")
+            && c.stdout.contains("7 point(s) bounded by -t")
+            && c.stdout.contains("scale 10000: roughly 30 min")
+            && c.stdout.contains(
+                "bare metal: the kickstart installs the OS on sda, root logs in over SSH with 1 key(s), 1 workload(s)"
+            ),
+        "{}",
+        c.stdout
+    );
+}
+
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab";
+/// `openssl passwd -6 -salt abcdefgh secretpw`.
+const HASH: &str = "$6$abcdefgh$NUEwtPiqb.Qt1V3Yi77GwJrTOkwNudr4Zg70eABz2v9Ul0C0X60dAP4frAE3oTyO0l.m2C1awRDIlv2.2OJY3.";
+
+#[test]
+fn a_bare_metal_plan_names_a_way_in_and_its_os_disk() {
+    // [install] without keys or a password hash: nobody could log in.
+    assert_error(
+        &format!("{BASE}[install]\nos_disk = \"sda\"\n"),
+        25,
+        1,
+        "install",
+        "must name a way in",
+    );
+    // Keys, or a console password hash, each do; the default os_disk warns.
+    for way in [
+        format!("ssh_authorized_keys = [\"{KEY}\"]"),
+        format!("root_password_hash = \"{HASH}\""),
+        format!("root_password_hash = \"$6$rounds=5000${}\"", &HASH[3..]),
+    ] {
+        let c = check_text(&format!("{BASE}[install]\n{way}\n"));
+        assert_eq!(c.code, 0, "{way}: {}", c.stderr);
+        let w = warnings(&c);
+        assert_eq!(w.len(), 1, "{}", c.stderr);
+        assert_eq!(w[0].0, "install.os_disk");
+        assert!(w[0].1.contains("installs the OS on \"sda\""), "{}", w[0].1);
+        let c = check_text(&format!("{BASE}[install]\nos_disk = \"nvme2n1\"\n{way}\n"));
+        assert!(c.stderr.is_empty(), "{}", c.stderr);
+        let said = if way.starts_with("ssh") {
+            "the kickstart installs the OS on nvme2n1, root logs in over SSH with 1 key(s),"
+        } else {
+            "the kickstart installs the OS on nvme2n1, root logs in on the console,"
+        };
+        assert!(c.stdout.contains(said), "{}", c.stdout);
+    }
+    // A password typed where the hash belongs is refused and never printed.
+    for (bad, words) in [
+        (
+            "hunter2-secret",
+            "may be a plain password (it is not shown here)",
+        ),
+        (
+            "$1$abcdefgh$Hs7aDzMDLwLj5dHKVxXfj.",
+            "must start with \"$6$\"",
+        ),
+        ("$6$abcdefgh$short", "not a well-formed SHA-512 crypt hash"),
+        ("$6$rounds=10$abcdefgh$x", "rounds="),
+    ] {
+        let c = check_text(&format!(
+            "{BASE}[install]\nos_disk = \"sda\"\nroot_password_hash = \"{bad}\"\n"
+        ));
+        assert_eq!(c.code, 1, "{bad}");
+        let line = c
+            .stderr
+            .lines()
+            .find(|l| l.contains(": install.root_password_hash: "))
+            .unwrap_or_else(|| panic!("{bad}: {}", c.stderr));
+        assert!(line.contains(words), "{bad}: {line}");
+        assert!(
+            !c.stderr.contains(bad),
+            "the value is not echoed: {}",
+            c.stderr
+        );
+    }
+    // A malformed key is an error; the examples' placeholder is a warning naming what to do.
+    assert_error(
+        &format!("{BASE}[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"ssh-ed25519 not_base64!!_at_all_here x\"]\n"),
+        27,
+        24,
+        "install.ssh_authorized_keys[0]",
+        "not an OpenSSH public key line",
+    );
+    let c = check_text(&format!(
+        "{BASE}[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"ssh-ed25519 REPLACE-WITH-YOUR-PUBLIC-KEY you@laptop\"]\n"
+    ));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let w = warnings(&c);
+    assert_eq!(w.len(), 1, "{}", c.stderr);
+    assert_eq!(w[0].0, "install.ssh_authorized_keys[0]");
+    assert!(w[0].1.contains("a placeholder, not a key") && w[0].1.contains("refuses"));
+    // The kickstart is Rocky 8: a debian12 plan with [install] is refused.
+    let debian = with("platform = \"rocky8\"", "platform = \"debian12\"")
+        .replace("repository = \"https://download.postgresql.org/pub/repos/yum/reporpms/EL-8-x86_64/pgdg-redhat-repo-latest.noarch.rpm\"\n", "");
+    assert_eq!(
+        check_text(&debian).code,
+        0,
+        "{}",
+        check_text(&debian).stderr
+    );
+    assert_error(
+        &format!("{debian}[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"{KEY}\"]\n"),
+        24,
+        1,
+        "install",
+        "render a Rocky 8 kickstart, but appliance.platform is debian12",
+    );
+}
+
+#[test]
+fn the_altra_example_is_flagged_until_its_placeholder_key_is_replaced() {
+    let altra = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/altra-q80.toml");
+    let text = std::fs::read_to_string(&altra).expect("example");
+    let c = check_text(&text);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    let keys: Vec<String> = warnings(&c).into_iter().map(|(k, _)| k).collect();
+    assert!(
+        keys.contains(&"install.ssh_authorized_keys[0]".to_string()),
+        "{}",
+        c.stderr
+    );
+    assert!(
+        !keys.contains(&"install.os_disk".to_string()),
+        "{}",
+        c.stderr
+    );
+    assert_eq!(check_args(&text, &["--deny-warnings"]).code, 1);
 }

@@ -9,6 +9,7 @@ mod location;
 pub mod tuning;
 mod type_errors;
 mod validate;
+mod warnings;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,7 +19,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use location::KeyPath;
-pub use validate::{check_abs_path, check_store_url, parse_size, MAX_CLIENTS};
+pub use validate::{
+    check_abs_path, check_sha512_crypt, check_store_url, is_ssh_key_placeholder, parse_size,
+    MAX_CLIENTS,
+};
 
 /// A parsed and validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -36,41 +40,46 @@ pub struct Plan {
     pub upload: Upload,
     #[serde(default)]
     pub finish: Finish,
-    /// How the builder's kickstart installs the OS (bare metal).
-    #[serde(default)]
-    pub install: Install,
+    /// How the builder's kickstart installs the OS. Present only in a bare-metal plan: its
+    /// presence is what makes `pgappliance build` render the kickstart (and the ISO).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<Install>,
 }
 
-/// The OS installation the kickstart performs.
+/// The OS installation the kickstart performs (a bare-metal plan's `[install]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Install {
-    /// Disk (kernel name, e.g. `sda`) that receives /boot/efi, /boot and the OS volume group.
-    #[serde(default = "Install::default_os_disk")]
-    pub os_disk: String,
-    /// Public keys allowed to log in as root (the root password is locked).
+    /// Disk (kernel name, e.g. `sda`) that receives /boot/efi, /boot and the OS volume
+    /// group; [`Install::DEFAULT_OS_DISK`] when the plan names none (`check` warns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_disk: Option<String>,
+    /// Public keys allowed to log in as root over SSH.
     #[serde(default)]
     pub ssh_authorized_keys: Vec<String>,
+    /// root's console password as a crypt(3) SHA-512 hash (`openssl passwd -6`); without
+    /// it root's password is locked. Never a plain password. Never serialised: the plan
+    /// in results.json (uploaded, shown in reports) leaves it out.
+    #[serde(default, skip_serializing)]
+    pub root_password_hash: Option<String>,
     #[serde(default = "Install::default_timezone")]
     pub timezone: String,
 }
 
 impl Install {
-    fn default_os_disk() -> String {
-        "sda".to_string()
+    /// The OS disk when the plan names none.
+    pub const DEFAULT_OS_DISK: &'static str = "sda";
+
+    /// The OS disk's kernel name (`/dev/` taken off), the default when the plan names none.
+    pub fn os_disk(&self) -> &str {
+        self.os_disk
+            .as_deref()
+            .unwrap_or(Install::DEFAULT_OS_DISK)
+            .trim_start_matches("/dev/")
     }
+
     fn default_timezone() -> String {
         "UTC".to_string()
-    }
-}
-
-impl Default for Install {
-    fn default() -> Self {
-        Install {
-            os_disk: Install::default_os_disk(),
-            ssh_authorized_keys: Vec::new(),
-            timezone: Install::default_timezone(),
-        }
     }
 }
 
@@ -97,6 +106,28 @@ pub struct Appliance {
 pub enum Platform {
     Rocky8,
     Debian12,
+}
+
+impl Platform {
+    /// The name as the plan spells it (lower case).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Platform::Rocky8 => "rocky8",
+            Platform::Debian12 => "debian12",
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -717,34 +748,66 @@ impl PlanError {
 /// The largest plan file `load` reads.
 pub const MAX_PLAN_BYTES: u64 = 1 << 20;
 
+/// Everything `check` says about a plan's text: the plan when it has no errors, its errors
+/// and its warnings, each located and in file order.
+#[derive(Debug)]
+pub struct Findings {
+    pub plan: Option<Plan>,
+    pub errors: Vec<PlanIssue>,
+    pub warnings: Vec<PlanIssue>,
+}
+
 impl Plan {
     /// Reads, parses and validates a plan file.
     /// Reads at most [`MAX_PLAN_BYTES`]: a larger file (or an endless one such as
     /// `/dev/zero`) is refused without being read into memory.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
-        let read_err = |source| PlanError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        let text = crate::fsutil::read_to_string_limited(
-            path,
-            MAX_PLAN_BYTES,
-            "a plan (plans are a few KiB of TOML)",
-        )
-        .map_err(read_err)?;
+        let text = Plan::read_text(path)?;
         Plan::parse(&text).map_err(|issues| PlanError::Invalid {
             path: path.to_path_buf(),
             issues,
         })
     }
 
+    /// A plan file's text, read as [`Plan::load`] reads it (at most [`MAX_PLAN_BYTES`]).
+    pub fn read_text(path: &Path) -> Result<String, PlanError> {
+        crate::fsutil::read_to_string_limited(
+            path,
+            MAX_PLAN_BYTES,
+            "a plan (plans are a few KiB of TOML)",
+        )
+        .map_err(|source| PlanError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
     /// Parses and validates plan text; on failure every problem found, in file order:
     /// every type error (not only serde's first) and every validation problem.
     pub fn parse(text: &str) -> Result<Plan, Vec<PlanIssue>> {
-        let found = type_errors::deserialise(text).map_err(|syntax| vec![syntax])?;
-        let mut issues = found.issues;
+        let found = Plan::examine(text);
+        match found.plan {
+            Some(plan) => Ok(plan),
+            None => Err(found.errors),
+        }
+    }
+
+    /// Parses and validates plan text and, when it has no errors, also finds what it may
+    /// still get wrong (`warnings`): a plan with errors gets its errors only, all at once.
+    pub fn examine(text: &str) -> Findings {
+        let found = match type_errors::deserialise(text) {
+            Ok(found) => found,
+            Err(syntax) => {
+                return Findings {
+                    plan: None,
+                    errors: vec![syntax],
+                    warnings: Vec::new(),
+                }
+            }
+        };
+        let mut errors = found.issues;
         if let Some(plan) = &found.plan {
-            issues.extend(
+            errors.extend(
                 validate::validate(plan)
                     .into_iter()
                     .filter(|(path, _)| {
@@ -759,14 +822,33 @@ impl Plan {
                     .map(|(path, message)| location::locate(text, &path, message)),
             );
         }
-        match found.plan {
-            Some(plan) if issues.is_empty() => Ok(plan),
-            _ => {
-                issues.sort_by_key(|i| (i.line, i.column));
-                issues.dedup();
-                Err(issues)
-            }
+        let in_file_order = |mut v: Vec<PlanIssue>| {
+            v.sort_by_key(|i| (i.line, i.column));
+            v.dedup();
+            v
+        };
+        let errors = in_file_order(errors);
+        let plan = found.plan.filter(|_| errors.is_empty());
+        let warnings = match (&plan, text.parse::<toml_edit::DocumentMut>()) {
+            (Some(plan), Ok(doc)) => in_file_order(
+                warnings::warnings(plan, &doc)
+                    .into_iter()
+                    .map(|(path, message)| location::locate(text, &path, message))
+                    .collect(),
+            ),
+            _ => Vec::new(),
+        };
+        Findings {
+            plan,
+            errors,
+            warnings,
         }
+    }
+
+    /// Locates a finding about `path` in the plan's text (the key's value, else its
+    /// nearest existing parent), for checks made outside this module.
+    pub fn locate(text: &str, path: &KeyPath, message: String) -> PlanIssue {
+        location::locate(text, path, message)
     }
 
     /// The largest client count of any workload (sizes max_connections).

@@ -96,7 +96,23 @@ pub fn plain(message: &str) -> String {
     if let Some(k) = missing_field(&m) {
         m = format!("missing field `{k}`: this key is required");
     }
+    if let Some(right) = lower_case_variant(&m) {
+        m = format!("{m} (names are lower case: \"{right}\")");
+    }
     m
+}
+
+/// For ``unknown variant `Rocky8`, expected `rocky8` or `debian12` `` the name it was
+/// meant to be (`rocky8`), when the two differ only in case.
+fn lower_case_variant(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown variant `")?;
+    let (given, expected) = rest.split_once('`')?;
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .find(|name| *name != given && name.eq_ignore_ascii_case(given))
+        .map(str::to_string)
 }
 
 /// The value an error message names as expected (``expected one of `rocky8`, …``,

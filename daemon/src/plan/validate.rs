@@ -21,15 +21,26 @@ pub fn validate(plan: &Plan) -> Problems {
 }
 
 fn install(plan: &Plan, p: &mut Problems) {
-    let i = &plan.install;
+    let Some(i) = &plan.install else {
+        return;
+    };
     let at = root().key("install");
-    let disk = i.os_disk.trim_start_matches("/dev/");
+    if plan.appliance.platform != Platform::Rocky8 {
+        p.push((
+            at.clone(),
+            format!(
+                "[install] makes `pgappliance build` render a Rocky 8 kickstart, but appliance.platform is {}: remove [install] (a {} machine gets the payload another way), or use platform = \"rocky8\"",
+                plan.appliance.platform, plan.appliance.platform
+            ),
+        ));
+    }
+    let disk = i.os_disk();
     if disk.is_empty() || !disk.chars().all(|c| c.is_ascii_alphanumeric()) {
         p.push((
             at.key("os_disk"),
             format!(
                 "\"{}\" is not a disk name such as \"sda\" or \"nvme0n1\"",
-                i.os_disk
+                i.os_disk.as_deref().unwrap_or_default()
             ),
         ));
     }
@@ -42,18 +53,27 @@ fn install(plan: &Plan, p: &mut Problems) {
         }
     }
     for (n, key) in i.ssh_authorized_keys.iter().enumerate() {
-        let mut fields = key.split_whitespace();
-        let kind = fields.next().unwrap_or("");
-        let ok =
-            (kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-"))
-                && fields.next().is_some_and(|b| b.len() > 16)
-                && !key.contains(['"', '\n']);
-        if !ok {
+        if is_ssh_key_placeholder(key) {
+            // Reported as a warning by `check` and refused by `build`.
+            continue;
+        }
+        if !is_ssh_public_key(key) {
             p.push((
                 at.key("ssh_authorized_keys").index(n),
                 "not an OpenSSH public key line (type, base64 key, optional comment)".into(),
             ));
         }
+    }
+    if let Some(hash) = &i.root_password_hash {
+        if let Err(why) = check_sha512_crypt(hash) {
+            p.push((at.key("root_password_hash"), why));
+        }
+    }
+    if i.ssh_authorized_keys.is_empty() && i.root_password_hash.is_none() {
+        p.push((
+            at.clone(),
+            "a bare-metal plan must name a way in: root's password is locked, so give install.ssh_authorized_keys (OpenSSH public key lines) or install.root_password_hash (a console password as a crypt(3) SHA-512 hash: `openssl passwd -6`)".into(),
+        ));
     }
     let tz_ok = !i.timezone.is_empty()
         && i.timezone
@@ -67,6 +87,68 @@ fn install(plan: &Plan, p: &mut Problems) {
                 i.timezone
             ),
         ));
+    }
+}
+
+/// The example plans' stand-in for a real key: `check` warns about it, `build` refuses it.
+pub fn is_ssh_key_placeholder(key: &str) -> bool {
+    key.contains("REPLACE")
+}
+
+/// An OpenSSH public key line: a key type, its base64 blob, an optional comment; nothing
+/// that would break the kickstart's quoting.
+fn is_ssh_public_key(key: &str) -> bool {
+    let mut fields = key.split_whitespace();
+    let kind = fields.next().unwrap_or("");
+    let typed = kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-");
+    let blob = fields.next().unwrap_or("");
+    let base64 = blob.len() > 16
+        && blob
+            .trim_end_matches('=')
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/');
+    typed && base64 && !key.contains(['"', '\n', '\\'])
+}
+
+/// A crypt(3) SHA-512 hash: `$6$[rounds=N$]SALT$HASH`, SALT 1-16 and HASH 86 characters of
+/// `./0-9A-Za-z`, N from 1000 to 999999999. The message never repeats the value (it may be
+/// a password typed where the hash belongs).
+pub fn check_sha512_crypt(hash: &str) -> Result<(), String> {
+    const HOW: &str =
+        "make one with `openssl passwd -6` (it asks for the password) and paste its output";
+    let crypt_char = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '/';
+    let Some(rest) = hash.strip_prefix("$6$") else {
+        return Err(if hash.starts_with('$') {
+            format!("not a SHA-512 crypt hash (it must start with \"$6$\"; MD5, SHA-256 and yescrypt hashes are not taken): {HOW}")
+        } else {
+            format!("this is not a crypt(3) hash and may be a plain password (it is not shown here): never put a password in a plan; {HOW}")
+        });
+    };
+    let mut parts: Vec<&str> = rest.split('$').collect();
+    if let Some(rounds) = parts.first().and_then(|p| p.strip_prefix("rounds=")) {
+        match rounds.parse::<u64>() {
+            Ok(n) if (1000..=999_999_999).contains(&n) => {
+                parts.remove(0);
+            }
+            _ => {
+                return Err(format!(
+                    "the rounds= field of the SHA-512 crypt hash must be a number from 1000 to 999999999: {HOW}"
+                ))
+            }
+        }
+    }
+    match parts.as_slice() {
+        [salt, digest]
+            if (1..=16).contains(&salt.len())
+                && salt.chars().all(crypt_char)
+                && digest.len() == 86
+                && digest.chars().all(crypt_char) =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "not a well-formed SHA-512 crypt hash ($6$, a salt of 1-16 characters, $, 86 characters of ./0-9A-Za-z): {HOW}"
+        )),
     }
 }
 
@@ -846,6 +928,55 @@ mod tests {
         let err = crate::upload::Store::open(&cfg).err().expect("refused");
         assert!(err.to_string().contains("means"), "{err}");
         assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());
+    }
+
+    #[test]
+    fn root_password_hashes_and_where_the_hash_goes() {
+        use super::check_sha512_crypt;
+        let good = "$6$abcdefgh$NUEwtPiqb.Qt1V3Yi77GwJrTOkwNudr4Zg70eABz2v9Ul0C0X60dAP4frAE3oTyO0l.m2C1awRDIlv2.2OJY3.";
+        assert_eq!(check_sha512_crypt(good), Ok(()));
+        let rounds = format!("$6$rounds=656000${}", &good[3..]);
+        assert_eq!(check_sha512_crypt(&rounds), Ok(()));
+        let too_long_salt = format!("$6$abcdefghijklmnopq${}", &good[12..]);
+        let short = &good[..good.len() - 1];
+        let long = format!("{good}x");
+        let bad_chars = good.replace('.', "!");
+        let low_rounds = format!("$6$rounds=999${}", &good[3..]);
+        for bad in [
+            "secret",
+            "",
+            "$5$abcdefgh$x",
+            "$6$$abc",
+            &too_long_salt,
+            short,
+            &long,
+            &bad_chars,
+            &low_rounds,
+        ] {
+            let e = check_sha512_crypt(bad).expect_err(bad);
+            assert!(bad.is_empty() || !e.contains(bad), "{bad}: {e}");
+        }
+        // The plan as results.json records it leaves the hash out.
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/altra-q80.toml"),
+        )
+        .expect("example")
+        .replace(
+            "ssh_authorized_keys = [\"ssh-ed25519 REPLACE-WITH-YOUR-PUBLIC-KEY you@laptop\"]",
+            &format!("root_password_hash = \"{good}\""),
+        );
+        let plan = crate::plan::Plan::parse(&text).expect("plan");
+        assert_eq!(
+            plan.install
+                .as_ref()
+                .and_then(|i| i.root_password_hash.as_deref()),
+            Some(good)
+        );
+        let json = serde_json::to_string(&plan).expect("json");
+        assert!(
+            !json.contains("$6$") && !json.contains("root_password_hash"),
+            "{json}"
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use pgappliance::plan::Plan;
+use pgappliance::plan::{Plan, PlanError};
 use pgappliance::platform::{APPLIANCE_DAEMON, APPLIANCE_PLAN};
 use sha2::{Digest, Sha256};
 
@@ -57,10 +57,15 @@ pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, 
             data: daemon.to_vec(),
         },
     );
+    // A plan holding root's password hash is for root's eyes only, like /etc/shadow.
+    let has_hash = plan
+        .install
+        .as_ref()
+        .is_some_and(|i| i.root_password_hash.is_some());
     m.insert(
         installed(APPLIANCE_PLAN),
         Member {
-            mode: 0o644,
+            mode: if has_hash { 0o600 } else { 0o644 },
             data: plan_text.as_bytes().to_vec(),
         },
     );
@@ -92,9 +97,24 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(url) = &args.payload_url {
         render::check_payload_url(url)?;
     }
-    let plan = Plan::load(&args.plan)?;
-    let plan_text = std::fs::read_to_string(&args.plan)
-        .with_context(|| format!("reading {}", args.plan.display()))?;
+    let plan_text = Plan::read_text(&args.plan)?;
+    let found = Plan::examine(&plan_text);
+    let Some(plan) = found.plan else {
+        return Err(PlanError::Invalid {
+            path: args.plan.clone(),
+            issues: found.errors,
+        }
+        .into());
+    };
+    for w in &found.warnings {
+        eprintln!("{}", crate::check::render_warning(&args.plan, w));
+    }
+    if args.iso.is_some() && plan.install.is_none() {
+        bail!(
+            "--iso: appliance.iso boots the kickstart, and {} has no [install] table: only a bare-metal plan (one with [install]: os_disk and a way in) gets a kickstart (docs/plan.md)",
+            args.plan.display()
+        );
+    }
     let Some(daemon_path) = args.daemon_binary.as_deref() else {
         bail!(
             "give the daemon built for {} with --daemon-binary (tools/cross-build-aarch64 builds it on an x86_64 host)",
@@ -114,18 +134,26 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     let members = members(&plan_text, &plan, &daemon);
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
-    let ks = render::kickstart(&plan, &sha, args.payload_url.as_deref())?;
+    let ks = match plan.install {
+        Some(_) => Some(render::kickstart(&plan, &sha, args.payload_url.as_deref())?),
+        None => None,
+    };
     let user_data = match &args.payload_url {
         Some(url) => Some(render::user_data(&plan, &sha, url)?),
         None => None,
     };
-    let mut enabled = render::enabled_units(&ks);
+    let mut enabled = ks.as_deref().map(render::enabled_units).unwrap_or_default();
     enabled.extend(
         user_data
             .as_deref()
             .map(render::enabled_units)
             .unwrap_or_default(),
     );
+    if enabled.is_empty() {
+        // A payload-only build (no [install], no --payload-url): whoever installs it (by
+        // hand, or the guest tests' hook) enables the daemon's unit as the scripts would.
+        enabled.push("pgapplianced.service".to_string());
+    }
     payload::check_complete(&members, &plan, &enabled)?;
 
     let parent = out.path.parent().unwrap_or(Path::new("/"));
@@ -142,7 +170,9 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         "payload.tar.gz.sha256",
         format!("{sha}  payload.tar.gz\n").as_bytes(),
     )?;
-    write("ks.cfg", ks.as_bytes())?;
+    if let Some(ks) = &ks {
+        write("ks.cfg", ks.as_bytes())?;
+    }
     if let Some(u) = &user_data {
         write("user-data.yaml", u.as_bytes())?;
     }
@@ -164,11 +194,16 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     let replaced = matches!(out.previous, outdir::Previous::Build(_));
     outdir::install(tmp, &out)?;
     println!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
-    println!(
-        "ks.cfg           Rocky 8 {} kickstart, OS on {}",
-        elf::arch_name(plan.appliance.arch),
-        plan.install.os_disk
-    );
+    match &plan.install {
+        Some(install) => println!(
+            "ks.cfg           Rocky 8 {} kickstart, OS on {}",
+            elf::arch_name(plan.appliance.arch),
+            install.os_disk()
+        ),
+        None => println!(
+            "ks.cfg           not written: the plan has no [install] table (bare metal only)"
+        ),
+    }
     if user_data.is_some() {
         println!("user-data.yaml   cloud-config fetching the payload from the given URL");
     } else {

@@ -1,55 +1,89 @@
 //! Rendering the kickstart and the cloud-init user-data from the plan.
 
 use anyhow::{bail, Result};
-use pgappliance::plan::Plan;
+use pgappliance::plan::{is_ssh_key_placeholder, Install, Plan, Platform};
 
 /// EC2 refuses user-data over 16 KiB.
 pub const USER_DATA_LIMIT: usize = 16 * 1024;
 
-const KICKSTART: &str = include_str!("../../../kickstart/rocky8-aarch64.ks.in");
+const KICKSTART: &str = include_str!("../../../kickstart/rocky8.ks.in");
 
 /// The values the template marks for filling in.
-const MARKERS: [&str; 8] = [
+const MARKERS: [&str; 9] = [
     "@APPLIANCE@",
+    "@ARCH@",
     "@TIMEZONE@",
     "@OS_DISK@",
     "@BOOTLOADER_APPEND@",
-    "@SSHKEYS@",
+    "@ROOT_ACCESS@",
     "@PAYLOAD_SHA256@",
     "@PAYLOAD_URL_TEXT@",
     "@PAYLOAD_URL@",
 ];
 
+/// The kickstart lines that say how root gets in: its password (locked, or the plan's
+/// crypt hash for the console) and its SSH keys, with a comment saying which way it is.
+fn root_access(install: &Install) -> String {
+    let keys = &install.ssh_authorized_keys;
+    let mut lines = vec![match (keys.is_empty(), &install.root_password_hash) {
+        (false, None) => "# root logs in over SSH with the plan's keys (install.ssh_authorized_keys); its password is locked.".to_string(),
+        (false, Some(_)) => "# root logs in over SSH with the plan's keys (install.ssh_authorized_keys) and on the console with the password of install.root_password_hash (SSH takes keys only).".to_string(),
+        (true, Some(_)) => "# root logs in on the console (BMC or serial) with the password of install.root_password_hash; SSH takes keys only and the plan gives none.".to_string(),
+        // Not rendered: `kickstart` refuses an [install] without a way in first.
+        (true, None) => "# root's password is locked and the plan gives no key.".to_string(),
+    }];
+    lines.push(match &install.root_password_hash {
+        Some(hash) => format!("rootpw --iscrypted {hash}"),
+        None => "rootpw --lock".to_string(),
+    });
+    lines.extend(
+        keys.iter()
+            .map(|k| format!("sshkey --username=root \"{k}\"")),
+    );
+    lines.join("\n")
+}
+
+/// The Rocky 8 kickstart for a bare-metal plan (one with `[install]`). Refused for a plan
+/// of another platform, without `[install]`, with a placeholder key, or without a way in.
 pub fn kickstart(plan: &Plan, payload_sha256: &str, payload_url: Option<&str>) -> Result<String> {
     if let Some(url) = payload_url {
         check_payload_url(url)?;
     }
+    if plan.appliance.platform != Platform::Rocky8 {
+        bail!(
+            "the kickstart installs Rocky 8, but the plan's appliance.platform is {}: a kickstart is only built for a rocky8 plan",
+            plan.appliance.platform
+        );
+    }
+    let Some(install) = &plan.install else {
+        bail!("the plan has no [install] table: only a bare-metal plan (one with [install]) gets a kickstart");
+    };
+    if let Some(n) = install
+        .ssh_authorized_keys
+        .iter()
+        .position(|k| is_ssh_key_placeholder(k))
+    {
+        bail!(
+            "install.ssh_authorized_keys[{n}] is a placeholder, not a key: put your OpenSSH public key line there (e.g. ~/.ssh/id_ed25519.pub), or nobody could log in to the installed machine"
+        );
+    }
+    if install.ssh_authorized_keys.is_empty() && install.root_password_hash.is_none() {
+        bail!("the plan's [install] names no way in: give install.ssh_authorized_keys or install.root_password_hash");
+    }
     let url = payload_url.unwrap_or("");
-    let disk = plan.install.os_disk.trim_start_matches("/dev/");
+    let disk = install.os_disk();
     let append = if plan.tuning.kernel_args.is_empty() {
         String::new()
     } else {
         format!("--append=\"{}\"", plan.tuning.kernel_args.join(" "))
     };
-    let keys: Vec<String> = plan
-        .install
-        .ssh_authorized_keys
-        .iter()
-        .map(|k| format!("sshkey --username=root \"{k}\""))
-        .collect();
     let out = KICKSTART
         .replace("@APPLIANCE@", &plan.appliance.name)
-        .replace("@TIMEZONE@", &plan.install.timezone)
+        .replace("@ARCH@", plan.appliance.arch.as_str())
+        .replace("@TIMEZONE@", &install.timezone)
         .replace("@OS_DISK@", disk)
         .replace("@BOOTLOADER_APPEND@", &append)
-        .replace(
-            "@SSHKEYS@",
-            &if keys.is_empty() {
-                "# no ssh keys in the plan: log in on the console (root is locked)".to_string()
-            } else {
-                keys.join("\n")
-            },
-        )
+        .replace("@ROOT_ACCESS@", &root_access(install))
         .replace("@PAYLOAD_SHA256@", payload_sha256)
         .replace(
             "@PAYLOAD_URL_TEXT@",
@@ -245,11 +279,17 @@ mod tests {
         // must see each occurrence of it as literal text.
         let url = "https://h.example/b/p.tar.gz?a=$(reboot)&b=`id`;c=${HOME}!x";
         check_payload_url(url).expect("a URL check_payload_url accepts");
-        let plan = Plan::load(
+        let mut plan = Plan::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/altra-q80.toml"),
         )
         .expect("the example plan");
         let sha = "0".repeat(64);
+        let error = kickstart(&plan, &sha, Some(url)).expect_err("the example's placeholder key");
+        assert!(error.to_string().contains("placeholder"), "{error}");
+        if let Some(install) = plan.install.as_mut() {
+            install.ssh_authorized_keys =
+                vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000 a@b".into()];
+        }
         let ks = kickstart(&plan, &sha, Some(url)).expect("ks.cfg");
         let ud = user_data(&plan, &sha, url).expect("user-data");
         let mut seen = 0;

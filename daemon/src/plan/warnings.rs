@@ -1,0 +1,172 @@
+//! What a valid plan may still get wrong: settings that have no effect, defaults the plan
+//! leaves to the machine, placeholders. `pgappliance check` prints these as warnings; they
+//! do not stop the plan (except with `--deny-warnings`), and the daemon does not read them.
+
+use toml_edit::{DocumentMut, Item};
+
+use super::{validate, Credentials, Devices, KeyPath, Layout, Plan};
+use crate::platform::Profile;
+
+type Warnings = Vec<(KeyPath, String)>;
+
+/// Whether the plan's text sets `path` itself (rather than leaving it to its default).
+fn set(doc: &DocumentMut, path: &[&str]) -> bool {
+    let mut item: &Item = doc.as_item();
+    for key in path {
+        match item.get(key) {
+            Some(next) => item = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+pub fn warnings(plan: &Plan, doc: &DocumentMut) -> Warnings {
+    let mut w = Warnings::new();
+    postgres(plan, &mut w);
+    storage(plan, doc, &mut w);
+    tuning(plan, doc, &mut w);
+    workloads(plan, &mut w);
+    upload(plan, doc, &mut w);
+    install(plan, &mut w);
+    w
+}
+
+fn postgres(plan: &Plan, w: &mut Warnings) {
+    if plan.postgres.version.is_none() {
+        let platform = plan.appliance.platform;
+        w.push((
+            KeyPath::root().key("postgres").key("version"),
+            format!(
+                "no version named: an appliance installs PostgreSQL {} (the {platform} default), local mode uses the newest installed; name the version so every machine runs the same server",
+                Profile::of(platform).default_pg_version()
+            ),
+        ));
+    }
+}
+
+fn storage(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
+    let s = &plan.storage;
+    let at = KeyPath::root().key("storage");
+    match s.devices {
+        Devices::Auto => {
+            if s.wipe {
+                w.push((
+                    at.key("wipe"),
+                    "wipe = true has no effect with devices = \"auto\": auto takes only drives that are empty; list the devices to have them wiped".into(),
+                ));
+            }
+            if matches!(s.layout, Layout::Stripe | Layout::Linear) {
+                let layout = if s.layout == Layout::Stripe {
+                    "stripe"
+                } else {
+                    "linear"
+                };
+                w.push((
+                    at.key("devices"),
+                    format!(
+                        "devices = \"auto\" builds the {layout} from the NVMe namespaces that are empty at boot: a drive that holds data is skipped, not refused, so the volume can be narrower than the machine's drives; list the devices to have a drive holding data refused instead"
+                    ),
+                ));
+            }
+        }
+        Devices::None => {
+            if s.wipe {
+                w.push((
+                    at.key("wipe"),
+                    "wipe = true has no effect with devices = \"none\": no drive is touched".into(),
+                ));
+            }
+            for key in ["layout", "filesystem", "stripe_size"] {
+                if set(doc, &["storage", key]) {
+                    w.push((
+                        at.key(key),
+                        format!("{key} has no effect with devices = \"none\": there is no data volume (PGDATA is a directory on the root filesystem)"),
+                    ));
+                }
+            }
+        }
+        Devices::List(_) => {}
+    }
+    if s.devices != Devices::None
+        && s.layout != Layout::Stripe
+        && set(doc, &["storage", "stripe_size"])
+    {
+        w.push((
+            at.key("stripe_size"),
+            "stripe_size has no effect unless layout = \"stripe\"".into(),
+        ));
+    }
+}
+
+fn tuning(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
+    if !plan.tuning.auto && set(doc, &["storage", "kind"]) {
+        w.push((
+            KeyPath::root().key("storage").key("kind"),
+            "kind has no effect with tuning.auto = false: only the auto-tuning calculator reads it"
+                .into(),
+        ));
+    }
+}
+
+fn workloads(plan: &Plan, w: &mut Warnings) {
+    for (i, wl) in plan.workloads.iter().enumerate() {
+        let zero = wl
+            .warmup
+            .as_deref()
+            .and_then(|d| humantime::parse_duration(d).ok())
+            .is_some_and(|d| d.is_zero());
+        if zero {
+            w.push((
+                KeyPath::root().key("workloads").index(i).key("warmup"),
+                "a warm-up of zero has no effect: leave warmup out, or give it a length".into(),
+            ));
+        }
+    }
+}
+
+fn upload(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
+    let u = &plan.upload;
+    if !u.store.starts_with("file://") {
+        return;
+    }
+    let at = KeyPath::root().key("upload");
+    for key in ["endpoint", "region"] {
+        if set(doc, &["upload", key]) {
+            w.push((
+                at.key(key),
+                format!("{key} has no effect with a file:// store (it is for s3:// stores)"),
+            ));
+        }
+    }
+    if u.credentials != Credentials::Environment {
+        w.push((
+            at.key("credentials"),
+            "credentials have no effect with a file:// store (it is for s3:// stores)".into(),
+        ));
+    }
+}
+
+fn install(plan: &Plan, w: &mut Warnings) {
+    let Some(i) = &plan.install else {
+        return;
+    };
+    let at = KeyPath::root().key("install");
+    if i.os_disk.is_none() {
+        w.push((
+            at.key("os_disk"),
+            format!(
+                "no os_disk named: the kickstart clears and installs the OS on \"{}\"; name the machine's OS drive (machines with only NVMe drives have no sda: e.g. \"nvme0n1\", leaving it out of storage.devices)",
+                super::Install::DEFAULT_OS_DISK
+            ),
+        ));
+    }
+    for (n, key) in i.ssh_authorized_keys.iter().enumerate() {
+        if validate::is_ssh_key_placeholder(key) {
+            w.push((
+                at.key("ssh_authorized_keys").index(n),
+                "a placeholder, not a key: put your OpenSSH public key line here (e.g. the contents of ~/.ssh/id_ed25519.pub); `pgappliance build` refuses to build a kickstart with it, since nobody could log in".into(),
+            ));
+        }
+    }
+}
