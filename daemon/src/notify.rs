@@ -28,7 +28,7 @@ fn send(message: &str) {
 }
 
 /// The latest status line of a run, in its work directory.
-pub const STATUS_FILE: &str = "status.json";
+pub const STATUS_FILE: &str = "last-status.json";
 
 /// What [`STATUS_FILE`] holds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

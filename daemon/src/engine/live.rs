@@ -260,7 +260,7 @@ async fn make_bundle(dir: &Path, journal: &Journal, workdir: &Path, run_dir: &Pa
         crate::fsutil::write_json(&dir.join("failure.json"), f)?;
     }
     for (from, name) in [
-        (workdir.join(STATUS_FILE), "status.json"),
+        (workdir.join(STATUS_FILE), STATUS_FILE),
         (run_dir.join("inventory.json"), "inventory.json"),
         (run_dir.join(super::run::PLAN_COPY), "plan.toml"),
     ] {

@@ -172,14 +172,6 @@ async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
             cx.journal.record_in_place(S::NAME)?;
         }
         Check::Todo(why) => {
-            if let Some(p) = cx.journal.pending_in(S::NAME) {
-                tracing::warn!(
-                    step = name,
-                    item = p.item.as_deref().unwrap_or("-"),
-                    since = %p.started_at,
-                    "resuming: the previous process stopped during this step"
-                );
-            }
             tracing::info!(step = name, why = %why, "applying");
             crate::notify::status(&format!("step {name}"));
             cx.journal.begin(S::NAME, None)?;

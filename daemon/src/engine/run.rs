@@ -129,6 +129,14 @@ pub async fn open(options: RunOptions) -> Result<Context> {
             }
             Err(e) => return Err(e),
         };
+    if let Some(p) = &journal.state.pending {
+        tracing::warn!(
+            step = p.step.as_str(),
+            item = p.item.as_deref().unwrap_or("-"),
+            since = %p.started_at,
+            "resuming: the previous process stopped during this step"
+        );
+    }
     let run_dir = workdir.join("runs").join(&journal.state.run_id);
     crate::fsutil::create_dir_all(&run_dir.join("points"))?;
     crate::fsutil::create_dir_all(&run_dir.join("raw"))?;
