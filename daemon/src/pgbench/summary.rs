@@ -2,7 +2,7 @@
 //!
 //! Pure: text in, [`Summary`] or [`SummaryError`] out. Lines it does not know (server log
 //! lines, NOTICEs, progress lines on a merged stream) are skipped; the lines it does know
-//! must be well formed. Format differences by version are listed in REFERENCE.md.
+//! must be well formed. Format differences by version (the tps line changed in 14, failure lines arrived in 15) are in the fixtures' README, daemon/tests/fixtures/pgbench/README.md.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
 //! The `auto` tuning calculator: a pure function from the machine and the plan's shape to
 //! PostgreSQL settings. Rules and their reasons are in docs/tuning.md; the two reference
-//! machines (REFERENCE.md) are tested below.
+//! machines (scenario A: 80-core Altra, 256 GiB; scenario B: 32 vCPU, 128 GiB) are tested below.
 
 use std::collections::BTreeMap;
 
