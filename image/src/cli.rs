@@ -4,11 +4,20 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+/// Exit statuses, shown in `--help`.
+const EXIT_CODES: &str = "Exit status:
+  0  done (check: every plan valid; warnings alone do not fail it)
+  1  an error: an invalid plan, a refused build, a store that cannot be read (the message
+     names what is wrong)
+  2  the command line is malformed
+  3  collect --fail-on-regression: a point regressed past --threshold";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "pgappliance",
     version,
-    about = "Plans, boot media and results of pgappliance benchmark appliances"
+    about = "Plans, boot media and results of pgappliance benchmark appliances",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -33,7 +42,8 @@ pub enum Command {
     /// a page per run, and summary.csv.
     #[command(after_help = COLLECT_HELP)]
     Collect(CollectCli),
-    /// Benchmarks of pgappliance itself (they measure; the last line is the ratio).
+    /// [tools] Benchmarks of pgappliance itself (they measure; the last line is the ratio).
+    #[command(display_order = 20)]
     Bench {
         #[command(subcommand)]
         command: BenchCommand,

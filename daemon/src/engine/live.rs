@@ -57,6 +57,18 @@ pub struct LiveStatus {
     pub updated_at: String,
     /// The key of the stored run once it is stored (manifest verified).
     pub stored_as: Option<String>,
+    /// What identifies the machine to whoever launched it (after the inventory step).
+    pub identity: Option<Identity>,
+}
+
+/// How a launcher recognises its target: the EC2 instance id, or the system UUID and serial
+/// number a BMC reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Identity {
+    pub hostname: String,
+    pub instance_id: Option<String>,
+    pub system_uuid: Option<String>,
+    pub system_serial: Option<String>,
 }
 
 impl LiveStatus {
@@ -100,6 +112,15 @@ impl LiveStatus {
             started_at: journal.started_at.clone(),
             updated_at: crate::journal::now(),
             stored_as: journal.finished_at.as_ref().map(|_| key.parts().join("/")),
+            identity: std::fs::read_to_string(run_dir.join("inventory.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<crate::inventory::Inventory>(&t).ok())
+                .map(|inv| Identity {
+                    instance_id: inv.cloud.as_ref().and_then(|c| c.instance_id.clone()),
+                    system_uuid: inv.dmi.get("product_uuid").cloned(),
+                    system_serial: inv.dmi.get("product_serial").cloned(),
+                    hostname: inv.hostname,
+                }),
         }
     }
 }

@@ -21,10 +21,14 @@ pub struct CloudInstance {
 /// `off` skips the lookup.
 pub const IMDS_ENDPOINT: &str = "http://169.254.169.254";
 
-const DMI_FIELDS: [&str; 6] = [
+const DMI_FIELDS: [&str; 8] = [
     "sys_vendor",
     "product_name",
     "product_version",
+    // What a BMC reports as the system's UUID and serial number (Redfish ComputerSystem
+    // `UUID`, `SerialNumber`): how a launched server is recognised in the store. Root only.
+    "product_uuid",
+    "product_serial",
     "board_vendor",
     "board_name",
     "bios_version",
