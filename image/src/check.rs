@@ -22,6 +22,12 @@ fn check_credentials_file(plan: &Plan) -> Result<()> {
             "warning: credentials file {file} is not on this machine; it must be there (mode 0600, owned by the daemon's user, profile \"{}\") when the daemon runs",
             plan.upload.profile()
         );
+        if let Some(target) = crate::build::credentials::target_file(plan) {
+            eprintln!(
+                "warning: {}",
+                crate::build::credentials::undelivered_warning(plan, target)
+            );
+        }
         return Ok(());
     }
     pgappliance::upload::store::read_credentials_file(path, plan.upload.profile())?;

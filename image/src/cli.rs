@@ -25,6 +25,8 @@ pub enum Command {
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildArgs),
+    /// Mint fresh short-lived store credentials for a plan into a new 0600 file (AWS STS).
+    Credentials(crate::build::credentials::MintCommand),
     /// Compare every uploaded run under a store prefix: index.html and summary.csv.
     Collect {
         /// s3://bucket/prefix or file:///dir

@@ -12,6 +12,7 @@ fn main() {
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
         cli::Command::Build(args) => build::run(args),
+        cli::Command::Credentials(cmd) => build::credentials::run_mint(cmd),
         cli::Command::Collect {
             store,
             out,
