@@ -40,11 +40,23 @@ fn anyone() -> AwsCredential {
 /// to the role, moto's policy evaluator applies the same document to every S3 request).
 fn set_up(moto: &Moto, session_policy: &str) -> (AwsCredential, String) {
     let a = anyone();
-    moto.query("iam", &a, &[("Action", "CreateUser"), ("Version", "2010-05-08"), ("UserName", "ops")]);
+    moto.query(
+        "iam",
+        &a,
+        &[
+            ("Action", "CreateUser"),
+            ("Version", "2010-05-08"),
+            ("UserName", "ops"),
+        ],
+    );
     let keys = moto.query(
         "iam",
         &a,
-        &[("Action", "CreateAccessKey"), ("Version", "2010-05-08"), ("UserName", "ops")],
+        &[
+            ("Action", "CreateAccessKey"),
+            ("Version", "2010-05-08"),
+            ("UserName", "ops"),
+        ],
     );
     let operator = AwsCredential {
         key_id: element(&keys, "AccessKeyId"),
@@ -104,7 +116,10 @@ fn moto_plan(dir: &Path, endpoint: &str, file: &Path) -> PathBuf {
             file.display()
         ),
     );
-    assert!(text.contains("credentials = \"file\""), "quick.toml's [upload] changed");
+    assert!(
+        text.contains("credentials = \"file\""),
+        "quick.toml's [upload] changed"
+    );
     let p = dir.join("moto.toml");
     std::fs::write(&p, text).expect("plan");
     p
@@ -206,27 +221,60 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.contains("federated-user/pga-quick"), "{said}");
     let left = expires_in(&fed);
-    assert!(left > Duration::from_secs(36 * 3600 - 120) && left <= Duration::from_secs(36 * 3600), "{left:?}");
-    assert_eq!(std::fs::metadata(&fed).expect("md").permissions().mode() & 0o777, 0o600);
+    assert!(
+        left > Duration::from_secs(36 * 3600 - 120) && left <= Duration::from_secs(36 * 3600),
+        "{left:?}"
+    );
+    assert_eq!(
+        std::fs::metadata(&fed).expect("md").permissions().mode() & 0o777,
+        0o600
+    );
     // Past STS's limit: refused before anything is sent; an existing file is not replaced.
     let o = mint(&plan, &fed, &operator, &moto, &["--credentials-ttl", "37h"]);
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("from 15m to 1day 12h"), "{}", describe(&o));
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("from 15m to 1day 12h"),
+        "{}",
+        describe(&o)
+    );
     let o = mint(&plan, &fed, &operator, &moto, &["--credentials-ttl", "1h"]);
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("exists"), "{}", describe(&o));
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("exists"),
+        "{}",
+        describe(&o)
+    );
     // Keys moto does not know, or a wrong secret, are refused by moto's STS: it checks.
     let mut wrong = operator.clone_for_test();
     wrong.secret_key.push('x');
-    let o = mint(&plan, &scratch.path().join("never"), &wrong, &moto, &["--credentials-ttl", "1h"]);
+    let o = mint(
+        &plan,
+        &scratch.path().join("never"),
+        &wrong,
+        &moto,
+        &["--credentials-ttl", "1h"],
+    );
     assert!(!o.status.success(), "{}", describe(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("SignatureDoesNotMatch"), "{}", describe(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("SignatureDoesNotMatch"),
+        "{}",
+        describe(&o)
+    );
     assert!(!String::from_utf8_lossy(&o.stderr).contains(&wrong.secret_key));
 
     // AssumeRole: these keys upload the run.
-    let o = mint(&plan, &file, &operator, &moto, &["--credentials-ttl", "15m", "--role-arn", &role]);
+    let o = mint(
+        &plan,
+        &file,
+        &operator,
+        &moto,
+        &["--credentials-ttl", "15m", "--role-arn", &role],
+    );
     assert!(o.status.success(), "{}\n{}", describe(&o), moto.log());
     assert!(String::from_utf8_lossy(&o.stdout).contains("assumed-role/pga-upload/pga-quick"));
     let left = expires_in(&file);
-    assert!(left > Duration::from_secs(13 * 60) && left <= Duration::from_secs(15 * 60), "{left:?}");
+    assert!(
+        left > Duration::from_secs(13 * 60) && left <= Duration::from_secs(15 * 60),
+        "{left:?}"
+    );
     let minted = read_credentials_file(&file, "default").expect("minted");
     assert!(!String::from_utf8_lossy(&o.stdout).contains(&minted.secret_access_key));
 
@@ -240,33 +288,54 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
         .output()
         .expect("run");
     assert!(out.status.success(), "{}\n{}", describe(&out), moto.log());
-    let run_id = w.run_dir().file_name().expect("id").to_string_lossy().into_owned();
+    let run_id = w
+        .run_dir()
+        .file_name()
+        .expect("id")
+        .to_string_lossy()
+        .into_owned();
     let key = format!("quick/{}/{run_id}", pgappliance::upload::machine_id());
     let store = store_with(&file, &moto.endpoint(), "campaign");
     let mut stored = stored_hashes(&store, &key);
-    assert!(stored.remove("manifest.json").is_some(), "the manifest is there");
+    assert!(
+        stored.remove("manifest.json").is_some(),
+        "the manifest is there"
+    );
     assert_eq!(stored, local_hashes(&w.run_dir()), "the run arrived whole");
-    for o in [&out] {
-        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-        assert!(!text.contains(&minted.secret_access_key));
-        assert!(!text.contains(minted.session_token.as_deref().expect("token")));
-    }
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains(&minted.secret_access_key));
+    assert!(!text.contains(minted.session_token.as_deref().expect("token")));
 
     // Outside the plan's prefix and appliance: refused (moto applies the session policy
     // document). A wrong secret is refused too, so the upload above was checked.
     for outside in ["other", "campaign/another-appliance", ""] {
         let e = put(&store_with(&file, &moto.endpoint(), outside), "x.txt").expect_err(outside);
-        assert!(e.contains("AccessDenied") || e.contains("403"), "{outside}: {e}");
+        assert!(
+            e.contains("AccessDenied") || e.contains("403"),
+            "{outside}: {e}"
+        );
     }
     assert_eq!(put(&store, "quick/probe.txt"), Ok(()), "inside the prefix");
     let forged = scratch.path().join("forged.credentials");
     replace_private(
         &forged,
-        &std::fs::read_to_string(&file).expect("read").replace(&minted.secret_access_key, "not-the-secret"),
+        &std::fs::read_to_string(&file)
+            .expect("read")
+            .replace(&minted.secret_access_key, "not-the-secret"),
     );
-    let e = put(&store_with(&forged, &moto.endpoint(), "campaign"), &format!("{key}/forged.txt"))
-        .expect_err("a wrong secret");
-    assert!(e.contains("SignatureDoesNotMatch") || e.contains("403"), "{e}");
+    let e = put(
+        &store_with(&forged, &moto.endpoint(), "campaign"),
+        &format!("{key}/forged.txt"),
+    )
+    .expect_err("a wrong secret");
+    assert!(
+        e.contains("SignatureDoesNotMatch") || e.contains("403"),
+        "{e}"
+    );
 
     // Run start with an expired file: reported, and the run goes on.
     set_expiry(&file, "2020-01-01T00:00:00Z");
@@ -283,7 +352,11 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
         "the store credentials in {} expired at 2020-01-01T00:00:00Z; put fresh ones there",
         file.display()
     );
-    assert!(String::from_utf8_lossy(&again.stderr).contains(&expired_line), "{}", describe(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains(&expired_line),
+        "{}",
+        describe(&again)
+    );
 
     // The store refuses the token as expired: the log and STATUS say so while the upload
     // retries; fresh keys put in the file let it finish.
@@ -305,7 +378,11 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
     let mut statuses = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !statuses.iter().any(|s: &String| s.contains(&expired_line)) {
-        assert!(Instant::now() < deadline, "no STATUS about the expiry: {statuses:?}\n{}", std::fs::read_to_string(&log_path).unwrap_or_default());
+        assert!(
+            Instant::now() < deadline,
+            "no STATUS about the expiry: {statuses:?}\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
         let mut buf = [0u8; 4096];
         while let Ok(n) = notify.recv(&mut buf) {
             statuses.push(String::from_utf8_lossy(&buf[..n]).into_owned());
@@ -315,7 +392,13 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
     assert!(proxy.refused.load(std::sync::atomic::Ordering::Relaxed) > 0);
     assert!(upload.try_wait().expect("wait").is_none(), "still retrying");
     let fresh = scratch.path().join("fresh.credentials");
-    let o = mint(&plan, &fresh, &operator, &moto, &["--credentials-ttl", "15m", "--role-arn", &role]);
+    let o = mint(
+        &plan,
+        &fresh,
+        &operator,
+        &moto,
+        &["--credentials-ttl", "15m", "--role-arn", &role],
+    );
     assert!(o.status.success(), "{}", describe(&o));
     std::fs::rename(&fresh, &file).expect("put fresh ones there");
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -325,12 +408,18 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
         }
         if Instant::now() > deadline {
             let _ = upload.kill();
-            panic!("the upload did not finish with fresh keys:\n{}", std::fs::read_to_string(&log_path).unwrap_or_default());
+            panic!(
+                "the upload did not finish with fresh keys:\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(200));
     };
     let mut log = String::new();
-    std::fs::File::open(&log_path).expect("log").read_to_string(&mut log).expect("read");
+    std::fs::File::open(&log_path)
+        .expect("log")
+        .read_to_string(&mut log)
+        .expect("read");
     assert!(status.success(), "{log}");
     assert!(log.contains(&expired_line), "{log}");
     assert!(log.contains("the credentials file changed"), "{log}");
@@ -371,7 +460,13 @@ fn a_lab_key_pair_delivered_on_the_medium_uploads_to_seaweedfs() {
         .arg(&plan)
         .arg("--out")
         .arg(&out)
-        .args(["--daemon-binary", "/bin/true", "--payload-url", "https://h.example/p.tar.gz", "--upload-credentials"])
+        .args([
+            "--daemon-binary",
+            "/bin/true",
+            "--payload-url",
+            "https://h.example/p.tar.gz",
+            "--upload-credentials",
+        ])
         .arg(&operator_file)
         .output()
         .expect("build");
@@ -399,7 +494,12 @@ fn a_lab_key_pair_delivered_on_the_medium_uploads_to_seaweedfs() {
         .output()
         .expect("run");
     assert!(run.status.success(), "{}", describe(&run));
-    let run_id = w.run_dir().file_name().expect("id").to_string_lossy().into_owned();
+    let run_id = w
+        .run_dir()
+        .file_name()
+        .expect("id")
+        .to_string_lossy()
+        .into_owned();
     let key = format!("quick/{}/{run_id}", pgappliance::upload::machine_id());
     let mut stored = stored_hashes(&weed.store("lab"), &key);
     assert!(stored.remove("manifest.json").is_some());

@@ -892,7 +892,9 @@ fn lab_credentials_go_on_the_medium_and_in_the_user_data_and_nowhere_else() {
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(
         said.contains("credentials      the key pair of profile \"default\"")
-            && said.contains("for /etc/pgappliance/s3.credentials on appliance.iso and user-data.yaml"),
+            && said.contains(
+                "for /etc/pgappliance/s3.credentials on appliance.iso and user-data.yaml"
+            ),
         "{said}"
     );
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
@@ -906,9 +908,18 @@ fn lab_credentials_go_on_the_medium_and_in_the_user_data_and_nowhere_else() {
                 text.push_str(&String::from_utf8_lossy(&data));
             }
         }
-        assert!(!text.contains("otherSecretNotDelivered"), "{}", path.display());
+        assert!(
+            !text.contains("otherSecretNotDelivered"),
+            "{}",
+            path.display()
+        );
         if text.contains(&secret) {
-            holders.push(path.file_name().expect("name").to_string_lossy().into_owned());
+            holders.push(
+                path.file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned(),
+            );
             assert_eq!(mode_of(&path), 0o600, "{}", path.display());
         }
     }
@@ -1024,25 +1035,38 @@ fn credentials_that_cannot_be_delivered_are_refused_and_none_is_a_warning() {
     assert!(o.status.success(), "{}", describe(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("warning:") && err.contains("nothing delivers /etc/pgappliance/s3.credentials") && err.contains("--mint-credentials"),
+        err.contains("warning:")
+            && err.contains("nothing delivers /etc/pgappliance/s3.credentials")
+            && err.contains("--mint-credentials"),
         "{err}"
     );
-    assert_eq!(mode_of(&out.join("user-data.yaml")) & 0o044, 0o044, "no secret, readable");
+    assert_eq!(
+        mode_of(&out.join("user-data.yaml")) & 0o044,
+        0o044,
+        "no secret, readable"
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
         .arg("check")
         .arg(&plan)
         .output()
         .expect("check");
     assert!(o.status.success(), "{}", describe(&o));
-    assert!(stderr(&o).contains("nothing delivers /etc/pgappliance/s3.credentials"), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("nothing delivers /etc/pgappliance/s3.credentials"),
+        "{}",
+        describe(&o)
+    );
     let refused_out = dir.path().join("refused");
     let (world_readable, _) = lab_credentials(dir.path(), 0o644);
     let wr = world_readable.display().to_string();
-    let (private, _) = lab_credentials(&{
-        let d = dir.path().join("p");
-        std::fs::create_dir_all(&d).expect("mkdir");
-        d
-    }, 0o600);
+    let (private, _) = lab_credentials(
+        &{
+            let d = dir.path().join("p");
+            std::fs::create_dir_all(&d).expect("mkdir");
+            d
+        },
+        0o600,
+    );
     let private = private.display().to_string();
     let other_profile = dir.path().join("other-profile.toml");
     std::fs::write(
@@ -1055,18 +1079,43 @@ fn credentials_that_cannot_be_delivered_are_refused_and_none_is_a_warning() {
     let role_plan = dir.path().join("role.toml");
     std::fs::write(
         &role_plan,
-        std::fs::read_to_string(&plan)
-            .expect("plan")
-            .replace("credentials = \"file\"\ncredentials_file = \"/etc/pgappliance/s3.credentials\"", "credentials = \"instance-role\""),
+        std::fs::read_to_string(&plan).expect("plan").replace(
+            "credentials = \"file\"\ncredentials_file = \"/etc/pgappliance/s3.credentials\"",
+            "credentials = \"instance-role\"",
+        ),
     )
     .expect("write");
     for (p, args, says) in [
-        (&plan, vec!["--payload-url", url, "--upload-credentials", &wr], "chmod 600"),
-        (&other_profile, vec!["--payload-url", url, "--upload-credentials", &private], "has no profile \"prod\""),
-        (&plan, vec!["--upload-credentials", &private], "give one of them"),
-        (&role_plan, vec!["--payload-url", url, "--upload-credentials", &private], "nothing to deliver"),
-        (&plan, vec!["--payload-url", url, "--mint-credentials"], "--credentials-ttl"),
-        (&plan, vec!["--payload-url", url, "--credentials-ttl", "1h"], "--mint-credentials"),
+        (
+            &plan,
+            vec!["--payload-url", url, "--upload-credentials", &wr],
+            "chmod 600",
+        ),
+        (
+            &other_profile,
+            vec!["--payload-url", url, "--upload-credentials", &private],
+            "has no profile \"prod\"",
+        ),
+        (
+            &plan,
+            vec!["--upload-credentials", &private],
+            "give one of them",
+        ),
+        (
+            &role_plan,
+            vec!["--payload-url", url, "--upload-credentials", &private],
+            "nothing to deliver",
+        ),
+        (
+            &plan,
+            vec!["--payload-url", url, "--mint-credentials"],
+            "--credentials-ttl",
+        ),
+        (
+            &plan,
+            vec!["--payload-url", url, "--credentials-ttl", "1h"],
+            "--mint-credentials",
+        ),
     ] {
         let o = build(p, &refused_out, &daemon, &args);
         assert!(!o.status.success(), "{args:?}: {}", describe(&o));
@@ -1074,11 +1123,22 @@ fn credentials_that_cannot_be_delivered_are_refused_and_none_is_a_warning() {
         assert!(!refused_out.exists(), "{args:?}: nothing written");
     }
     // Minting without the operator's keys says what it needs.
-    let o = build_command(&plan, &refused_out, &daemon, &["--payload-url", url, "--mint-credentials", "--credentials-ttl", "1h"])
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .output()
-        .expect("build");
+    let o = build_command(
+        &plan,
+        &refused_out,
+        &daemon,
+        &[
+            "--payload-url",
+            url,
+            "--mint-credentials",
+            "--credentials-ttl",
+            "1h",
+        ],
+    )
+    .env_remove("AWS_ACCESS_KEY_ID")
+    .env_remove("AWS_SECRET_ACCESS_KEY")
+    .output()
+    .expect("build");
     assert!(!o.status.success());
     assert!(stderr(&o).contains("AWS_ACCESS_KEY_ID"), "{}", describe(&o));
 }

@@ -95,7 +95,11 @@ impl Moto {
                 .await
                 .expect("PUT bucket")
         });
-        assert!(answer.status().is_success(), "create bucket {bucket}: {}", answer.status());
+        assert!(
+            answer.status().is_success(),
+            "create bucket {bucket}: {}",
+            answer.status()
+        );
     }
 }
 

@@ -915,10 +915,7 @@ pub async fn upload_run(
                     run_dir.display()
                 )))
             }
-            None => format!(
-                "upload: store {} unreachable or failing ({e})",
-                store.url
-            ),
+            None => format!("upload: store {} unreachable or failing ({e})", store.url),
         };
         crate::notify::status(&format!(
             "{status}; results kept in {}; retrying in {}s",

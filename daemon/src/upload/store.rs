@@ -338,7 +338,10 @@ impl std::fmt::Debug for KeyPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyPair")
             .field("access_key_id", &self.access_key_id)
-            .field("expires_at", &self.expires_at.map(humantime::format_rfc3339_seconds))
+            .field(
+                "expires_at",
+                &self.expires_at.map(humantime::format_rfc3339_seconds),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -420,12 +423,13 @@ pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
             .map(|(_, v)| v.clone())
             .filter(|v| !v.is_empty())
     };
-    let expires_at = match entries.get("session_expiration") {
-        None => None,
-        Some((n, v)) => Some(parse_expiration(v).map_err(|why| {
-            format!("profile \"{profile}\", line {n}: {EXPIRATION_KEY} {why}")
-        })?),
-    };
+    let expires_at =
+        match entries.get("session_expiration") {
+            None => None,
+            Some((n, v)) => Some(parse_expiration(v).map_err(|why| {
+                format!("profile \"{profile}\", line {n}: {EXPIRATION_KEY} {why}")
+            })?),
+        };
     match (get("access_key_id"), get("secret_access_key")) {
         (Some(access_key_id), Some(secret_access_key)) => Ok(KeyPair {
             access_key_id,
@@ -465,7 +469,10 @@ pub fn render_credentials(profile: &str, pair: &KeyPair, comment: &[String]) -> 
     }
     s.push_str(&format!("[{profile}]\n"));
     s.push_str(&format!("aws_access_key_id = {}\n", pair.access_key_id));
-    s.push_str(&format!("aws_secret_access_key = {}\n", pair.secret_access_key));
+    s.push_str(&format!(
+        "aws_secret_access_key = {}\n",
+        pair.secret_access_key
+    ));
     if let Some(token) = &pair.session_token {
         s.push_str(&format!("aws_session_token = {token}\n"));
     }
@@ -668,7 +675,10 @@ mod tests {
             p.display()
         );
         // Refused after the expiry, or the store says ExpiredToken: the expiry is named.
-        assert_eq!(store.expired_credentials("403 Forbidden", true), Some(want.clone()));
+        assert_eq!(
+            store.expired_credentials("403 Forbidden", true),
+            Some(want.clone())
+        );
         assert_eq!(
             store.expired_credentials("400 <Code>ExpiredToken</Code>", false),
             Some(want)

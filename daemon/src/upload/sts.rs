@@ -425,7 +425,11 @@ pub async fn mint(req: &MintRequest, operator: &AwsCredential) -> Result<Minted>
     let minted = parse_credentials_response(&answer)
         .with_context(|| format!("{} at {}", req.method.action(), req.endpoint))?;
     // STS may shorten a session (a role's maximum); an expiry already past is useless.
-    if minted.keys.expires_at.is_some_and(|at| at <= SystemTime::now()) {
+    if minted
+        .keys
+        .expires_at
+        .is_some_and(|at| at <= SystemTime::now())
+    {
         bail!(
             "{} at {} gave keys that have already expired (is this machine's clock right?)",
             req.method.action(),
@@ -487,7 +491,10 @@ mod tests {
                     "arn:aws:s3:::pgappliance-results/altra/altra-q80/*/manifest.json"
                 );
             } else {
-                assert_eq!(resource, "arn:aws:s3:::pgappliance-results/altra/altra-q80/*");
+                assert_eq!(
+                    resource,
+                    "arn:aws:s3:::pgappliance-results/altra/altra-q80/*"
+                );
             }
         }
         actions.sort();
@@ -541,9 +548,18 @@ mod tests {
         assert!(check_request(&req(Method::FederationToken, 36 * 3600), &user).is_ok());
         assert!(check_request(&req(role.clone(), 12 * 3600), &user).is_ok());
         for (r, says) in [
-            (req(Method::FederationToken, 36 * 3600 + 1), "from 15m to 1day 12h"),
-            (req(Method::FederationToken, 600), "outside what GetFederationToken gives"),
-            (req(role.clone(), 13 * 3600), "outside what AssumeRole gives"),
+            (
+                req(Method::FederationToken, 36 * 3600 + 1),
+                "from 15m to 1day 12h",
+            ),
+            (
+                req(Method::FederationToken, 600),
+                "outside what GetFederationToken gives",
+            ),
+            (
+                req(role.clone(), 13 * 3600),
+                "outside what AssumeRole gives",
+            ),
         ] {
             let e = check_request(&r, &user).expect_err(says).to_string();
             assert!(e.contains(says), "{e}");
@@ -607,7 +623,11 @@ mod tests {
         ] {
             let m = parse_credentials_response(&fixture(file)).expect(file);
             assert!(m.keys.access_key_id.starts_with(key), "{file}");
-            assert!(m.keys.session_token.as_deref().is_some_and(|t| t.len() > 16));
+            assert!(m
+                .keys
+                .session_token
+                .as_deref()
+                .is_some_and(|t| t.len() > 16));
             assert!(m.keys.expires_at.is_some());
             assert_eq!(m.principal, principal, "{file}");
             assert!(!format!("{:?}", m.keys).contains(&m.keys.secret_access_key));

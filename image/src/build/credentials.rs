@@ -18,7 +18,11 @@ pub struct CredentialArgs {
     /// Mint short-lived store credentials with AWS STS from your own AWS keys (environment),
     /// allowed only the upload under the plan's bucket, prefix and appliance name; they go
     /// on the boot medium (--iso) and into the user-data (--payload-url).
-    #[arg(long, requires = "credentials_ttl", conflicts_with = "upload_credentials")]
+    #[arg(
+        long,
+        requires = "credentials_ttl",
+        conflicts_with = "upload_credentials"
+    )]
     pub mint_credentials: bool,
     /// How long minted credentials last (e.g. 36h): 15m to 36h with GetFederationToken, up
     /// to the role's maximum session (at most 12h) with --role-arn.
@@ -224,7 +228,10 @@ mod tests {
 
     #[test]
     fn paths_are_quoted_for_the_shell() {
-        assert_eq!(shell_quote("/etc/pgappliance/s3.credentials"), "'/etc/pgappliance/s3.credentials'");
+        assert_eq!(
+            shell_quote("/etc/pgappliance/s3.credentials"),
+            "'/etc/pgappliance/s3.credentials'"
+        );
         assert_eq!(shell_quote("/etc/it's"), "'/etc/it'\\''s'");
     }
 
@@ -246,6 +253,8 @@ mod tests {
         };
         let e = prepare(&plan, &args).err().expect("refused").to_string();
         assert!(e.contains("nothing to deliver"), "{e}");
-        assert!(prepare(&plan, &CredentialArgs::default()).expect("none").is_none());
+        assert!(prepare(&plan, &CredentialArgs::default())
+            .expect("none")
+            .is_none());
     }
 }

@@ -124,17 +124,16 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     }
     if delivery.is_none() {
         if let Some(file) = credentials::target_file(&plan) {
-            eprintln!(
-                "warning: {}",
-                credentials::undelivered_warning(&plan, file)
-            );
+            eprintln!("warning: {}", credentials::undelivered_warning(&plan, file));
         }
     }
     let on_medium = delivery
         .as_ref()
         .filter(|_| args.iso.is_some())
         .map(|d| d.target.as_str());
-    let in_user_data = delivery.as_ref().map(|d| (d.target.as_str(), d.text.as_str()));
+    let in_user_data = delivery
+        .as_ref()
+        .map(|d| (d.target.as_str(), d.text.as_str()));
 
     let members = members(&plan_text, &plan, &daemon);
     let tarball = payload::build(&members, payload::mtime()?)?;
