@@ -278,6 +278,59 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
     let minted = read_credentials_file(&file, "default").expect("minted");
     assert!(!String::from_utf8_lossy(&o.stdout).contains(&minted.secret_access_key));
 
+    // `build --mint-credentials` mints the same way and delivers them in the user-data
+    // (0600), never in the payload.
+    let built = scratch.path().join("build");
+    let o = Command::new(image_binary())
+        .arg("build")
+        .arg(&plan)
+        .arg("--out")
+        .arg(&built)
+        .args([
+            "--daemon-binary",
+            "/bin/true",
+            "--payload-url",
+            "https://h.example/p.tar.gz",
+            "--mint-credentials",
+            "--credentials-ttl",
+            "1h",
+            "--role-arn",
+            &role,
+            "--sts-endpoint",
+            &moto.endpoint(),
+        ])
+        .env("AWS_ACCESS_KEY_ID", &operator.key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &operator.secret_key)
+        .env_remove("AWS_SESSION_TOKEN")
+        .output()
+        .expect("build");
+    assert!(o.status.success(), "{}\n{}", describe(&o), moto.log());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(
+            "minted by STS for arn:aws:sts::123456789012:assumed-role/pga-upload/pga-quick"
+        ),
+        "{}",
+        describe(&o)
+    );
+    let ud_path = built.join("user-data.yaml");
+    let ud = std::fs::read_to_string(&ud_path).expect("user-data");
+    assert_eq!(
+        std::fs::metadata(&ud_path)
+            .expect("md")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert!(
+        ud.contains("aws_session_token = ") && ud.contains("aws_session_expiration = "),
+        "{ud}"
+    );
+    let payload = std::fs::read(built.join("payload.tar.gz")).expect("payload");
+    let mut raw = Vec::new();
+    gunzip(&payload, &mut raw);
+    assert!(!String::from_utf8_lossy(&raw).contains("aws_session_token"));
+
     let w = Workdir::new("creds-run");
     let out = Command::new(harness::daemon_binary())
         .args(["run", "--local", "--plan"])
@@ -519,4 +572,23 @@ impl CloneForTest for AwsCredential {
             token: self.token.clone(),
         }
     }
+}
+
+/// gunzip with the system's gzip (this package does not depend on flate2); the input is
+/// written from another thread so neither pipe can fill up and stall both sides.
+fn gunzip(gz: &[u8], out: &mut Vec<u8>) {
+    use std::io::Write;
+    let mut child = Command::new("gzip")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("gzip");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = gz.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let o = child.wait_with_output().expect("gzip");
+    writer.join().expect("writer").expect("write");
+    assert!(o.status.success());
+    out.extend_from_slice(&o.stdout);
 }
