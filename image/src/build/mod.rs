@@ -232,13 +232,13 @@ pub fn run(args: BuildArgs) -> Result<i32> {
             on.push("user-data.yaml");
         }
         println!(
-            "credentials      {} for {} on {} (each 0600: keep them private); they expire at {}",
+            "credentials      {} for {} on {} (written 0600, keep private); {}",
             d.origin,
             d.target,
             on.join(" and "),
             d.expires_at
-                .map(|t| humantime::format_rfc3339_seconds(t).to_string())
-                .unwrap_or_else(|| "(no expiry given)".into())
+                .map(|t| format!("they expire at {}", humantime::format_rfc3339_seconds(t)))
+                .unwrap_or_else(|| "no expiry given".into())
         );
     }
     if replaced {
