@@ -971,6 +971,14 @@ fn lab_credentials_go_on_the_medium_and_in_the_user_data_and_nowhere_else() {
         .output()
         .expect("ksvalidator (tools/install-deps)");
     assert!(v.status.success(), "ksvalidator: {}", describe(&v));
+    let chroot_section = dir.path().join("post-chroot.sh");
+    std::fs::write(&chroot_section, post_section(&ks, "%post --log")).expect("write");
+    let n = Command::new("bash")
+        .arg("-n")
+        .arg(&chroot_section)
+        .output()
+        .expect("bash");
+    assert!(n.status.success(), "bash -n: {}", describe(&n));
     let medium = dir.path().join("medium");
     let sysimage = dir.path().join("sysimage");
     std::fs::create_dir_all(medium.join("pgappliance")).expect("mkdir");
