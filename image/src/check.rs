@@ -30,7 +30,15 @@ fn check_credentials_file(plan: &Plan) -> Result<Option<String>> {
         return Ok(Some(format!(
             "credentials file {file} is not on this machine; it must be there (mode 0600, owned by the daemon's user, profile \"{}\") when the daemon runs",
             plan.upload.profile()
-        )));
+        )
+        + &crate::build::credentials::target_file(plan)
+            .map(|target| {
+                format!(
+                    "; {}",
+                    crate::build::credentials::undelivered_warning(plan, target)
+                )
+            })
+            .unwrap_or_default()));
     }
     pgappliance::upload::store::read_credentials_file(path, plan.upload.profile())?;
     Ok(None)

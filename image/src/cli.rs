@@ -38,6 +38,8 @@ pub enum Command {
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildArgs),
+    /// Mint fresh short-lived store credentials for a plan into a new 0600 file (AWS STS).
+    Credentials(crate::build::credentials::MintCommand),
     /// Compare the uploaded runs of one or more stores: index.html (the finding first),
     /// a page per run, and summary.csv.
     #[command(after_help = COLLECT_HELP)]

@@ -20,6 +20,7 @@ fn main() {
         cli::Command::Bench {
             command: cli::BenchCommand::Collect(args),
         } => bench::run(args),
+        cli::Command::Credentials(cmd) => build::credentials::run_mint(cmd),
     };
     match result {
         Ok(code) => std::process::exit(code),

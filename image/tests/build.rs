@@ -1005,3 +1005,326 @@ fn build_refuses_a_kickstart_nobody_could_use() {
     );
     assert!(!deb_out.exists());
 }
+
+/// A 0600 key pair file as an operator of a lab store has it, with a second profile that
+/// must not be delivered; returns its path and the delivered profile's secret.
+fn lab_credentials(dir: &Path, mode: u32) -> (PathBuf, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let secret = format!("labSecret{}", std::process::id());
+    let p = dir.join("lab.credentials");
+    std::fs::write(
+        &p,
+        format!(
+            "[default]\naws_access_key_id = PGALABKEY\naws_secret_access_key = {secret}\n\n[other]\naws_access_key_id = PGAOTHER\naws_secret_access_key = otherSecretNotDelivered\n"
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    (p, secret)
+}
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777
+}
+
+/// The body of the first `%post` section whose header line starts with `header`.
+fn post_section(ks: &str, header: &str) -> String {
+    let mut body: Option<String> = None;
+    for line in ks.lines() {
+        match body.as_mut() {
+            Some(b) if line.trim() == "%end" => return std::mem::take(b),
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            None if line.starts_with(header) => body = Some(String::new()),
+            None => {}
+        }
+    }
+    panic!("no section {header}");
+}
+
+#[test]
+fn lab_credentials_go_on_the_medium_and_in_the_user_data_and_nowhere_else() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let input = synthetic_rocky_iso(dir.path());
+    let daemon = fake_aarch64_binary(dir.path());
+    let plan = plan_with_keys(dir.path());
+    let (creds, secret) = lab_credentials(dir.path(), 0o600);
+    let out = dir.path().join("out");
+    let o = build(
+        &plan,
+        &out,
+        &daemon,
+        &[
+            "--iso",
+            &input.display().to_string(),
+            "--payload-url",
+            "https://h.example/payload.tar.gz",
+            "--upload-credentials",
+            &creds.display().to_string(),
+        ],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("credentials      the key pair of profile \"default\"")
+            && said.contains(
+                "for /etc/pgappliance/s3.credentials on appliance.iso and user-data.yaml"
+            ),
+        "{said}"
+    );
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    // The secret: in appliance.iso and user-data.yaml (both 0600), nowhere else in the build,
+    // not in what the build printed; the other profile of the operator's file nowhere.
+    let mut holders = Vec::new();
+    for (path, bytes) in snapshot(&out) {
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if path.ends_with("payload.tar.gz") {
+            for (_, data) in payload_members(&path) {
+                text.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+        assert!(
+            !text.contains("otherSecretNotDelivered"),
+            "{}",
+            path.display()
+        );
+        if text.contains(&secret) {
+            holders.push(
+                path.file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            assert_eq!(mode_of(&path), 0o600, "{}", path.display());
+        }
+    }
+    holders.sort();
+    assert_eq!(holders, ["appliance.iso", "user-data.yaml"]);
+    assert!(!describe(&o).contains(&secret));
+    // On the ISO: one file, 0600, holding the plan's profile only; its bytes once in the image.
+    let iso = out.join("appliance.iso");
+    let iso_bytes = std::fs::read(&iso).expect("iso");
+    assert_eq!(
+        iso_bytes
+            .windows(secret.len())
+            .filter(|w| *w == secret.as_bytes())
+            .count(),
+        1,
+        "the secret is in one file of the ISO"
+    );
+    let listing = xorriso(&["-indev", &iso.display().to_string(), "-lsl", "/pgappliance"]);
+    let line = listing
+        .lines()
+        .find(|l| l.contains("store.credentials"))
+        .unwrap_or_else(|| panic!("store.credentials on the ISO:\n{listing}"));
+    assert!(line.starts_with("-rw-------"), "{line}");
+    let x = dir.path().join("x");
+    std::fs::create_dir_all(&x).expect("mkdir");
+    xorriso(&[
+        "-osirrox",
+        "on",
+        "-indev",
+        &iso.display().to_string(),
+        "-extract",
+        "/pgappliance/store.credentials",
+        &x.join("store.credentials").display().to_string(),
+    ]);
+    let on_medium = std::fs::read_to_string(x.join("store.credentials")).expect("read");
+    let pair = pgappliance::upload::store::parse_credentials(&on_medium, "default").expect("pair");
+    assert_eq!(pair.access_key_id, "PGALABKEY");
+    assert_eq!(pair.secret_access_key, secret);
+    assert!(!on_medium.contains("[other]"));
+    // The kickstart names the copy, never the secret; it validates; its %post copies the
+    // file from the medium to the plan's path, 0600 root:root.
+    let ks = std::fs::read_to_string(out.join("ks.cfg")).expect("ks");
+    assert!(!ks.contains(&secret));
+    assert!(ks.contains("install -D -m 0600 -o root -g root /run/install/repo/pgappliance/store.credentials '/mnt/sysimage/etc/pgappliance/s3.credentials'"), "{ks}");
+    assert!(ks.contains("restorecon '/etc/pgappliance/s3.credentials' || true"));
+    let v = Command::new(venv_bin("ksvalidator"))
+        .args(["-v", "RHEL8"])
+        .arg(out.join("ks.cfg"))
+        .output()
+        .expect("ksvalidator (tools/install-deps)");
+    assert!(v.status.success(), "ksvalidator: {}", describe(&v));
+    let chroot_section = dir.path().join("post-chroot.sh");
+    std::fs::write(&chroot_section, post_section(&ks, "%post --log")).expect("write");
+    let n = Command::new("bash")
+        .arg("-n")
+        .arg(&chroot_section)
+        .output()
+        .expect("bash");
+    assert!(n.status.success(), "bash -n: {}", describe(&n));
+    let medium = dir.path().join("medium");
+    let sysimage = dir.path().join("sysimage");
+    std::fs::create_dir_all(medium.join("pgappliance")).expect("mkdir");
+    std::fs::create_dir_all(&sysimage).expect("mkdir");
+    std::fs::copy(
+        x.join("store.credentials"),
+        medium.join("pgappliance/store.credentials"),
+    )
+    .expect("copy");
+    // The nochroot section as anaconda runs it, with the medium and the target root moved
+    // into this test's directory.
+    let script = post_section(&ks, "%post --nochroot")
+        .replace("/run/install/repo", &medium.display().to_string())
+        .replace("/mnt/sysimage", &sysimage.display().to_string());
+    let run = Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash");
+    assert!(run.status.success(), "%post --nochroot: {}", describe(&run));
+    let placed = sysimage.join("etc/pgappliance/s3.credentials");
+    assert_eq!(std::fs::read_to_string(&placed).expect("placed"), on_medium);
+    assert_eq!(mode_of(&placed), 0o600);
+    if nix::unistd::Uid::effective().is_root() {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::metadata(&placed).expect("md");
+        assert_eq!((md.uid(), md.gid()), (0, 0));
+    }
+    // The user-data passes cloud-init's schema and writes the same file 0600 root:root.
+    let ud = out.join("user-data.yaml");
+    let v = Command::new("cloud-init")
+        .args(["schema", "--config-file"])
+        .arg(&ud)
+        .output()
+        .expect("cloud-init (tools/install-deps)");
+    assert!(v.status.success(), "cloud-init schema: {}", describe(&v));
+    let entry = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,yaml\n\
+             d=yaml.safe_load(open(sys.argv[1]))\n\
+             print(json.dumps([f for f in d['write_files'] if f['path']=='/etc/pgappliance/s3.credentials'][0]))",
+        ])
+        .arg(&ud)
+        .output()
+        .expect("python3 with yaml (cloud-init's)");
+    assert!(entry.status.success(), "{}", describe(&entry));
+    let entry: serde_json::Value = serde_json::from_slice(&entry.stdout).expect("json");
+    assert_eq!(entry["permissions"], "0600");
+    assert_eq!(entry["owner"], "root:root");
+    assert_eq!(entry["content"].as_str(), Some(on_medium.as_str()));
+}
+
+#[test]
+fn credentials_that_cannot_be_delivered_are_refused_and_none_is_a_warning() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let daemon = fake_aarch64_binary(dir.path());
+    let plan = plan_with_keys(dir.path());
+    let url = "https://h.example/payload.tar.gz";
+    let out = dir.path().join("out");
+    // Built without credentials: a warning naming the file the machine needs.
+    let o = build(&plan, &out, &daemon, &["--payload-url", url]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning:")
+            && err.contains("nothing delivers /etc/pgappliance/s3.credentials")
+            && err.contains("--mint-credentials"),
+        "{err}"
+    );
+    assert_eq!(
+        mode_of(&out.join("user-data.yaml")) & 0o044,
+        0o044,
+        "no secret, readable"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("check")
+        .arg(&plan)
+        .output()
+        .expect("check");
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("nothing delivers /etc/pgappliance/s3.credentials"),
+        "{}",
+        describe(&o)
+    );
+    let refused_out = dir.path().join("refused");
+    let (world_readable, _) = lab_credentials(dir.path(), 0o644);
+    let wr = world_readable.display().to_string();
+    let (private, _) = lab_credentials(
+        &{
+            let d = dir.path().join("p");
+            std::fs::create_dir_all(&d).expect("mkdir");
+            d
+        },
+        0o600,
+    );
+    let private = private.display().to_string();
+    let other_profile = dir.path().join("other-profile.toml");
+    std::fs::write(
+        &other_profile,
+        std::fs::read_to_string(&plan)
+            .expect("plan")
+            .replace("credentials_file = \"/etc/pgappliance/s3.credentials\"", "credentials_file = \"/etc/pgappliance/s3.credentials\"\ncredentials_profile = \"prod\""),
+    )
+    .expect("write");
+    let role_plan = dir.path().join("role.toml");
+    std::fs::write(
+        &role_plan,
+        std::fs::read_to_string(&plan).expect("plan").replace(
+            "credentials = \"file\"\ncredentials_file = \"/etc/pgappliance/s3.credentials\"",
+            "credentials = \"instance-role\"",
+        ),
+    )
+    .expect("write");
+    for (p, args, says) in [
+        (
+            &plan,
+            vec!["--payload-url", url, "--upload-credentials", &wr],
+            "chmod 600",
+        ),
+        (
+            &other_profile,
+            vec!["--payload-url", url, "--upload-credentials", &private],
+            "has no profile \"prod\"",
+        ),
+        (
+            &plan,
+            vec!["--upload-credentials", &private],
+            "give one of them",
+        ),
+        (
+            &role_plan,
+            vec!["--payload-url", url, "--upload-credentials", &private],
+            "nothing to deliver",
+        ),
+        (
+            &plan,
+            vec!["--payload-url", url, "--mint-credentials"],
+            "--credentials-ttl",
+        ),
+        (
+            &plan,
+            vec!["--payload-url", url, "--credentials-ttl", "1h"],
+            "--mint-credentials",
+        ),
+    ] {
+        let o = build(p, &refused_out, &daemon, &args);
+        assert!(!o.status.success(), "{args:?}: {}", describe(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(!refused_out.exists(), "{args:?}: nothing written");
+    }
+    // Minting without the operator's keys says what it needs.
+    let o = build_command(
+        &plan,
+        &refused_out,
+        &daemon,
+        &[
+            "--payload-url",
+            url,
+            "--mint-credentials",
+            "--credentials-ttl",
+            "1h",
+        ],
+    )
+    .env_remove("AWS_ACCESS_KEY_ID")
+    .env_remove("AWS_SECRET_ACCESS_KEY")
+    .output()
+    .expect("build");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("AWS_ACCESS_KEY_ID"), "{}", describe(&o));
+}

@@ -3,6 +3,7 @@
 //! directories that the cluster user can reach, and clean-up of clusters left running
 //! by a failed test.
 
+pub mod moto;
 pub mod proxy;
 pub mod seaweed;
 

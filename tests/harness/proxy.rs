@@ -155,3 +155,113 @@ fn pump(
     let _ = from.shutdown(Shutdown::Read);
     Ok(())
 }
+
+/// A proxy in front of an S3 server that answers as S3 does for an expired session token
+/// (`400 ExpiredToken`, the body S3 sends) to every connection whose first request carries
+/// the token set as stale, and forwards the others. Stops when dropped.
+pub struct ExpiredTokenProxy {
+    pub port: u16,
+    pub refused: Arc<AtomicUsize>,
+    stale: Arc<std::sync::Mutex<Option<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl ExpiredTokenProxy {
+    pub fn start(upstream: u16) -> ExpiredTokenProxy {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let refused = Arc::new(AtomicUsize::new(0));
+        let stale: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (r, st, s) = (refused.clone(), stale.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let token = st.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                        let r2 = r.clone();
+                        std::thread::spawn(move || {
+                            expire_or_forward(client, upstream, token.as_deref(), &r2)
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        ExpiredTokenProxy {
+            port,
+            refused,
+            stale,
+            stop,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// From now on, requests signed with this session token are refused as expired.
+    pub fn expire(&self, token: &str) {
+        *self.stale.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.to_string());
+    }
+}
+
+impl Drop for ExpiredTokenProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn expire_or_forward(
+    mut client: TcpStream,
+    upstream: u16,
+    stale: Option<&str>,
+    refused: &AtomicUsize,
+) {
+    let _ = client.set_nonblocking(false);
+    let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
+    let Some(head) = read_head(&mut client) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let is_stale = stale.is_some_and(|t| {
+        text.contains(&format!("x-amz-security-token: {}", t.to_ascii_lowercase()))
+    });
+    if is_stale {
+        let length: usize = text
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        let mut body = vec![0u8; length];
+        let _ = client.read_exact(&mut body);
+        refused.fetch_add(1, Ordering::Relaxed);
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message><RequestId>PGATEST</RequestId></Error>";
+        let _ = write!(
+            client,
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{xml}",
+            xml.len()
+        );
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    if server.write_all(&head).is_err() {
+        return;
+    }
+    let started = Instant::now();
+    let life = Duration::from_secs(120);
+    let (Ok(mut c_in), Ok(mut s_out)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    let _ = c_in.set_read_timeout(Some(Duration::from_millis(200)));
+    let _ = server.set_read_timeout(Some(Duration::from_millis(200)));
+    let up = std::thread::spawn(move || pump(&mut c_in, &mut s_out, started, life));
+    let _ = pump(&mut server, &mut client, started, life);
+    let _ = up.join();
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+}

@@ -20,11 +20,14 @@
 //!   repair interrupted after the manifest was deleted resumes as a repair;
 //! * transient failures (5xx, timeouts, dropped connections, store down) are retried with
 //!   backoff, forever, with a bounded interval; permanent ones (refused credentials, a
-//!   conflicting object, a missing bucket) end the upload with a clear error. Local files
-//!   are never removed.
+//!   conflicting object, a missing bucket) end the upload with a clear error. Keys that
+//!   expired are the exception among refusals: the log and the STATUS line say "the store
+//!   credentials in FILE expired at T; put fresh ones there" and the upload retries, taking
+//!   the fresh keys from the file as soon as they are there. Local files are never removed.
 
 pub mod overrides;
 pub mod store;
+pub mod sts;
 
 pub use overrides::StoreOverrides;
 
@@ -152,6 +155,8 @@ pub struct MultipartProgress {
 #[derive(Debug)]
 pub struct UploadError {
     pub permanent: bool,
+    /// The store refused the keys (401, 403, or an S3 token error).
+    pub credentials_refused: bool,
     pub error: anyhow::Error,
 }
 
@@ -173,8 +178,14 @@ fn classify(e: object_store::Error, what: String) -> UploadError {
             | E::InvalidPath { .. }
             | E::NotFound { .. }
     );
+    let text = e.to_string();
+    let credentials_refused = matches!(e, E::PermissionDenied { .. } | E::Unauthenticated { .. })
+        || ["ExpiredToken", "InvalidToken", "InvalidAccessKeyId"]
+            .iter()
+            .any(|code| text.contains(code));
     UploadError {
         permanent,
+        credentials_refused,
         error: anyhow!(e).context(what),
     }
 }
@@ -182,6 +193,7 @@ fn classify(e: object_store::Error, what: String) -> UploadError {
 fn permanent(e: anyhow::Error) -> UploadError {
     UploadError {
         permanent: true,
+        credentials_refused: false,
         error: e,
     }
 }
@@ -421,6 +433,7 @@ impl Uploader<'_> {
                     self.save()?;
                     return Err(UploadError {
                         permanent: false,
+                        credentials_refused: false,
                         error: anyhow!(
                             "multipart upload of {path} was forgotten by the store; restarting it"
                         ),
@@ -506,6 +519,7 @@ impl Uploader<'_> {
             Some((s, h)) => {
                 return Err(UploadError {
                     permanent: false,
+                    credentials_refused: false,
                     error: anyhow!(
                     "{} read back as {s} bytes sha256 {h}, expected {size} bytes sha256 {sha256}",
                     self.object(rel)
@@ -515,6 +529,7 @@ impl Uploader<'_> {
             None => {
                 return Err(UploadError {
                     permanent: false,
+                    credentials_refused: false,
                     error: anyhow!("{} is missing right after its upload", self.object(rel)),
                 })
             }
@@ -767,6 +782,7 @@ impl Uploader<'_> {
             self.start_repair(problems, false).await?;
             return Err(UploadError {
                 permanent: false,
+                credentials_refused: false,
                 error: anyhow!(
                     "the store does not hold what was uploaded ({}); repairing",
                     what.join(", ")
@@ -795,6 +811,7 @@ impl Uploader<'_> {
             _ => {
                 return Err(UploadError {
                     permanent: false,
+                    credentials_refused: false,
                     error: anyhow!("{path} did not read back as written"),
                 })
             }
@@ -877,9 +894,26 @@ pub async fn upload_run(
     };
     let mut wait = Duration::from_secs(1);
     loop {
-        match up.run().await {
+        let e = match up.run().await {
             Ok(m) => return Ok(m),
-            Err(e) if e.permanent => {
+            Err(e) => e,
+        };
+        let expired = store.expired_credentials(&format!("{e}"), e.credentials_refused);
+        let status = match expired {
+            // Keys from a file that expired: retried, fresh ones put there are used at once.
+            Some(expired) if store.credentials_file.is_some() => {
+                tracing::warn!(error = %e, "{expired}");
+                format!("upload: {expired}")
+            }
+            Some(expired) => {
+                return Err(e.error.context(format!(
+                    "{expired}; uploading run {} to {} (results stay in {})",
+                    key.run_id,
+                    store.url,
+                    run_dir.display()
+                )))
+            }
+            None if e.permanent => {
                 return Err(e.error.context(format!(
                     "uploading run {} to {} (results stay in {})",
                     key.run_id,
@@ -887,16 +921,14 @@ pub async fn upload_run(
                     run_dir.display()
                 )))
             }
-            Err(e) => {
-                crate::notify::status(&format!(
-                    "upload: store {} unreachable or failing ({e}); results kept in {}; retrying in {}s",
-                    store.url,
-                    run_dir.display(),
-                    wait.as_secs()
-                ));
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(options.max_retry_interval);
-            }
-        }
+            None => format!("upload: store {} unreachable or failing ({e})", store.url),
+        };
+        crate::notify::status(&format!(
+            "{status}; results kept in {}; retrying in {}s",
+            run_dir.display(),
+            wait.as_secs()
+        ));
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(options.max_retry_interval);
     }
 }

@@ -1,17 +1,24 @@
 //! Object stores by URL: `s3://bucket/prefix` (any S3-compatible endpoint, path-style) or
 //! `file:///dir`. Credentials come from the environment, the instance role, or a 0600 file;
 //! they are handed to the client and never logged or written anywhere.
+//!
+//! A credentials file may carry the expiry of short-lived keys (`aws_session_expiration =
+//! 2026-12-02T04:00:00Z`, what `pgappliance` writes when it mints them). The file is read
+//! again whenever it changes on disk ([`FileCredentials`]), so fresh keys put there are
+//! used by the next request without restarting the daemon, and an upload refused once the
+//! keys expired says so ([`Store::expired_credentials`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AwsCredential};
 use object_store::local::LocalFileSystem;
 use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{BackoffConfig, ClientOptions, CredentialProvider, ObjectStore, RetryConfig};
 
 use crate::plan::Credentials;
 
@@ -40,14 +47,24 @@ impl StoreConfig {
     }
 
     /// Checks, before any work, what opening the store later needs from this machine: the
-    /// credentials file (mode, owner, profile) when an S3 store uses one.
+    /// credentials file (mode, owner, profile) when an S3 store uses one. Keys that have
+    /// already expired are reported (a warning and the STATUS line) but do not stop the run:
+    /// the results stay local until fresh keys are put in the file.
     pub fn preflight(&self) -> Result<()> {
         if self.url.starts_with("s3://") && self.credentials == Credentials::File {
             let file = self
                 .credentials_file
                 .as_deref()
                 .context("credentials = \"file\" needs credentials_file")?;
-            read_credentials_file(std::path::Path::new(file), &self.credentials_profile)?;
+            let pair = read_credentials_file(Path::new(file), &self.credentials_profile)?;
+            if let Some(at) = pair.expires_at.filter(|at| *at <= SystemTime::now()) {
+                let text = format!(
+                    "{}; the run goes on and keeps its results here until then",
+                    expired_message(file, Some(at))
+                );
+                tracing::warn!("{text}");
+                crate::notify::status(&text);
+            }
         }
         Ok(())
     }
@@ -60,6 +77,8 @@ pub struct Store {
     /// Present for S3: the low-level API whose upload ids can be journaled and resumed.
     pub multipart: Option<Arc<dyn MultipartStore>>,
     pub prefix: Vec<String>,
+    /// The credentials file the S3 client reads its keys from (`credentials = "file"`).
+    pub credentials_file: Option<Arc<FileCredentials>>,
 }
 
 impl Store {
@@ -92,6 +111,7 @@ impl Store {
                 objects: Arc::new(fs),
                 multipart: None,
                 prefix: Vec::new(),
+                credentials_file: None,
             });
         }
         let Some(rest) = cfg.url.strip_prefix("s3://") else {
@@ -135,18 +155,17 @@ impl Store {
                 .with_allow_http(endpoint.starts_with("http://"))
                 .with_endpoint(endpoint);
         }
+        let mut file_source = None;
         if cfg.credentials == Credentials::File {
             let file = cfg
                 .credentials_file
                 .as_deref()
                 .context("credentials = \"file\" needs credentials_file")?;
-            let pair = read_credentials_file(std::path::Path::new(file), &cfg.credentials_profile)?;
-            b = b
-                .with_access_key_id(pair.access_key_id)
-                .with_secret_access_key(pair.secret_access_key);
-            if let Some(token) = pair.session_token {
-                b = b.with_token(token);
-            }
+            let source = Arc::new(FileCredentials::new(file, &cfg.credentials_profile));
+            // Read now, so a file that cannot be used stops the opening with its reason.
+            source.current()?;
+            b = b.with_credentials(source.clone());
+            file_source = Some(source);
         }
         let s3 = Arc::new(
             b.build()
@@ -161,7 +180,130 @@ impl Store {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect(),
+            credentials_file: file_source,
         })
+    }
+
+    /// When a request was refused because the keys expired, what to tell the operator:
+    /// the store answered `ExpiredToken`, or it refused the keys (`refused`) after the
+    /// expiry the credentials file gives. None for any other failure.
+    pub fn expired_credentials(&self, error_text: &str, refused: bool) -> Option<String> {
+        let store_says_expired = error_text.contains("ExpiredToken");
+        match &self.credentials_file {
+            Some(file) => {
+                let expires_at = file.expires_at();
+                let passed = expires_at.is_some_and(|at| at <= SystemTime::now());
+                (store_says_expired || (refused && passed))
+                    .then(|| expired_message(&file.path.display().to_string(), expires_at))
+            }
+            None => store_says_expired.then(|| {
+                "the store credentials from the environment expired (the store answered ExpiredToken); restart the daemon with fresh ones".to_string()
+            }),
+        }
+    }
+}
+
+/// "the store credentials in FILE expired at T; put fresh ones there" (T unknown when the
+/// file carries no expiry and the store said so).
+pub fn expired_message(file: &str, expires_at: Option<SystemTime>) -> String {
+    match expires_at {
+        Some(at) => format!(
+            "the store credentials in {file} expired at {}; put fresh ones there",
+            humantime::format_rfc3339_seconds(at)
+        ),
+        None => format!(
+            "the store credentials in {file} expired (the store answered ExpiredToken; the file gives no {EXPIRATION_KEY}); put fresh ones there"
+        ),
+    }
+}
+
+/// The key of a credentials file that holds the keys' expiry (RFC 3339, UTC).
+pub const EXPIRATION_KEY: &str = "aws_session_expiration";
+
+/// The keys of a credentials file for the S3 client, read again whenever the file changes
+/// (another inode, size or modification time), so fresh keys put there are used by the
+/// next request. A file that cannot be read (being replaced, wrong mode) fails that request
+/// with the reason, and the upload retries.
+pub struct FileCredentials {
+    pub path: PathBuf,
+    profile: String,
+    cache: Mutex<Option<CachedKeys>>,
+}
+
+struct CachedKeys {
+    stamp: FileStamp,
+    credential: Arc<AwsCredential>,
+    expires_at: Option<SystemTime>,
+}
+
+type FileStamp = (u64, u64, u64, i64, i64);
+
+impl std::fmt::Debug for FileCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileCredentials")
+            .field("path", &self.path)
+            .field("profile", &self.profile)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileCredentials {
+    pub fn new(path: &str, profile: &str) -> Self {
+        FileCredentials {
+            path: PathBuf::from(path),
+            profile: profile.to_string(),
+            cache: Mutex::new(None),
+        }
+    }
+
+    fn stamp(&self) -> Result<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::metadata(&self.path)
+            .with_context(|| format!("credentials file {}", self.path.display()))?;
+        Ok((md.dev(), md.ino(), md.size(), md.mtime(), md.mtime_nsec()))
+    }
+
+    /// The keys as the file holds them now, and their expiry.
+    pub fn current(&self) -> Result<(Arc<AwsCredential>, Option<SystemTime>)> {
+        let stamp = self.stamp()?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cache.as_ref().filter(|c| c.stamp == stamp) {
+            return Ok((c.credential.clone(), c.expires_at));
+        }
+        let pair = read_credentials_file(&self.path, &self.profile)?;
+        if cache.is_some() {
+            tracing::info!(file = %self.path.display(), "the credentials file changed: using its keys from now on");
+        }
+        let credential = Arc::new(AwsCredential {
+            key_id: pair.access_key_id,
+            secret_key: pair.secret_access_key,
+            token: pair.session_token,
+        });
+        *cache = Some(CachedKeys {
+            stamp,
+            credential: credential.clone(),
+            expires_at: pair.expires_at,
+        });
+        Ok((credential, pair.expires_at))
+    }
+
+    /// The expiry the file gives for its keys (None: none given, or unreadable now).
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        self.current().ok().and_then(|(_, at)| at)
+    }
+}
+
+#[async_trait::async_trait]
+impl CredentialProvider for FileCredentials {
+    type Credential = AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        self.current()
+            .map(|(c, _)| c)
+            .map_err(|e| object_store::Error::Generic {
+                store: "S3",
+                source: format!("{e:#}").into(),
+            })
     }
 }
 
@@ -188,12 +330,18 @@ pub struct KeyPair {
     pub access_key_id: String,
     pub secret_access_key: String,
     pub session_token: Option<String>,
+    /// When short-lived keys stop working (`aws_session_expiration`).
+    pub expires_at: Option<SystemTime>,
 }
 
 impl std::fmt::Debug for KeyPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyPair")
             .field("access_key_id", &self.access_key_id)
+            .field(
+                "expires_at",
+                &self.expires_at.map(humantime::format_rfc3339_seconds),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -201,8 +349,9 @@ impl std::fmt::Debug for KeyPair {
 /// The key pair of `profile` in a credentials file's text (pure). Sections are `[name]`
 /// (or `[profile name]`); lines before the first section belong to `default`. A file in
 /// which a profile or a key appears twice is ambiguous and refused, as are a missing
-/// profile or key and a line that is not `key = value`. Errors name the profile, the key
-/// and the line, never a value.
+/// profile or key and a line that is not `key = value`. `aws_session_expiration` (RFC 3339
+/// in UTC, e.g. `2026-12-02T04:00:00Z`) is the keys' expiry. Errors name the profile, the
+/// key and the line, never a secret.
 pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
     let mut sections: BTreeMap<String, BTreeMap<&'static str, (usize, String)>> = BTreeMap::new();
     let mut seen_lines: BTreeMap<String, usize> = BTreeMap::new();
@@ -243,6 +392,7 @@ pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
             "access_key_id" | "aws_access_key_id" => "access_key_id",
             "secret_access_key" | "aws_secret_access_key" => "secret_access_key",
             "session_token" | "aws_session_token" => "session_token",
+            "session_expiration" | "aws_session_expiration" => "session_expiration",
             // Other settings of an AWS credentials file (region, output…) are not secrets
             // this daemon uses; they may be there.
             _ => continue,
@@ -273,11 +423,19 @@ pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
             .map(|(_, v)| v.clone())
             .filter(|v| !v.is_empty())
     };
+    let expires_at =
+        match entries.get("session_expiration") {
+            None => None,
+            Some((n, v)) => Some(parse_expiration(v).map_err(|why| {
+                format!("profile \"{profile}\", line {n}: {EXPIRATION_KEY} {why}")
+            })?),
+        };
     match (get("access_key_id"), get("secret_access_key")) {
         (Some(access_key_id), Some(secret_access_key)) => Ok(KeyPair {
             access_key_id,
             secret_access_key,
             session_token: get("session_token"),
+            expires_at,
         }),
         (key, _) => {
             Err(format!(
@@ -286,6 +444,45 @@ pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
         ))
         }
     }
+}
+
+/// An expiry as a credentials file gives it: RFC 3339 in UTC (`2026-12-02T04:00:00Z`,
+/// fractions of a second allowed), what STS returns.
+pub fn parse_expiration(value: &str) -> Result<SystemTime, String> {
+    let v = value.trim();
+    if !v.ends_with('Z') {
+        return Err(format!(
+            "\"{v}\" is not an RFC 3339 time in UTC (like 2026-12-02T04:00:00Z)"
+        ));
+    }
+    humantime::parse_rfc3339_weak(v).map_err(|e| {
+        format!("\"{v}\" is not an RFC 3339 time in UTC (like 2026-12-02T04:00:00Z): {e}")
+    })
+}
+
+/// A credentials file holding `pair` as `profile`, after `comment` lines (`# …`): what
+/// `pgappliance` puts on the boot medium. The expiry is written beside the keys.
+pub fn render_credentials(profile: &str, pair: &KeyPair, comment: &[String]) -> String {
+    let mut s = String::new();
+    for line in comment {
+        s.push_str(&format!("# {line}\n"));
+    }
+    s.push_str(&format!("[{profile}]\n"));
+    s.push_str(&format!("aws_access_key_id = {}\n", pair.access_key_id));
+    s.push_str(&format!(
+        "aws_secret_access_key = {}\n",
+        pair.secret_access_key
+    ));
+    if let Some(token) = &pair.session_token {
+        s.push_str(&format!("aws_session_token = {token}\n"));
+    }
+    if let Some(at) = pair.expires_at {
+        s.push_str(&format!(
+            "{EXPIRATION_KEY} = {}\n",
+            humantime::format_rfc3339_seconds(at)
+        ));
+    }
+    s
 }
 
 /// Reads the key pair of `profile` from a credentials file that only its owner, the user
@@ -408,12 +605,121 @@ mod tests {
     }
 
     #[test]
+    fn the_expiry_is_read_written_and_checked() {
+        let text = "[lab]\naws_access_key_id = ASIALAB\naws_secret_access_key = lab-secret\n\
+                    aws_session_token = lab-token\naws_session_expiration = 2026-12-02T04:00:00Z\n";
+        let pair = parse_credentials(text, "lab").expect("lab");
+        let at = pair.expires_at.expect("an expiry");
+        assert_eq!(
+            humantime::format_rfc3339_seconds(at).to_string(),
+            "2026-12-02T04:00:00Z"
+        );
+        // What STS returns has fractions of a second at times.
+        assert!(parse_expiration("2026-12-02T04:00:00.123Z").is_ok());
+        // Written back beside the keys, it reads as the same pair.
+        let again = render_credentials("lab", &pair, &["minted for a test".into()]);
+        assert!(again.starts_with("# minted for a test\n[lab]\n"), "{again}");
+        assert_eq!(parse_credentials(&again, "lab").expect("again"), pair);
+        // Without an expiry there is none.
+        let plain = "aws_access_key_id = A\naws_secret_access_key = lab-secret\n";
+        assert_eq!(
+            parse_credentials(plain, "default")
+                .expect("plain")
+                .expires_at,
+            None
+        );
+        for bad in [
+            "tomorrow",
+            "2026-12-02T04:00:00+01:00",
+            "2026-12-02 04:00",
+            "2026-13-02T04:00:00Z",
+        ] {
+            let t = format!("[lab]\naws_access_key_id = A\naws_secret_access_key = lab-secret\naws_session_expiration = {bad}\n");
+            let err = parse_credentials(&t, "lab").expect_err(bad);
+            assert!(
+                err.contains("line 4") && err.contains(EXPIRATION_KEY) && err.contains("RFC 3339"),
+                "{err}"
+            );
+            assert!(!err.contains("lab-secret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_expired_refusal_names_the_file_and_the_time() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("s3.credentials");
+        let write = |expiry: &str| {
+            let tmp = dir.path().join("next");
+            std::fs::write(
+                &tmp,
+                format!("aws_access_key_id = ASIA1\naws_secret_access_key = s3cr3t\naws_session_token = t0k3n\naws_session_expiration = {expiry}\n"),
+            )
+            .expect("write");
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+            std::fs::rename(&tmp, &p).expect("rename");
+        };
+        write("2020-01-01T00:00:00Z");
+        let store = Store {
+            url: "s3://b/p".into(),
+            objects: Arc::new(object_store::memory::InMemory::new()),
+            multipart: None,
+            prefix: vec!["p".into()],
+            credentials_file: Some(Arc::new(FileCredentials::new(
+                &p.display().to_string(),
+                DEFAULT_PROFILE,
+            ))),
+        };
+        let want = format!(
+            "the store credentials in {} expired at 2020-01-01T00:00:00Z; put fresh ones there",
+            p.display()
+        );
+        // Refused after the expiry, or the store says ExpiredToken: the expiry is named.
+        assert_eq!(
+            store.expired_credentials("403 Forbidden", true),
+            Some(want.clone())
+        );
+        assert_eq!(
+            store.expired_credentials("400 <Code>ExpiredToken</Code>", false),
+            Some(want)
+        );
+        // A failure that is not a refusal of the keys is not blamed on them.
+        assert_eq!(store.expired_credentials("connection refused", false), None);
+        // Fresh keys put in the file are read at once: a refusal is no longer "expired".
+        write("2099-01-01T00:00:00Z");
+        assert_eq!(store.expired_credentials("403 Forbidden", true), None);
+        let source = store.credentials_file.as_ref().expect("file");
+        let (cred, at) = source.current().expect("current");
+        assert_eq!(cred.token.as_deref(), Some("t0k3n"));
+        assert_eq!(
+            at.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            Some("2099-01-01T00:00:00Z".into())
+        );
+        // The store saying so still counts, naming the expiry the file gives.
+        let said = store
+            .expired_credentials("ExpiredToken", true)
+            .expect("expired");
+        assert!(said.contains("expired at 2099-01-01T00:00:00Z"), "{said}");
+        assert!(!format!("{source:?}").contains("s3cr3t"));
+        // Without a credentials file only the store's word counts.
+        let env = Store {
+            credentials_file: None,
+            ..store
+        };
+        assert!(env.expired_credentials("403", true).is_none());
+        assert!(env
+            .expired_credentials("ExpiredToken", true)
+            .is_some_and(|m| m.contains("environment")));
+    }
+
+    #[test]
     fn paths_join_prefix_and_parts() {
         let s = Store {
             url: "s3://b/p/q".into(),
             objects: Arc::new(object_store::memory::InMemory::new()),
             multipart: None,
             prefix: vec!["p".into(), "q".into()],
+            credentials_file: None,
         };
         assert_eq!(s.path(&["a", "raw/x.txt"]).as_ref(), "p/q/a/raw/x.txt");
     }

@@ -103,13 +103,15 @@ pub fn add_kickstart(grub: &str, label: &str) -> Result<String> {
     Ok(head.into_iter().chain(out).collect::<Vec<_>>().join("\n") + "\n")
 }
 
-/// Writes `output` from `input` plus the kickstart and payload files.
+/// Writes `output` from `input` plus the kickstart and payload files, and `extra` files
+/// (a file here, its path on the ISO) with their modes kept in the Rock Ridge entries.
 pub fn remaster(
     input: &Path,
     output: &Path,
     ks: &Path,
     payload: &Path,
     payload_sha: &Path,
+    extra: &[(&Path, &str)],
     work: &Path,
 ) -> Result<String> {
     if !input.is_file() {
@@ -215,6 +217,9 @@ pub fn remaster(
     args.extend(map(ks, "/ks.cfg"));
     args.extend(map(payload, "/pgappliance/payload.tar.gz"));
     args.extend(map(payload_sha, "/pgappliance/payload.tar.gz.sha256"));
+    for (file, on_iso) in extra {
+        args.extend(map(file, on_iso));
+    }
     run(CommandSpec::new("xorriso").args(args), &[0]).context("writing the remastered ISO")?;
     if had_md5 {
         run(

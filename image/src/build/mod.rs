@@ -6,6 +6,7 @@
 //! Written to a temporary directory and moved into place at the end, so DIR never holds
 //! half a build; DIR is only replaced when it is empty or an earlier build ([`outdir`]).
 
+pub mod credentials;
 pub mod elf;
 pub mod iso;
 pub mod outdir;
@@ -40,6 +41,8 @@ pub struct BuildArgs {
     /// The Rocky 8 boot ISO to remaster into appliance.iso (BMC virtual media).
     #[arg(long)]
     pub iso: Option<PathBuf>,
+    #[command(flatten)]
+    pub credentials: credentials::CredentialArgs,
 }
 
 /// A payload member's path: where the appliance has the file, relative to `/`.
@@ -129,17 +132,43 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(iso) = &args.iso {
         inputs.push(("the ISO", iso.as_path()));
     }
+    if let Some(file) = &args.credentials.upload_credentials {
+        inputs.push(("the credentials file", file.as_path()));
+    }
     let out = outdir::check(&args.out, &inputs)?;
+    let delivery = credentials::prepare(&plan, &args.credentials)?;
+    if delivery.is_some() && args.iso.is_none() && args.payload_url.is_none() {
+        bail!(
+            "store credentials go on the boot medium (--iso ROCKY.iso) or into the user-data (--payload-url URL): give one of them"
+        );
+    }
+    if delivery.is_none() {
+        if let Some(file) = credentials::target_file(&plan) {
+            eprintln!("warning: {}", credentials::undelivered_warning(&plan, file));
+        }
+    }
+    let on_medium = delivery
+        .as_ref()
+        .filter(|_| args.iso.is_some())
+        .map(|d| d.target.as_str());
+    let in_user_data = delivery
+        .as_ref()
+        .map(|d| (d.target.as_str(), d.text.as_str()));
 
     let members = members(&plan_text, &plan, &daemon);
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
     let ks = match plan.install {
-        Some(_) => Some(render::kickstart(&plan, &sha, args.payload_url.as_deref())?),
+        Some(_) => Some(render::kickstart(
+            &plan,
+            &sha,
+            args.payload_url.as_deref(),
+            on_medium,
+        )?),
         None => None,
     };
     let user_data = match &args.payload_url {
-        Some(url) => Some(render::user_data(&plan, &sha, url)?),
+        Some(url) => Some(render::user_data(&plan, &sha, url, in_user_data)?),
         None => None,
     };
     let mut enabled = ks.as_deref().map(render::enabled_units).unwrap_or_default();
@@ -174,19 +203,38 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         write("ks.cfg", ks.as_bytes())?;
     }
     if let Some(u) = &user_data {
-        write("user-data.yaml", u.as_bytes())?;
+        if delivery.is_some() {
+            // It holds the credentials: only its owner may read it.
+            credentials::write_private(&tmp.path().join("user-data.yaml"), u)?;
+        } else {
+            write("user-data.yaml", u.as_bytes())?;
+        }
     }
     let iso_volid = match &args.iso {
         Some(input) => {
             let work = tempfile::tempdir().context("creating a work directory for the ISO")?;
-            Some(iso::remaster(
+            let secret = work.path().join("store.credentials");
+            let mut extra = Vec::new();
+            if let Some(d) = &delivery {
+                credentials::write_private(&secret, &d.text)?;
+                extra.push((secret.as_path(), "/pgappliance/store.credentials"));
+            }
+            let iso_path = tmp.path().join("appliance.iso");
+            let volid = iso::remaster(
                 input,
-                &tmp.path().join("appliance.iso"),
+                &iso_path,
                 &tmp.path().join("ks.cfg"),
                 &tmp.path().join("payload.tar.gz"),
                 &tmp.path().join("payload.tar.gz.sha256"),
+                &extra,
                 work.path(),
-            )?)
+            )?;
+            if delivery.is_some() {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&iso_path, std::fs::Permissions::from_mode(0o600))
+                    .context("making appliance.iso private")?;
+            }
+            Some(volid)
         }
         None => None,
     };
@@ -214,6 +262,24 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         None => {
             println!("appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media")
         }
+    }
+    if let Some(d) = &delivery {
+        let mut on = Vec::new();
+        if args.iso.is_some() {
+            on.push("appliance.iso");
+        }
+        if user_data.is_some() {
+            on.push("user-data.yaml");
+        }
+        println!(
+            "credentials      {} for {} on {} (written 0600, keep private); {}",
+            d.origin,
+            d.target,
+            on.join(" and "),
+            d.expires_at
+                .map(|t| format!("they expire at {}", humantime::format_rfc3339_seconds(t)))
+                .unwrap_or_else(|| "no expiry given".into())
+        );
     }
     if replaced {
         println!(

@@ -8,8 +8,13 @@ pub const USER_DATA_LIMIT: usize = 16 * 1024;
 
 const KICKSTART: &str = include_str!("../../../kickstart/rocky8.ks.in");
 
+/// Where the store credentials are on the install medium (only when the build delivers them).
+pub const MEDIUM_CREDENTIALS: &str = "pgappliance/store.credentials";
+
 /// The values the template marks for filling in.
-const MARKERS: [&str; 9] = [
+const MARKERS: [&str; 11] = [
+    "@CREDENTIALS_COPY@",
+    "@CREDENTIALS_LABEL@",
     "@APPLIANCE@",
     "@ARCH@",
     "@TIMEZONE@",
@@ -45,7 +50,14 @@ fn root_access(install: &Install) -> String {
 
 /// The Rocky 8 kickstart for a bare-metal plan (one with `[install]`). Refused for a plan
 /// of another platform, without `[install]`, with a placeholder key, or without a way in.
-pub fn kickstart(plan: &Plan, payload_sha256: &str, payload_url: Option<&str>) -> Result<String> {
+/// `credentials` is the plan's credentials file when the install medium carries the store
+/// credentials for it (the `%post` copies them there, 0600 root:root).
+pub fn kickstart(
+    plan: &Plan,
+    payload_sha256: &str,
+    payload_url: Option<&str>,
+    credentials: Option<&str>,
+) -> Result<String> {
     if let Some(url) = payload_url {
         check_payload_url(url)?;
     }
@@ -77,7 +89,25 @@ pub fn kickstart(plan: &Plan, payload_sha256: &str, payload_url: Option<&str>) -
     } else {
         format!("--append=\"{}\"", plan.tuning.kernel_args.join(" "))
     };
+    let (copy, label) = match credentials {
+        Some(target) => (
+            format!(
+                "# The store credentials: from the install medium to the plan's file, root's only.\ninstall -D -m 0600 -o root -g root /run/install/repo/{MEDIUM_CREDENTIALS} {}",
+                super::credentials::shell_quote(&format!("/mnt/sysimage{target}"))
+            ),
+            format!(
+                "restorecon {} || true",
+                super::credentials::shell_quote(target)
+            ),
+        ),
+        None => (
+            "# No store credentials on this medium: the plan's upload needs none, or they are put on the machine another way (docs/credentials.md).".to_string(),
+            "# (no store credentials to label)".to_string(),
+        ),
+    };
     let out = KICKSTART
+        .replace("@CREDENTIALS_COPY@", &copy)
+        .replace("@CREDENTIALS_LABEL@", &label)
         .replace("@APPLIANCE@", &plan.appliance.name)
         .replace("@ARCH@", plan.appliance.arch.as_str())
         .replace("@TIMEZONE@", &install.timezone)
@@ -177,8 +207,25 @@ pub fn enabled_units(script: &str) -> Vec<String> {
     units
 }
 
-pub fn user_data(plan: &Plan, payload_sha256: &str, payload_url: &str) -> Result<String> {
+/// The cloud-config; `credentials` (the plan's credentials file and its text) adds a
+/// `write_files` entry that writes it 0600 root:root before the daemon starts.
+pub fn user_data(
+    plan: &Plan,
+    payload_sha256: &str,
+    payload_url: &str,
+    credentials: Option<(&str, &str)>,
+) -> Result<String> {
     check_payload_url(payload_url)?;
+    let credentials_entry = match credentials {
+        Some((target, text)) => {
+            let body: String = text.lines().map(|l| format!("      {l}\n")).collect();
+            format!(
+                "  - path: {}\n    owner: root:root\n    permissions: '0600'\n    content: |\n{body}",
+                serde_json::to_string(target)?
+            )
+        }
+        None => String::new(),
+    };
     let text = format!(
         r#"#cloud-config
 # pgappliance {name}: fetch the payload, verify it, unpack it, start the daemon without
@@ -188,7 +235,7 @@ write_files:
     permissions: '0644'
     content: |
       {sha}  payload.tar.gz
-runcmd:
+{credentials_entry}runcmd:
   - - sh
     - -c
     - >-
@@ -284,14 +331,15 @@ mod tests {
         )
         .expect("the example plan");
         let sha = "0".repeat(64);
-        let error = kickstart(&plan, &sha, Some(url)).expect_err("the example's placeholder key");
+        let error =
+            kickstart(&plan, &sha, Some(url), None).expect_err("the example's placeholder key");
         assert!(error.to_string().contains("placeholder"), "{error}");
         if let Some(install) = plan.install.as_mut() {
             install.ssh_authorized_keys =
                 vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000 a@b".into()];
         }
-        let ks = kickstart(&plan, &sha, Some(url)).expect("ks.cfg");
-        let ud = user_data(&plan, &sha, url).expect("user-data");
+        let ks = kickstart(&plan, &sha, Some(url), None).expect("ks.cfg");
+        let ud = user_data(&plan, &sha, url, None).expect("user-data");
         let mut seen = 0;
         for (what, text) in [("ks.cfg", &ks), ("user-data", &ud)] {
             for line in text.lines() {
