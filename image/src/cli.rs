@@ -25,6 +25,11 @@ pub enum Command {
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildArgs),
+    /// Build, then boot servers into the plan: Redfish BMCs mount appliance.iso as virtual
+    /// media and boot it once, IPMI BMCs boot CD/DVD next; writes a launch record to the store.
+    Launch(Box<crate::launch::LaunchArgs>),
+    /// Eject the virtual CD/DVD of Redfish BMCs (after a launch).
+    Eject(crate::launch::EjectArgs),
     /// Compare every uploaded run under a store prefix: index.html and summary.csv.
     Collect {
         /// s3://bucket/prefix or file:///dir

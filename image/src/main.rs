@@ -4,6 +4,7 @@ mod build;
 mod check;
 mod cli;
 mod collect;
+mod launch;
 
 use clap::Parser;
 
@@ -12,6 +13,8 @@ fn main() {
     let result = match cli.command {
         cli::Command::Check { plans } => check::run(&plans),
         cli::Command::Build(args) => build::run(args),
+        cli::Command::Launch(args) => launch::run(*args),
+        cli::Command::Eject(args) => launch::eject(args),
         cli::Command::Collect {
             store,
             out,

@@ -1,0 +1,746 @@
+//! Redfish (DMTF DSP0266) virtual media launch: find the system and a CD/DVD virtual media
+//! device, eject what is inserted, insert the ISO, set a one-time boot override to `Cd`,
+//! reset, then read back what the BMC kept.
+//!
+//! What to send is decided by pure functions over the BMC's JSON (tested on fixtures in
+//! `image/tests/fixtures/redfish/`); [`Bmc`] only moves requests. Known differences:
+//! - AMI MegaRAC (Ampere Mt. Jade) wants `If-Match` with the resource's ETag on PATCH and
+//!   may name a settings resource (`@Redfish.Settings.SettingsObject`, `…/SD`) that takes
+//!   the PATCH instead of the system: [`boot_patch_target`], ETag sent whenever the BMC
+//!   gives one.
+//! - OpenBMC accepts only https (or smb) image URLs: [`check_image_url`].
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use super::credentials::BmcCredentials;
+
+/// The `@odata.id` of a JSON object, or of the link object under `key`.
+fn odata_id(v: &Value) -> Option<&str> {
+    v.get("@odata.id").and_then(Value::as_str)
+}
+
+fn link<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(odata_id)
+}
+
+/// The `@odata.id` of every member of a collection.
+pub fn members(collection: &Value) -> Vec<String> {
+    collection
+        .get("Members")
+        .and_then(Value::as_array)
+        .map(|m| m.iter().filter_map(odata_id).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The system to launch: the member whose id (last path segment) is `wanted`, or the only
+/// member when none is named.
+pub fn pick_system(collection: &Value, wanted: Option<&str>) -> Result<String> {
+    let all = members(collection);
+    match wanted {
+        Some(id) => all
+            .iter()
+            .find(|m| m.trim_end_matches('/').rsplit('/').next() == Some(id))
+            .cloned()
+            .with_context(|| {
+                format!(
+                    "the BMC has no system \"{id}\" (it has: {})",
+                    all.join(", ")
+                )
+            }),
+        None => match all.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => bail!("the BMC lists no systems under /redfish/v1/Systems"),
+            _ => bail!(
+                "the BMC has {} systems ({}): name one with --system ID",
+                all.len(),
+                all.join(", ")
+            ),
+        },
+    }
+}
+
+/// Where the virtual media collections are, in the order to try: the system's own link
+/// first, then each manager's that manages it.
+pub fn media_collections(system: &Value, managers: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = link(system, "VirtualMedia")
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    out.extend(
+        managers
+            .iter()
+            .filter_map(|m| link(m, "VirtualMedia"))
+            .map(str::to_string),
+    );
+    out
+}
+
+/// The managers of a system (`Links.ManagedBy`).
+pub fn managed_by(system: &Value) -> Vec<String> {
+    system
+        .pointer("/Links/ManagedBy")
+        .and_then(Value::as_array)
+        .map(|m| m.iter().filter_map(odata_id).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Whether a virtual media device takes a CD or DVD image.
+pub fn is_optical(media: &Value) -> bool {
+    media
+        .get("MediaTypes")
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.iter().any(|x| matches!(x.as_str(), Some("CD" | "DVD"))))
+}
+
+/// Whether something is in the device now.
+pub fn is_inserted(media: &Value) -> bool {
+    media.get("Inserted").and_then(Value::as_bool) == Some(true)
+        || media
+            .get("Image")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+}
+
+/// An action's target and its ActionInfo link, from a resource's `Actions`.
+pub fn action<'a>(resource: &'a Value, name: &str) -> Option<(&'a str, Option<&'a str>)> {
+    let a = resource.get("Actions")?.get(format!("#{name}"))?;
+    let target = a.get("target")?.as_str()?;
+    Some((target, a.get("@Redfish.ActionInfo").and_then(Value::as_str)))
+}
+
+/// The allowable values of an action parameter: inline (`Name@Redfish.AllowableValues`) or
+/// from the ActionInfo resource's `Parameters`.
+pub fn allowable_values(
+    resource_action: &Value,
+    action_info: Option<&Value>,
+    parameter: &str,
+) -> Option<Vec<String>> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(v) = resource_action.get(format!("{parameter}@Redfish.AllowableValues")) {
+        return Some(strings(v));
+    }
+    action_info?
+        .get("Parameters")?
+        .as_array()?
+        .iter()
+        .find(|p| p.get("Name").and_then(Value::as_str) == Some(parameter))
+        .and_then(|p| p.get("AllowableValues"))
+        .map(strings)
+}
+
+/// Which BMC firmware this is, from the service root and manager (for known differences).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Firmware {
+    OpenBmc,
+    Ami,
+    Other,
+}
+
+pub fn firmware(root: &Value, manager: Option<&Value>) -> Firmware {
+    let text = |v: Option<&Value>, key: &str| {
+        v.and_then(|v| v.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    let vendor = text(Some(root), "Vendor");
+    let oem_keys: Vec<String> = root
+        .get("Oem")
+        .and_then(Value::as_object)
+        .map(|o| o.keys().map(|k| k.to_ascii_lowercase()).collect())
+        .unwrap_or_default();
+    let manager_model = text(manager, "Model");
+    if vendor.contains("openbmc") || oem_keys.iter().any(|k| k == "openbmc") {
+        Firmware::OpenBmc
+    } else if vendor.contains("ami")
+        || oem_keys.iter().any(|k| k == "ami")
+        || manager_model.contains("megarac")
+    {
+        Firmware::Ami
+    } else {
+        Firmware::Other
+    }
+}
+
+/// Refuses an image URL the BMC cannot fetch by its scheme.
+pub fn check_image_url(url: &str, fw: Firmware) -> Result<()> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match (scheme.as_deref(), fw) {
+        (Some("https" | "smb"), Firmware::OpenBmc) => Ok(()),
+        (Some(s), Firmware::OpenBmc) => bail!(
+            "OpenBMC mounts only https or smb image URLs, not {s}: serve the ISO over https (e.g. a presigned URL of an https object store)"
+        ),
+        (Some("http" | "https"), _) => Ok(()),
+        _ => bail!("the ISO URL \"{url}\" is not an http(s) URL the BMC can fetch"),
+    }
+}
+
+/// The `TransferProtocolType` to send: the URL's scheme when the BMC lists allowable
+/// values (and it is among them), nothing when it lists none.
+pub fn transfer_protocol(url: &str, allowed: Option<&[String]>) -> Result<Option<String>> {
+    let Some(allowed) = allowed else {
+        return Ok(None);
+    };
+    let scheme = url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_uppercase())
+        .unwrap_or_default();
+    let want = match scheme.as_str() {
+        "HTTPS" => "HTTPS",
+        "HTTP" => "HTTP",
+        "SMB" => "CIFS",
+        other => other,
+    };
+    if allowed.iter().any(|a| a == want) {
+        Ok(Some(want.to_string()))
+    } else {
+        bail!(
+            "the BMC's InsertMedia takes TransferProtocolType {} but not {want} (the ISO URL's scheme)",
+            allowed.join(", ")
+        )
+    }
+}
+
+/// The InsertMedia request body.
+pub fn insert_body(url: &str, protocol: Option<&str>) -> Value {
+    let mut b = json!({"Image": url, "Inserted": true, "WriteProtected": true});
+    if let Some(p) = protocol {
+        b["TransferProtocolType"] = json!(p);
+    }
+    b
+}
+
+/// Where the boot override is PATCHed: the settings resource the system names
+/// (`@Redfish.Settings.SettingsObject`, AMI's `/SD`), else the system itself.
+pub fn boot_patch_target(system_path: &str, system: &Value) -> String {
+    system
+        .pointer("/@Redfish.Settings/SettingsObject/@odata.id")
+        .and_then(Value::as_str)
+        .unwrap_or(system_path)
+        .to_string()
+}
+
+/// The boot override PATCH body: Cd, Once, and UEFI when the system has a boot mode.
+pub fn boot_body(system: &Value) -> Value {
+    let mut boot = json!({"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once"});
+    if system.pointer("/Boot/BootSourceOverrideMode").is_some() {
+        boot["BootSourceOverrideMode"] = json!("UEFI");
+    }
+    json!({ "Boot": boot })
+}
+
+/// The reset to ask for: `ForceRestart` when on (`PowerCycle` if that is all the BMC
+/// allows), `On` when off.
+pub fn reset_type(system: &Value) -> Result<&'static str> {
+    let on = system.get("PowerState").and_then(Value::as_str) == Some("On");
+    let allowed: Option<Vec<String>> = system
+        .pointer("/Actions/#ComputerSystem.Reset/ResetType@Redfish.AllowableValues")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        });
+    let candidates: &[&'static str] = if on {
+        &["ForceRestart", "PowerCycle"]
+    } else {
+        &["On", "ForceOn"]
+    };
+    match allowed {
+        None => Ok(candidates[0]),
+        Some(a) => candidates
+            .iter()
+            .find(|c| a.iter().any(|x| x == *c))
+            .copied()
+            .with_context(|| {
+                format!(
+                    "the BMC allows ResetType {} but none of {}",
+                    a.join(", "),
+                    candidates.join(", ")
+                )
+            }),
+    }
+}
+
+/// What the BMC answered 200/204 to but does not show when read back (empty: all kept).
+pub fn not_kept(sent: &Value, read: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    compare("", sent, read, &mut out);
+    out
+}
+
+fn compare(path: &str, sent: &Value, read: &Value, out: &mut Vec<String>) {
+    match sent {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let p = format!("{path}/{k}");
+                match read.get(k) {
+                    Some(r) => compare(&p, v, r, out),
+                    None => out.push(format!("{} was set to {v} but is not shown", &p[1..])),
+                }
+            }
+        }
+        _ if sent != read => out.push(format!(
+            "{} was set to {sent} but reads {read}",
+            path.trim_start_matches('/')
+        )),
+        _ => {}
+    }
+}
+
+/// A Redfish error body's messages, for errors.
+pub fn error_messages(body: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return body.chars().take(300).collect();
+    };
+    let mut msgs: Vec<String> = Vec::new();
+    if let Some(e) = v.get("error") {
+        if let Some(m) = e.get("message").and_then(Value::as_str) {
+            msgs.push(m.to_string());
+        }
+        if let Some(a) = e.get("@Message.ExtendedInfo").and_then(Value::as_array) {
+            msgs.extend(
+                a.iter()
+                    .filter_map(|i| i.get("Message").and_then(Value::as_str))
+                    .map(str::to_string),
+            );
+        }
+    }
+    if msgs.is_empty() {
+        body.chars().take(300).collect()
+    } else {
+        msgs.join("; ")
+    }
+}
+
+/// How a task (202 Accepted) ended, from its Task resource; None while it runs.
+pub fn task_outcome(task: &Value) -> Option<Result<(), String>> {
+    let state = task.get("TaskState").and_then(Value::as_str)?;
+    match state {
+        "New" | "Starting" | "Running" | "Pending" | "Stopping" | "Suspended" | "Service" => None,
+        "Completed" if task.get("TaskStatus").and_then(Value::as_str) != Some("Critical") => {
+            Some(Ok(()))
+        }
+        other => {
+            let msgs: Vec<&str> = task
+                .get("Messages")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| m.get("Message").and_then(Value::as_str))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Some(Err(format!("task ended {other}: {}", msgs.join("; "))))
+        }
+    }
+}
+
+/// How to reach a BMC.
+pub struct BmcOptions {
+    pub url: String,
+    pub credentials: BmcCredentials,
+    /// PEM CA (or the BMC's self-signed certificate) to trust.
+    pub ca_pem: Option<Vec<u8>>,
+    /// No certificate checks (and plain http allowed): only when asked for.
+    pub insecure: bool,
+    pub timeout: Duration,
+}
+
+/// A Redfish service: requests with Basic authentication and error bodies decoded.
+pub struct Bmc {
+    base: String,
+    client: reqwest::Client,
+    credentials: BmcCredentials,
+    task_timeout: Duration,
+}
+
+/// A GET's body and the ETag (header or `@odata.etag`).
+pub struct Fetched {
+    pub body: Value,
+    pub etag: Option<String>,
+}
+
+impl Bmc {
+    pub fn new(o: BmcOptions) -> Result<Bmc> {
+        let base = o.url.trim_end_matches('/').to_string();
+        if base.starts_with("http://") && !o.insecure {
+            bail!("the BMC URL {base} is plain http: use https, or --insecure to send credentials unencrypted");
+        }
+        if !base.starts_with("http://") && !base.starts_with("https://") {
+            bail!("the BMC URL \"{base}\" is not an https:// URL");
+        }
+        let mut b = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(o.timeout);
+        match (&o.ca_pem, o.insecure) {
+            (Some(pem), _) => {
+                let cert = reqwest::Certificate::from_pem(pem).context("reading the --bmc-ca certificate")?;
+                b = b.tls_certs_only([cert]);
+            }
+            (None, true) => b = b.tls_danger_accept_invalid_certs(true),
+            (None, false) if base.starts_with("https://") => bail!(
+                "BMCs use self-signed certificates: give the BMC's certificate or CA with --bmc-ca FILE, or --insecure to skip the check"
+            ),
+            (None, false) => {}
+        }
+        Ok(Bmc {
+            base,
+            client: b.build().context("building the HTTP client")?,
+            credentials: o.credentials,
+            task_timeout: o.timeout.max(Duration::from_secs(300)),
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        if path.starts_with("http://") || path.starts_with("https://") {
+            path.to_string()
+        } else {
+            format!("{}{path}", self.base)
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        etag: Option<&str>,
+    ) -> Result<reqwest::Response> {
+        let what = format!("{method} {path}");
+        let mut r = self
+            .client
+            .request(method, self.url(path))
+            .basic_auth(&self.credentials.user, Some(self.credentials.password()))
+            .header("Accept", "application/json");
+        if let Some(b) = body {
+            r = r
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(b)?);
+        }
+        if let Some(e) = etag {
+            r = r.header("If-Match", e);
+        }
+        let resp = r.send().await.map_err(|e| {
+            let reason = if e.is_connect() {
+                "cannot connect"
+            } else if e.is_timeout() {
+                "timed out"
+            } else {
+                "request failed"
+            };
+            anyhow::anyhow!(
+                "{what} on the BMC at {}: {reason}: {}",
+                self.base,
+                source_chain(&e)
+            )
+        })?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            bail!(
+                "the BMC at {} refused the credentials of user \"{}\" (401 on {what})",
+                self.base,
+                self.credentials.user
+            );
+        }
+        if !status.is_success() {
+            let text = resp.text().await.unwrap_or_default();
+            bail!(
+                "{what}: the BMC answered {status}: {}",
+                error_messages(&text)
+            );
+        }
+        Ok(resp)
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Fetched> {
+        let resp = self.send(reqwest::Method::GET, path, None, None).await?;
+        let header = resp
+            .headers()
+            .get("ETag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body: Value = resp.json_body(path).await?;
+        let etag = header.or_else(|| {
+            body.get("@odata.etag")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
+        Ok(Fetched { body, etag })
+    }
+
+    /// POSTs an action and, when the BMC answers 202, follows the task to its end.
+    pub async fn post_action(&self, path: &str, body: &Value) -> Result<()> {
+        let resp = self
+            .send(reqwest::Method::POST, path, Some(body), None)
+            .await?;
+        if resp.status() == reqwest::StatusCode::ACCEPTED {
+            let location = resp
+                .headers()
+                .get("Location")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let text = resp.text().await.unwrap_or_default();
+            let task = location.or_else(|| {
+                serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| odata_id(&v).map(str::to_string))
+            });
+            let Some(task) = task else {
+                bail!("POST {path}: the BMC answered 202 but named no task to follow");
+            };
+            self.follow_task(path, &task).await?;
+        }
+        Ok(())
+    }
+
+    async fn follow_task(&self, action: &str, task: &str) -> Result<()> {
+        let deadline = Instant::now() + self.task_timeout;
+        loop {
+            let resp = self.send(reqwest::Method::GET, task, None, None).await?;
+            let running = resp.status() == reqwest::StatusCode::ACCEPTED;
+            let text = resp.text().await.unwrap_or_default();
+            let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            match task_outcome(&body) {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(e)) => bail!("POST {action}: {e}"),
+                None if !running && body.get("TaskState").is_none() => return Ok(()),
+                None => {}
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "POST {action}: the task {task} did not end in {:?}",
+                    self.task_timeout
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    pub async fn patch(&self, path: &str, body: &Value, etag: Option<&str>) -> Result<()> {
+        self.send(reqwest::Method::PATCH, path, Some(body), etag)
+            .await
+            .map(drop)
+    }
+}
+
+trait JsonBody {
+    async fn json_body(self, path: &str) -> Result<Value>;
+}
+
+impl JsonBody for reqwest::Response {
+    async fn json_body(self, path: &str) -> Result<Value> {
+        let text = self
+            .text()
+            .await
+            .with_context(|| format!("reading GET {path}"))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("GET {path}: the BMC's answer is not JSON"))
+    }
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        parts.push(s.to_string());
+        cur = s.source();
+    }
+    parts.dedup();
+    parts.join(": ")
+}
+
+/// What a Redfish launch did, for the launch record and the summary.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RedfishLaunch {
+    pub bmc: String,
+    pub system: String,
+    pub virtual_media: String,
+    pub ejected: Option<String>,
+    pub boot_patched: String,
+    pub reset: String,
+    /// What the BMC answered 200/204 to but did not keep.
+    pub not_kept: Vec<String>,
+    pub power_state: Option<String>,
+}
+
+/// The system and its CD/DVD virtual media device.
+pub struct Found {
+    pub fw: Firmware,
+    pub system_path: String,
+    pub system: Fetched,
+    pub media_path: String,
+    pub media: Value,
+}
+
+pub async fn find(bmc: &Bmc, system_id: Option<&str>) -> Result<Found> {
+    let root = bmc.get("/redfish/v1/").await?.body;
+    let systems_path = link(&root, "Systems")
+        .unwrap_or("/redfish/v1/Systems")
+        .to_string();
+    let systems = bmc.get(&systems_path).await?.body;
+    let system_path = pick_system(&systems, system_id)?;
+    let system = bmc.get(&system_path).await?;
+    let mut managers = Vec::new();
+    for m in managed_by(&system.body) {
+        managers.push(bmc.get(&m).await?.body);
+    }
+    let fw = firmware(&root, managers.first());
+    for collection in media_collections(&system.body, &managers) {
+        let c = bmc.get(&collection).await?.body;
+        for m in members(&c) {
+            let media = bmc.get(&m).await?.body;
+            if is_optical(&media) {
+                return Ok(Found {
+                    fw,
+                    system_path,
+                    system,
+                    media_path: m,
+                    media,
+                });
+            }
+        }
+    }
+    bail!(
+        "the BMC offers no virtual media device for CD or DVD on {system_path}: use --ipmi with the ISO mounted by hand"
+    )
+}
+
+/// Runs the whole launch on one BMC; `say` gets one line per step.
+pub async fn launch(
+    bmc: &Bmc,
+    system_id: Option<&str>,
+    image_url: &str,
+    power_wait: Duration,
+    say: &mut dyn FnMut(String),
+) -> Result<RedfishLaunch> {
+    let Found {
+        fw,
+        system_path,
+        system,
+        media_path,
+        media,
+    } = find(bmc, system_id).await?;
+    check_image_url(image_url, fw)?;
+    say(format!("system {system_path} ({fw:?} firmware)"));
+    say(format!("virtual media {media_path}"));
+
+    let mut ejected = None;
+    if is_inserted(&media) {
+        let was = media
+            .get("Image")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let (eject, _) = action(&media, "VirtualMedia.EjectMedia")
+            .with_context(|| format!("{media_path} has media inserted but no EjectMedia action"))?;
+        bmc.post_action(eject, &json!({})).await?;
+        say(format!("ejected {was}"));
+        ejected = Some(was);
+    }
+
+    let (insert, info_link) = action(&media, "VirtualMedia.InsertMedia")
+        .with_context(|| format!("{media_path} has no InsertMedia action"))?;
+    let info = match info_link {
+        Some(l) => Some(bmc.get(l).await?.body),
+        None => None,
+    };
+    let insert_action = media
+        .pointer("/Actions/#VirtualMedia.InsertMedia")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let allowed = allowable_values(&insert_action, info.as_ref(), "TransferProtocolType");
+    let protocol = transfer_protocol(image_url, allowed.as_deref())?;
+    let body = insert_body(image_url, protocol.as_deref());
+    bmc.post_action(insert, &body).await?;
+    say("inserted the ISO".to_string());
+    let mut not_kept_all = Vec::new();
+    let media_now = bmc.get(&media_path).await?.body;
+    let mut sent = json!({"Image": image_url, "Inserted": true});
+    if media_now.get("WriteProtected").is_some() {
+        sent["WriteProtected"] = json!(true);
+    }
+    not_kept_all.extend(
+        not_kept(&sent, &media_now)
+            .into_iter()
+            .map(|m| format!("{media_path}: {m}")),
+    );
+
+    let target = boot_patch_target(&system_path, &system.body);
+    let etag = if target == system_path {
+        system.etag.clone()
+    } else {
+        bmc.get(&target).await?.etag
+    };
+    let boot = boot_body(&system.body);
+    bmc.patch(&target, &boot, etag.as_deref()).await?;
+    say(format!("boot override Cd once on {target}"));
+    let read = bmc.get(&target).await?.body;
+    not_kept_all.extend(
+        not_kept(&boot, &read)
+            .into_iter()
+            .map(|m| format!("{target}: {m}")),
+    );
+
+    let now = bmc.get(&system_path).await?.body;
+    let reset = reset_type(&now)?;
+    let (reset_path, _) = action(&now, "ComputerSystem.Reset")
+        .with_context(|| format!("{system_path} has no ComputerSystem.Reset action"))?;
+    bmc.post_action(reset_path, &json!({"ResetType": reset}))
+        .await?;
+    say(format!("reset {reset}"));
+
+    let deadline = Instant::now() + power_wait;
+    let mut power = None;
+    loop {
+        let s = bmc.get(&system_path).await?.body;
+        power = s
+            .get("PowerState")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(power);
+        if power.as_deref() == Some("On") || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if power.as_deref() != Some("On") {
+        not_kept_all.push(format!(
+            "{system_path}: PowerState reads {} {}s after {reset}",
+            power.as_deref().unwrap_or("nothing"),
+            power_wait.as_secs()
+        ));
+    }
+    Ok(RedfishLaunch {
+        bmc: bmc.base.clone(),
+        system: system_path,
+        virtual_media: media_path,
+        ejected,
+        boot_patched: target,
+        reset: reset.to_string(),
+        not_kept: not_kept_all,
+        power_state: power,
+    })
+}
+
+/// Ejects what the system's CD/DVD virtual media holds; returns the device's path.
+pub async fn eject(bmc: &Bmc, system_id: Option<&str>) -> Result<String> {
+    let found = find(bmc, system_id).await?;
+    let (eject, _) = action(&found.media, "VirtualMedia.EjectMedia")
+        .with_context(|| format!("{} has no EjectMedia action", found.media_path))?;
+    bmc.post_action(eject, &json!({})).await?;
+    Ok(found.media_path)
+}
