@@ -569,6 +569,7 @@ pub struct RedfishLaunch {
     pub bmc: String,
     pub system: String,
     pub virtual_media: String,
+    /// What was inserted before (without its query: a presigned URL's signature).
     pub ejected: Option<String>,
     pub boot_patched: String,
     pub reset: String,
@@ -648,6 +649,7 @@ pub async fn launch(
         let (eject, _) = action(&media, "VirtualMedia.EjectMedia")
             .with_context(|| format!("{media_path} has media inserted but no EjectMedia action"))?;
         bmc.post_action(eject, &json!({})).await?;
+        let was = super::record::without_query(&was);
         say(format!("ejected {was}"));
         ejected = Some(was);
     }
