@@ -149,24 +149,30 @@ pub enum Firmware {
 }
 
 pub fn firmware(root: &Value, manager: Option<&Value>) -> Firmware {
-    let text = |v: Option<&Value>, key: &str| {
+    let lower = |v: Option<&Value>, key: &str| {
         v.and_then(|v| v.get(key))
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_ascii_lowercase()
     };
-    let vendor = text(Some(root), "Vendor");
-    let oem_keys: Vec<String> = root
-        .get("Oem")
-        .and_then(Value::as_object)
-        .map(|o| o.keys().map(|k| k.to_ascii_lowercase()).collect())
-        .unwrap_or_default();
-    let manager_model = text(manager, "Model");
-    if vendor.contains("openbmc") || oem_keys.iter().any(|k| k == "openbmc") {
+    let oem_keys = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(|v| v.get("Oem"))
+            .and_then(Value::as_object)
+            .map(|o| o.keys().map(|k| k.to_ascii_lowercase()).collect())
+            .unwrap_or_default()
+    };
+    let vendor = lower(Some(root), "Vendor");
+    let oem: Vec<String> = oem_keys(Some(root))
+        .into_iter()
+        .chain(oem_keys(manager))
+        .collect();
+    // AMI's OpenBMC-based firmware names itself OpenBmc in its Oem sections and has
+    // bmcweb's URL rules, so OpenBMC is recognised first.
+    if vendor.contains("openbmc") || oem.iter().any(|k| k == "openbmc") {
         Firmware::OpenBmc
-    } else if vendor.contains("ami")
-        || oem_keys.iter().any(|k| k == "ami")
-        || manager_model.contains("megarac")
+    } else if vendor == "ami"
+        || oem.iter().any(|k| k == "ami")
+        || lower(manager, "Model").contains("megarac")
     {
         Firmware::Ami
     } else {
@@ -745,4 +751,447 @@ pub async fn eject(bmc: &Bmc, system_id: Option<&str>) -> Result<String> {
         .with_context(|| format!("{} has no EjectMedia action", found.media_path))?;
     bmc.post_action(eject, &json!({})).await?;
     Ok(found.media_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::{Arc, Mutex};
+
+    fn fixture(name: &str) -> Value {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/redfish")
+            .join(name);
+        serde_json::from_str(&std::fs::read_to_string(&p).expect("fixture")).expect("json")
+    }
+
+    #[test]
+    fn ami_keeps_virtual_media_under_the_manager_and_boot_settings_in_sd() {
+        let root = fixture("ami-service-root-composed.json");
+        let system = fixture("ami-system-composed.json");
+        let manager = fixture("ami-manager-composed.json");
+        assert_eq!(firmware(&root, Some(&manager)), Firmware::Ami);
+        assert_eq!(
+            pick_system(&fixture("ami-systems-composed.json"), None).expect("one"),
+            "/redfish/v1/Systems/Self"
+        );
+        assert_eq!(managed_by(&system), vec!["/redfish/v1/Managers/Self"]);
+        assert_eq!(
+            media_collections(&system, std::slice::from_ref(&manager)),
+            vec!["/redfish/v1/Managers/Self/VirtualMedia"]
+        );
+        assert!(!is_optical(&fixture(
+            "ami-virtualmedia-usbstick1-composed.json"
+        )));
+        let cd = fixture("ami-virtualmedia-cd1-composed.json");
+        assert!(is_optical(&cd) && is_inserted(&cd));
+        let info = fixture("ami-insertmedia-actioninfo-composed.json");
+        let allowed = allowable_values(
+            &cd["Actions"]["#VirtualMedia.InsertMedia"],
+            Some(&info),
+            "TransferProtocolType",
+        )
+        .expect("listed");
+        assert_eq!(
+            transfer_protocol("https://s3.lab/b/a.iso?X-Amz-Signature=1", Some(&allowed))
+                .expect("https"),
+            Some("HTTPS".into())
+        );
+        let e = transfer_protocol("http://files.lab/a.iso", Some(&allowed)).expect_err("http");
+        assert!(
+            e.to_string().contains("CIFS, NFS, HTTPS but not HTTP"),
+            "{e}"
+        );
+        assert_eq!(
+            boot_patch_target("/redfish/v1/Systems/Self", &system),
+            "/redfish/v1/Systems/Self/SD"
+        );
+        assert_eq!(reset_type(&system).expect("on"), "ForceRestart");
+        assert!(not_kept(&boot_body(&system), &fixture("ami-system-sd-composed.json")).is_empty());
+    }
+
+    #[test]
+    fn openbmc_takes_only_https_or_smb_and_its_media_is_under_the_manager() {
+        let root = fixture("openbmc-service-root-composed.json");
+        let manager = fixture("openbmc-manager-composed.json");
+        let system = fixture("openbmc-system-composed.json");
+        assert_eq!(firmware(&root, Some(&manager)), Firmware::OpenBmc);
+        let e = check_image_url("http://files.lab/a.iso", Firmware::OpenBmc).expect_err("http");
+        assert!(e.to_string().contains("only https or smb"), "{e}");
+        assert!(check_image_url("https://files.lab/a.iso", Firmware::OpenBmc).is_ok());
+        assert!(check_image_url("smb://files.lab/share/a.iso", Firmware::OpenBmc).is_ok());
+        assert!(check_image_url("http://files.lab/a.iso", Firmware::Other).is_ok());
+        assert!(check_image_url("ftp://files.lab/a.iso", Firmware::Other).is_err());
+        assert_eq!(
+            media_collections(&system, &[manager]),
+            vec!["/redfish/v1/Managers/bmc/VirtualMedia"]
+        );
+        let slot = fixture("openbmc-virtualmedia-slot0-composed.json");
+        assert!(is_optical(&slot) && !is_inserted(&slot));
+        assert_eq!(
+            transfer_protocol("https://x/a.iso", None).expect("none"),
+            None
+        );
+        assert_eq!(reset_type(&system).expect("off"), "On");
+        assert_eq!(
+            boot_patch_target("/redfish/v1/Systems/system", &system),
+            "/redfish/v1/Systems/system"
+        );
+        // Legacy now: UEFI is asked for, and a BMC reading Legacy back did not keep it.
+        let body = boot_body(&system);
+        assert_eq!(body["Boot"]["BootSourceOverrideMode"], "UEFI");
+        let n = not_kept(&body, &system);
+        assert!(
+            n.iter().any(|m| m == r#"Boot/BootSourceOverrideMode was set to "UEFI" but reads "Legacy""#),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn tasks_errors_and_systems() {
+        assert_eq!(task_outcome(&fixture("task-running-composed.json")), None);
+        assert_eq!(
+            task_outcome(&fixture("task-completed-composed.json")),
+            Some(Ok(()))
+        );
+        let e = task_outcome(&fixture("task-exception-composed.json"))
+            .expect("ended")
+            .expect_err("failed");
+        assert!(
+            e.contains("Exception") && e.contains("authorization error 403"),
+            "{e}"
+        );
+        let msg = error_messages(
+            &serde_json::to_string(&fixture("error-precondition-failed-composed.json"))
+                .expect("json"),
+        );
+        assert!(msg.contains("The ETag supplied did not match"), "{msg}");
+        let two = json!({"Members": [{"@odata.id": "/redfish/v1/Systems/a"}, {"@odata.id": "/redfish/v1/Systems/b"}]});
+        assert!(pick_system(&two, None)
+            .expect_err("two")
+            .to_string()
+            .contains("--system ID"));
+        assert_eq!(
+            pick_system(&two, Some("b")).expect("b"),
+            "/redfish/v1/Systems/b"
+        );
+        assert!(pick_system(&two, Some("c"))
+            .expect_err("c")
+            .to_string()
+            .contains("no system \"c\""));
+    }
+
+    /// A canned answer: status, body, extra headers.
+    type Answer = (u16, String, Vec<(String, String)>);
+
+    /// One request as the replay server saw it.
+    #[derive(Debug, Clone)]
+    struct Seen {
+        method: String,
+        path: String,
+        if_match: Option<String>,
+        body: Value,
+    }
+
+    /// A plain-HTTP server answering GETs from `pages` (path → the JSON answers in turn, the
+    /// last repeated; the body's `@odata.etag` as ETag header) and POST/PATCH with `answers` (path → status, body,
+    /// extra headers), recording every request.
+    fn replay(
+        mut pages: BTreeMap<String, Vec<Value>>,
+        answers: BTreeMap<String, Answer>,
+    ) -> (String, Arc<Mutex<Vec<Seen>>>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() || line.is_empty() {
+                    continue;
+                }
+                let mut parts = line.split_whitespace();
+                let method = parts.next().unwrap_or("").to_string();
+                let path = parts.next().unwrap_or("").to_string();
+                let mut headers = BTreeMap::new();
+                loop {
+                    let mut h = String::new();
+                    reader.read_line(&mut h).expect("header");
+                    let h = h.trim_end();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.split_once(':') {
+                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+                    }
+                }
+                let len: usize = headers
+                    .get("content-length")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0; len];
+                reader.read_exact(&mut body).expect("body");
+                log.lock().expect("log").push(Seen {
+                    method: method.clone(),
+                    path: path.clone(),
+                    if_match: headers.get("if-match").cloned(),
+                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                });
+                let (status, text, extra) = if method == "GET" {
+                    let next = pages.get_mut(&path).and_then(|answers| {
+                        if answers.len() > 1 {
+                            Some(answers.remove(0))
+                        } else {
+                            answers.first().cloned()
+                        }
+                    });
+                    match next {
+                        Some(v) => {
+                            let mut extra = Vec::new();
+                            if let Some(e) = v.get("@odata.etag").and_then(Value::as_str) {
+                                extra.push(("ETag".to_string(), e.to_string()));
+                            }
+                            (200, v.to_string(), extra)
+                        }
+                        None => (404, "{}".to_string(), Vec::new()),
+                    }
+                } else {
+                    answers
+                        .get(&format!("{method} {path}"))
+                        .cloned()
+                        .unwrap_or((405, "{}".into(), Vec::new()))
+                };
+                let mut resp = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    text.len()
+                );
+                for (k, v) in extra {
+                    resp.push_str(&format!("{k}: {v}\r\n"));
+                }
+                resp.push_str("\r\n");
+                resp.push_str(&text);
+                let _ = stream.write_all(resp.as_bytes());
+            }
+        });
+        (url, seen)
+    }
+
+    fn creds() -> BmcCredentials {
+        super::super::credentials::parse("user = u\npassword = p\n").expect("creds")
+    }
+
+    #[test]
+    fn an_ami_launch_patches_sd_with_its_etag_follows_the_insert_task_and_reads_back() {
+        let mut pages = BTreeMap::new();
+        for (path, name) in [
+            ("/redfish/v1/", "ami-service-root-composed.json"),
+            ("/redfish/v1/Systems", "ami-systems-composed.json"),
+            ("/redfish/v1/Systems/Self", "ami-system-composed.json"),
+            ("/redfish/v1/Systems/Self/SD", "ami-system-sd-composed.json"),
+            ("/redfish/v1/Managers/Self", "ami-manager-composed.json"),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia",
+                "ami-virtualmedia-composed.json",
+            ),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia/USBStick1",
+                "ami-virtualmedia-usbstick1-composed.json",
+            ),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia/CD1/InsertMediaActionInfo",
+                "ami-insertmedia-actioninfo-composed.json",
+            ),
+            (
+                "/redfish/v1/TaskService/Tasks/7",
+                "task-completed-composed.json",
+            ),
+        ] {
+            pages.insert(path.to_string(), vec![fixture(name)]);
+        }
+        // The CD as found, then as read back after the insert.
+        let before = fixture("ami-virtualmedia-cd1-composed.json");
+        let mut after = before.clone();
+        let image = "https://s3.lab/b/lab/launches/x/appliance.iso?X-Amz-Signature=abc";
+        after["Image"] = json!(image);
+        pages.insert(
+            "/redfish/v1/Managers/Self/VirtualMedia/CD1".into(),
+            vec![before, after],
+        );
+        let ok = || (204, String::new(), Vec::new());
+        let mut answers = BTreeMap::new();
+        answers.insert(
+            "POST /redfish/v1/Managers/Self/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia"
+                .to_string(),
+            ok(),
+        );
+        answers.insert(
+            "POST /redfish/v1/Managers/Self/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia"
+                .to_string(),
+            (
+                202,
+                json!({"@odata.id": "/redfish/v1/TaskService/Tasks/7", "TaskState": "Running"})
+                    .to_string(),
+                vec![(
+                    "Location".to_string(),
+                    "/redfish/v1/TaskService/Tasks/7".to_string(),
+                )],
+            ),
+        );
+        answers.insert("PATCH /redfish/v1/Systems/Self/SD".to_string(), ok());
+        answers.insert(
+            "POST /redfish/v1/Systems/Self/Actions/ComputerSystem.Reset".to_string(),
+            ok(),
+        );
+        let (url, seen) = replay(pages, answers);
+        let bmc = Bmc::new(BmcOptions {
+            url,
+            credentials: creds(),
+            ca_pem: None,
+            insecure: true,
+            timeout: Duration::from_secs(10),
+        })
+        .expect("bmc");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        let mut lines = Vec::new();
+        let r = rt
+            .block_on(launch(
+                &bmc,
+                None,
+                image,
+                Duration::from_secs(2),
+                &mut |l| lines.push(l),
+            ))
+            .expect("launch");
+        assert_eq!(
+            r.virtual_media,
+            "/redfish/v1/Managers/Self/VirtualMedia/CD1"
+        );
+        assert_eq!(r.ejected.as_deref(), Some("http://files.lab/old.iso"));
+        assert_eq!(r.boot_patched, "/redfish/v1/Systems/Self/SD");
+        assert_eq!(r.reset, "ForceRestart");
+        assert!(r.not_kept.is_empty(), "{:?}", r.not_kept);
+        let seen = seen.lock().expect("seen").clone();
+        let writes: Vec<&Seen> = seen.iter().filter(|s| s.method != "GET").collect();
+        let order: Vec<String> = writes
+            .iter()
+            .map(|s| format!("{} {}", s.method, s.path))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                "POST /redfish/v1/Managers/Self/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia",
+                "POST /redfish/v1/Managers/Self/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia",
+                "PATCH /redfish/v1/Systems/Self/SD",
+                "POST /redfish/v1/Systems/Self/Actions/ComputerSystem.Reset",
+            ]
+        );
+        assert_eq!(
+            writes[1].body,
+            json!({"Image": image, "Inserted": true, "WriteProtected": true, "TransferProtocolType": "HTTPS"})
+        );
+        assert_eq!(writes[2].if_match.as_deref(), Some("W/\"1700000456\""));
+        assert_eq!(
+            writes[2].body,
+            json!({"Boot": {"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": "UEFI"}})
+        );
+        assert_eq!(writes[3].body, json!({"ResetType": "ForceRestart"}));
+        assert!(
+            seen.iter()
+                .any(|s| s.method == "GET" && s.path == "/redfish/v1/TaskService/Tasks/7"),
+            "the 202 task was followed: {seen:?}"
+        );
+    }
+
+    #[test]
+    fn a_failed_insert_task_stops_the_launch_with_the_bmcs_message() {
+        let mut pages = BTreeMap::new();
+        for (path, name) in [
+            ("/redfish/v1/", "ami-service-root-composed.json"),
+            ("/redfish/v1/Systems", "ami-systems-composed.json"),
+            ("/redfish/v1/Systems/Self", "ami-system-composed.json"),
+            ("/redfish/v1/Managers/Self", "ami-manager-composed.json"),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia",
+                "ami-virtualmedia-composed.json",
+            ),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia/USBStick1",
+                "ami-virtualmedia-usbstick1-composed.json",
+            ),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia/CD1",
+                "ami-virtualmedia-cd1-composed.json",
+            ),
+            (
+                "/redfish/v1/Managers/Self/VirtualMedia/CD1/InsertMediaActionInfo",
+                "ami-insertmedia-actioninfo-composed.json",
+            ),
+            (
+                "/redfish/v1/TaskService/Tasks/7",
+                "task-exception-composed.json",
+            ),
+        ] {
+            pages.insert(path.to_string(), vec![fixture(name)]);
+        }
+        let mut answers = BTreeMap::new();
+        answers.insert(
+            "POST /redfish/v1/Managers/Self/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia"
+                .to_string(),
+            (204, String::new(), Vec::new()),
+        );
+        answers.insert(
+            "POST /redfish/v1/Managers/Self/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia"
+                .to_string(),
+            (
+                202,
+                String::new(),
+                vec![(
+                    "Location".to_string(),
+                    "/redfish/v1/TaskService/Tasks/7".to_string(),
+                )],
+            ),
+        );
+        let (url, seen) = replay(pages, answers);
+        let bmc = Bmc::new(BmcOptions {
+            url,
+            credentials: creds(),
+            ca_pem: None,
+            insecure: true,
+            timeout: Duration::from_secs(10),
+        })
+        .expect("bmc");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        let e = rt
+            .block_on(launch(
+                &bmc,
+                None,
+                "https://files.lab/a.iso",
+                Duration::from_secs(1),
+                &mut |_| {},
+            ))
+            .expect_err("task failed");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("task ended Exception") && e.contains("authorization error 403"),
+            "{e}"
+        );
+        assert!(
+            !seen
+                .lock()
+                .expect("seen")
+                .iter()
+                .any(|s| s.method == "PATCH" || s.path.ends_with("Reset")),
+            "nothing after a failed insert"
+        );
+    }
 }
