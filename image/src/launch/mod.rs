@@ -8,6 +8,7 @@
 //! target that could not be started (the record says which).
 
 pub mod credentials;
+pub mod ec2;
 pub mod ipmi;
 pub mod presign;
 pub mod record;
@@ -131,7 +132,108 @@ pub struct LaunchArgs {
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     pub power_wait: Duration,
     #[command(flatten)]
+    pub ec2: Ec2Args,
+    #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// EC2 instances booting a stock Rocky 8 image with the build's user-data.
+#[derive(Debug, clap::Args)]
+pub struct Ec2Args {
+    /// Launch EC2 instances (RunInstances): the payload is uploaded to the store and
+    /// presigned, the user-data fetches it; shutting down terminates the instance.
+    #[arg(long, requires_all = ["image_id", "instance_type"])]
+    pub ec2: bool,
+    /// The AMI (a Rocky 8 image of the plan's architecture).
+    #[arg(long, value_name = "AMI", requires = "ec2")]
+    pub image_id: Option<String>,
+    #[arg(long, value_name = "TYPE", requires = "ec2")]
+    pub instance_type: Option<String>,
+    #[arg(long, requires = "ec2")]
+    pub subnet_id: Option<String>,
+    #[arg(long, requires = "ec2")]
+    pub key_name: Option<String>,
+    /// Repeatable.
+    #[arg(long = "security-group-id", value_name = "SG", requires = "ec2")]
+    pub security_group_ids: Vec<String>,
+    /// How many instances.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub count: u32,
+    /// EC2 region; default: AWS_REGION, else the plan's upload.region.
+    #[arg(long)]
+    pub ec2_region: Option<String>,
+    /// EC2 endpoint; default: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL, else
+    /// https://ec2.REGION.amazonaws.com.
+    #[arg(long)]
+    pub ec2_endpoint: Option<String>,
+    /// How long to wait for every instance to be running.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub ec2_wait: Duration,
+}
+
+impl Ec2Args {
+    /// The EC2 client: the S3 store's credentials file when it has one, else the
+    /// environment's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN).
+    fn client(&self, store: &StoreConfig) -> Result<ec2::Ec2Client> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let region = self
+            .ec2_region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .unwrap_or_else(|| store.region.clone());
+        let endpoint = self
+            .ec2_endpoint
+            .clone()
+            .or_else(|| env("AWS_ENDPOINT_URL_EC2"))
+            .or_else(|| env("AWS_ENDPOINT_URL"))
+            .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
+        let s3_file = match (store.credentials, &store.credentials_file) {
+            (Credentials::File, Some(f)) if store.url.starts_with("s3://") => Some(f),
+            _ => None,
+        };
+        let credential = match s3_file {
+            Some(f) => {
+                let k = pgappliance::upload::store::read_credentials_file(
+                    std::path::Path::new(f),
+                    &store.credentials_profile,
+                )?;
+                object_store::aws::AwsCredential {
+                    key_id: k.access_key_id,
+                    secret_key: k.secret_access_key,
+                    token: k.session_token,
+                }
+            }
+            _ => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+                (Some(key_id), Some(secret_key)) => object_store::aws::AwsCredential {
+                    key_id,
+                    secret_key,
+                    token: env("AWS_SESSION_TOKEN"),
+                },
+                _ => bail!("--ec2 needs AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --credentials-file"),
+            },
+        };
+        ec2::Ec2Client::new(endpoint, region, credential)
+    }
+
+    fn request(&self, plan: &str, launch_id: &str, user_data: String) -> Result<ec2::Ec2Request> {
+        Ok(ec2::Ec2Request {
+            image_id: self.image_id.clone().context("--ec2 needs --image-id")?,
+            instance_type: self
+                .instance_type
+                .clone()
+                .context("--ec2 needs --instance-type")?,
+            count: self.count,
+            subnet_id: self.subnet_id.clone(),
+            key_name: self.key_name.clone(),
+            security_group_ids: self.security_group_ids.clone(),
+            user_data,
+            tags: vec![
+                ("Name".into(), format!("pgappliance {plan}")),
+                ("pgappliance:plan".into(), plan.into()),
+                ("pgappliance:launch".into(), launch_id.into()),
+            ],
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -148,8 +250,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(args: LaunchArgs) -> Result<i32> {
-    if args.bmc.bmcs.is_empty() && args.ipmis.is_empty() {
-        bail!("nothing to launch: give --bmc URL (Redfish) or --ipmi HOST");
+    if args.bmc.bmcs.is_empty() && args.ipmis.is_empty() && !args.ec2.ec2 {
+        bail!("nothing to launch: give --bmc URL (Redfish), --ipmi HOST or --ec2");
     }
     if !args.bmc.bmcs.is_empty() && args.iso_url.is_none() && args.build.iso.is_none() {
         bail!("Redfish BMCs mount appliance.iso: give --iso ROCKY.iso to build it (or --iso-url where you serve it)");
@@ -162,19 +264,32 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         .iter()
         .map(|s| ipmi::parse_target(s).map_err(anyhow::Error::msg))
         .collect::<Result<Vec<_>>>()?;
-    let creds = credentials::load(args.bmc.bmc_credentials.as_deref())?;
-    let bmcs = args
-        .bmc
-        .bmcs
-        .iter()
-        .map(|u| args.bmc.connect(u, &creds).map(|b| (u.clone(), b)))
-        .collect::<Result<Vec<_>>>()?;
+    let bmc_targets = !args.bmc.bmcs.is_empty() || !ipmi_targets.is_empty();
+    let creds = if bmc_targets {
+        Some(credentials::load(args.bmc.bmc_credentials.as_deref())?)
+    } else {
+        None
+    };
+    let bmcs = match &creds {
+        Some(c) => args
+            .bmc
+            .bmcs
+            .iter()
+            .map(|u| args.bmc.connect(u, c).map(|b| (u.clone(), b)))
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let plan = Plan::load(&args.build.plan)?;
     let plan_bytes = std::fs::read(&args.build.plan)
         .with_context(|| format!("reading {}", args.build.plan.display()))?;
     let store_cfg = args.store.config(&plan);
     store_cfg.preflight()?;
     let store = pgappliance::upload::Store::open(&store_cfg)?;
+    let ec2_client = if args.ec2.ec2 {
+        Some(args.ec2.client(&store_cfg)?)
+    } else {
+        None
+    };
 
     let now = SystemTime::now();
     let entropy = now
@@ -186,29 +301,42 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     let out = args.build.out.clone();
     let plan_file = args.build.plan.display().to_string();
     let LaunchArgs {
-        build,
+        mut build,
         bmc: bmc_args,
         ipmis,
         iso_url,
         url_lifetime,
         power_wait,
+        ec2: ec2_args,
         ..
     } = args;
+    let rt = runtime()?;
+    // The payload URL is rendered into the user-data, so it is presigned before the build
+    // (a presigned URL depends on the object's path, not its content).
+    let payload_object = if ec2_client.is_some() && build.payload_url.is_none() {
+        let (object, url) = rt.block_on(presign::presign(
+            &store,
+            &["launches", &id, "payload.tar.gz"],
+            url_lifetime,
+            "payload.tar.gz",
+        ))?;
+        build.payload_url = Some(url);
+        Some(object)
+    } else {
+        None
+    };
+    let payload_url = build.payload_url.clone();
     crate::build::run(build)?;
 
-    let rt = runtime()?;
     rt.block_on(async {
         let (iso_url, iso_object) = match (&iso_url, bmcs.is_empty()) {
             (Some(u), _) => (Some(u.clone()), None),
             (None, true) => (None, None),
             (None, false) => {
-                let (object, url) = presign::upload_and_presign(
-                    &store,
-                    &out.join("appliance.iso"),
-                    &["launches", &id, "appliance.iso"],
-                    url_lifetime,
-                )
-                .await?;
+                let parts = ["launches", id.as_str(), "appliance.iso"];
+                presign::upload(&store, &out.join("appliance.iso"), &parts).await?;
+                let (object, url) =
+                    presign::presign(&store, &parts, url_lifetime, "appliance.iso").await?;
                 println!(
                     "uploaded appliance.iso to {object}, presigned for {}",
                     humantime::format_duration(url_lifetime)
@@ -234,12 +362,46 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         for (address, t) in ipmis.iter().zip(&ipmi_targets) {
             let at = record::timestamp(SystemTime::now());
             let mut say = |line: String| println!("{address}: {line}");
-            let r = ipmi::launch(&runner, t, &creds, &mut say).await;
+            let r = match &creds {
+                Some(c) => ipmi::launch(&runner, t, c, &mut say).await,
+                None => Err(anyhow::anyhow!("no BMC credentials")),
+            };
             targets.push(record_target(
                 address,
                 "ipmi",
                 at,
                 r.map(record::Started::Ipmi),
+            ));
+        }
+        if let Some(client) = &ec2_client {
+            let at = record::timestamp(SystemTime::now());
+            let address = client.endpoint().to_string();
+            let r = async {
+                if let Some(object) = &payload_object {
+                    let parts = ["launches", id.as_str(), "payload.tar.gz"];
+                    presign::upload(&store, &out.join("payload.tar.gz"), &parts)
+                        .await
+                        .map(|()| println!("uploaded payload.tar.gz to {object}"))?;
+                }
+                let user_data = std::fs::read_to_string(out.join("user-data.yaml"))
+                    .context("reading the user-data the build wrote")?;
+                let request = ec2_args.request(&plan.appliance.name, &id, user_data)?;
+                let mut say = |line: String| println!("{address}: {line}");
+                ec2::launch(
+                    client,
+                    &request,
+                    ec2_args.ec2_wait,
+                    payload_url.as_deref().unwrap_or_default(),
+                    &mut say,
+                )
+                .await
+            }
+            .await;
+            targets.push(record_target(
+                &address,
+                "ec2",
+                at,
+                r.map(record::Started::Ec2),
             ));
         }
         let rec = record::LaunchRecord {
@@ -253,6 +415,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             created_at: record::timestamp(now),
             iso_url: iso_url.as_deref().map(record::without_query),
             iso_object,
+            payload_object,
             targets,
         };
         let key = record::write(&store, &rec).await?;
@@ -299,6 +462,7 @@ fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
             }
             Some(record::Started::Redfish(r)) => &r.not_kept,
             Some(record::Started::Ipmi(i)) => &i.not_kept,
+            Some(record::Started::Ec2(_)) => continue,
         };
         for k in kept {
             println!("{}: the BMC did not keep what it accepted: {k}", t.address);

@@ -1,5 +1,5 @@
-//! The ISO in the plan's object store, behind a presigned GET URL a BMC can fetch without
-//! credentials (object_store's S3 signer).
+//! Artifacts in the plan's object store behind presigned GET URLs that a BMC (the ISO) or an
+//! instance (the payload) fetches without credentials (object_store's S3 signer).
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,20 +11,30 @@ use tokio::io::AsyncReadExt;
 /// Multipart chunk size: S3's minimum part is 5 MiB.
 const CHUNK: usize = 16 << 20;
 
-/// Uploads `file` to `parts` under the store's prefix and returns (object path, URL).
-pub async fn upload_and_presign(
+/// A presigned GET URL for `parts` under the store's prefix (the object may not exist
+/// yet: the URL only depends on its path); returns (object path, URL).
+pub async fn presign(
     store: &pgappliance::upload::Store,
-    file: &Path,
     parts: &[&str],
     lifetime: Duration,
+    what: &str,
 ) -> Result<(String, String)> {
     let Some(signer) = store.signer.clone() else {
         bail!(
-            "the store {} cannot presign URLs (only s3:// stores can): serve {} yourself and give --iso-url",
-            store.url,
-            file.display()
+            "the store {} cannot presign URLs (only s3:// stores can): serve {what} yourself and give its URL",
+            store.url
         );
     };
+    let path = store.path(parts);
+    let url = signer
+        .signed_url(reqwest::Method::GET, &path, lifetime)
+        .await
+        .with_context(|| format!("presigning {path}"))?;
+    Ok((path.to_string(), url.to_string()))
+}
+
+/// Uploads `file` to `parts` under the store's prefix (multipart).
+pub async fn upload(store: &pgappliance::upload::Store, file: &Path, parts: &[&str]) -> Result<()> {
     let path = store.path(parts);
     let upload = store
         .objects
@@ -52,9 +62,5 @@ pub async fn upload_and_presign(
     w.finish()
         .await
         .with_context(|| format!("uploading {} to {path}", file.display()))?;
-    let url = signer
-        .signed_url(reqwest::Method::GET, &path, lifetime)
-        .await
-        .with_context(|| format!("presigning {path}"))?;
-    Ok((path.to_string(), url.to_string()))
+    Ok(())
 }

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use object_store::ObjectStoreExt;
 use serde::Serialize;
 
+use super::ec2::Ec2Launch;
 use super::ipmi::IpmiLaunch;
 use super::redfish::RedfishLaunch;
 
@@ -22,6 +23,8 @@ pub struct LaunchRecord {
     /// read credential and is not recorded).
     pub iso_url: Option<String>,
     pub iso_object: Option<String>,
+    /// The payload uploaded for EC2 instances.
+    pub payload_object: Option<String>,
     pub targets: Vec<Target>,
 }
 
@@ -37,6 +40,7 @@ pub struct PlanRef {
 pub enum Started {
     Redfish(RedfishLaunch),
     Ipmi(IpmiLaunch),
+    Ec2(Ec2Launch),
 }
 
 #[derive(Debug, Serialize)]

@@ -262,3 +262,93 @@ pub fn read_to_string(p: &Path) -> String {
         .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     s
 }
+
+/// `moto_server` (moto with server, ec2, s3) with request authentication on: the first
+/// three requests are let through unauthenticated to create an IAM user, its allow-all
+/// policy and its access key; every later request must be signed with that key.
+pub struct Moto {
+    pub daemon: Daemon,
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        let dir = tempfile::Builder::new()
+            .prefix("pga-moto-")
+            .tempdir()
+            .expect("tmp");
+        let port = seaweed::free_port();
+        let log = std::fs::File::create(dir.path().join("log")).expect("log");
+        let child = Command::new(venv_bin("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("moto_server");
+        let daemon = Daemon { child, dir, port };
+        wait_for_port(port, "moto_server", &daemon.dir.path().join("log"));
+        let mut m = Moto {
+            daemon,
+            access_key: "unauthenticated".into(),
+            secret_key: "unauthenticated".into(),
+        };
+        m.aws(&["iam", "create-user", "--user-name", "pga"]);
+        m.aws(&[
+            "iam",
+            "put-user-policy",
+            "--user-name",
+            "pga",
+            "--policy-name",
+            "all",
+            "--policy-document",
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#,
+        ]);
+        let key: serde_json::Value =
+            serde_json::from_str(&m.aws(&["iam", "create-access-key", "--user-name", "pga"]))
+                .expect("key json");
+        m.access_key = key["AccessKey"]["AccessKeyId"].as_str().expect("id").into();
+        m.secret_key = key["AccessKey"]["SecretAccessKey"]
+            .as_str()
+            .expect("secret")
+            .into();
+        m
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.daemon.port)
+    }
+
+    /// The AWS CLI (awscli from the venv) against this server, signed with its key.
+    pub fn aws(&self, args: &[&str]) -> String {
+        let o = Command::new(venv_bin("aws"))
+            .args(["--endpoint-url", &self.endpoint(), "--output", "json"])
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", &self.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret_key)
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("AWS_PROFILE")
+            .output()
+            .expect("aws");
+        assert!(o.status.success(), "aws {args:?}: {}", describe(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// A 0600 credentials file with this server's key (the store's format).
+    pub fn credentials_file(&self, dir: &Path, secret: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(format!("aws-{secret}"));
+        std::fs::write(
+            &p,
+            format!(
+                "access_key_id = {}\nsecret_access_key = {secret}\n",
+                self.access_key
+            ),
+        )
+        .expect("credentials");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        p
+    }
+}
