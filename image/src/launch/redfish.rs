@@ -681,10 +681,12 @@ pub async fn launch(
     if media_now.get("WriteProtected").is_some() {
         sent["WriteProtected"] = json!(true);
     }
+    // A presigned URL's query is a read credential: not printed, not recorded.
+    let shown = super::record::without_query(image_url);
     not_kept_all.extend(
         not_kept(&sent, &media_now)
             .into_iter()
-            .map(|m| format!("{media_path}: {m}")),
+            .map(|m| format!("{media_path}: {}", m.replace(image_url, &shown))),
     );
 
     let target = boot_patch_target(&system_path, &system.body);
@@ -984,8 +986,8 @@ mod tests {
         super::super::credentials::parse("user = u\npassword = p\n").expect("creds")
     }
 
-    #[test]
-    fn an_ami_launch_patches_sd_with_its_etag_follows_the_insert_task_and_reads_back() {
+    /// A replay of an AMI MegaRAC BMC whose CD1 reads as `cd` in turn.
+    fn ami_replay(cd: Vec<Value>) -> (String, Arc<Mutex<Vec<Seen>>>) {
         let mut pages = BTreeMap::new();
         for (path, name) in [
             ("/redfish/v1/", "ami-service-root-composed.json"),
@@ -1012,15 +1014,7 @@ mod tests {
         ] {
             pages.insert(path.to_string(), vec![fixture(name)]);
         }
-        // The CD as found, then as read back after the insert.
-        let before = fixture("ami-virtualmedia-cd1-composed.json");
-        let mut after = before.clone();
-        let image = "https://s3.lab/b/lab/launches/x/appliance.iso?X-Amz-Signature=abc";
-        after["Image"] = json!(image);
-        pages.insert(
-            "/redfish/v1/Managers/Self/VirtualMedia/CD1".into(),
-            vec![before, after],
-        );
+        pages.insert("/redfish/v1/Managers/Self/VirtualMedia/CD1".into(), cd);
         let ok = || (204, String::new(), Vec::new());
         let mut answers = BTreeMap::new();
         answers.insert(
@@ -1046,15 +1040,29 @@ mod tests {
             "POST /redfish/v1/Systems/Self/Actions/ComputerSystem.Reset".to_string(),
             ok(),
         );
-        let (url, seen) = replay(pages, answers);
-        let bmc = Bmc::new(BmcOptions {
+        replay(pages, answers)
+    }
+
+    fn insecure_bmc(url: String) -> Bmc {
+        Bmc::new(BmcOptions {
             url,
             credentials: creds(),
             ca_pem: None,
             insecure: true,
             timeout: Duration::from_secs(10),
         })
-        .expect("bmc");
+        .expect("bmc")
+    }
+
+    #[test]
+    fn an_ami_launch_patches_sd_with_its_etag_follows_the_insert_task_and_reads_back() {
+        // The CD as found, then as read back after the insert.
+        let before = fixture("ami-virtualmedia-cd1-composed.json");
+        let mut after = before.clone();
+        let image = "https://s3.lab/b/lab/launches/x/appliance.iso?X-Amz-Signature=abc";
+        after["Image"] = json!(image);
+        let (url, seen) = ami_replay(vec![before, after]);
+        let bmc = insecure_bmc(url);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -1106,6 +1114,32 @@ mod tests {
             seen.iter()
                 .any(|s| s.method == "GET" && s.path == "/redfish/v1/TaskService/Tasks/7"),
             "the 202 task was followed: {seen:?}"
+        );
+    }
+
+    #[test]
+    fn an_image_the_bmc_does_not_keep_is_reported_without_the_urls_signature() {
+        // The BMC answers the insert but keeps showing the old image.
+        let (url, _) = ami_replay(vec![fixture("ami-virtualmedia-cd1-composed.json")]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
+        let image = "https://s3.lab/b/a.iso?X-Amz-Signature=secret-sig";
+        let r = rt
+            .block_on(launch(
+                &insecure_bmc(url),
+                None,
+                image,
+                Duration::from_secs(2),
+                &mut |_| {},
+            ))
+            .expect("launch");
+        assert_eq!(
+            r.not_kept,
+            vec![
+                r#"/redfish/v1/Managers/Self/VirtualMedia/CD1: Image was set to "https://s3.lab/b/a.iso" but reads "http://files.lab/old.iso""#
+            ]
         );
     }
 
