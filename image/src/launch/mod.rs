@@ -147,17 +147,20 @@ pub struct Ec2Args {
     /// The AMI (a Rocky 8 image of the plan's architecture).
     #[arg(long, value_name = "AMI", requires = "ec2")]
     pub image_id: Option<String>,
+    /// The instance type (e.g. m6gd.8xlarge).
     #[arg(long, value_name = "TYPE", requires = "ec2")]
     pub instance_type: Option<String>,
-    #[arg(long, requires = "ec2")]
+    /// The subnet to launch in; default: the account's default VPC.
+    #[arg(long, value_name = "ID", requires = "ec2")]
     pub subnet_id: Option<String>,
-    #[arg(long, requires = "ec2")]
+    /// The EC2 key pair for ssh (none by default: the appliance needs no login).
+    #[arg(long, value_name = "NAME", requires = "ec2")]
     pub key_name: Option<String>,
-    /// Repeatable.
+    /// A security group for the instances; repeatable.
     #[arg(long = "security-group-id", value_name = "SG", requires = "ec2")]
     pub security_group_ids: Vec<String>,
     /// How many instances.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, requires = "ec2", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub count: u32,
     /// EC2 region; default: AWS_REGION, else the plan's upload.region.
     #[arg(long)]
