@@ -367,6 +367,29 @@ fn https_without_a_ca_or_insecure_and_loose_credentials_are_refused_before_any_w
     assert!(text.contains("mode 640"), "{text}");
     assert!(!text.contains("loose-secret"), "{text}");
     assert!(!dir.path().join("out").exists(), "nothing built: {text}");
+    let iso = dir.path().join("rocky.iso");
+    std::fs::write(&iso, "not read: refused first").expect("iso");
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(altra_plan(dir.path()))
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir.path()))
+        .arg("--iso")
+        .arg(&iso)
+        .args(["--bmc", "https://127.0.0.1:1", "--insecure"])
+        .args([
+            "--store",
+            &format!("file://{}", dir.path().join("files").display()),
+        ])
+        .envs(env)
+        .output()
+        .expect("launch");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("cannot presign the ISO"), "{text}");
+    assert!(!dir.path().join("out").exists(), "nothing built: {text}");
     let o = run(
         &["--bmc", "https://127.0.0.1:1", "--bmc-password", "x"],
         &env,

@@ -288,6 +288,12 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     let store_cfg = args.store.config(&plan);
     store_cfg.preflight()?;
     let store = pgappliance::upload::Store::open(&store_cfg)?;
+    if !bmcs.is_empty() && args.iso_url.is_none() && store.signer.is_none() {
+        bail!(
+            "the store {} cannot presign the ISO for the BMCs (only s3:// stores can): give --iso-url where you serve appliance.iso, or an s3:// --store",
+            store.url
+        );
+    }
     let ec2_client = if args.ec2.ec2 {
         Some(args.ec2.client(&store_cfg)?)
     } else {
