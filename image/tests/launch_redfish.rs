@@ -243,7 +243,11 @@ fn a_wrong_password_is_refused_and_never_printed() {
 }
 
 #[test]
-fn an_unreachable_bmc_is_named_and_recorded() {
+fn an_unreachable_bmc_is_named_and_recorded_and_the_others_are_still_launched() {
+    let bmc = sushy();
+    let www = tempfile::tempdir().expect("www");
+    std::fs::write(www.path().join("a.iso"), "iso").expect("iso");
+    let server = http_server(www.path());
     let dir = tempfile::tempdir().expect("tmp");
     let files = dir.path().join("records");
     let port = seaweed::free_port();
@@ -254,8 +258,13 @@ fn an_unreachable_bmc_is_named_and_recorded() {
         .arg(dir.path().join("out"))
         .arg("--daemon-binary")
         .arg(fake_aarch64_binary(dir.path()))
-        .args(["--bmc", &format!("https://127.0.0.1:{port}"), "--insecure"])
-        .args(["--iso-url", "https://example.invalid/a.iso"])
+        .args(["--bmc", &format!("https://127.0.0.1:{port}")])
+        .args(["--bmc", &format!("https://127.0.0.1:{}", bmc.port)])
+        .arg("--insecure")
+        .args([
+            "--iso-url",
+            &format!("http://127.0.0.1:{}/a.iso", server.port),
+        ])
         .args(["--store", &format!("file://{}", files.display())])
         .env("PGAPPLIANCE_BMC_USER", BMC_USER)
         .env("PGAPPLIANCE_BMC_PASSWORD", BMC_PASSWORD)
@@ -265,6 +274,7 @@ fn an_unreachable_bmc_is_named_and_recorded() {
     assert_eq!(o.status.code(), Some(1), "{text}");
     let want = format!("on the BMC at https://127.0.0.1:{port}: cannot connect");
     assert!(text.contains(&want), "{text}");
+    assert!(text.contains("1 of 2 targets started"), "{text}");
     let rec = file_record(&files, &launch_id(&o));
     assert!(rec["targets"][0]["started"].is_null(), "{rec}");
     assert!(
@@ -274,6 +284,9 @@ fn an_unreachable_bmc_is_named_and_recorded() {
             .contains(&want),
         "{rec}"
     );
+    assert_eq!(rec["targets"][1]["started"]["reset"], "On", "{rec}");
+    let media = redfish_get(&bmc, &format!("{}/VirtualMedia/Cd", system_path(&bmc)));
+    assert_eq!(media["Inserted"], true, "{media}");
 }
 
 #[test]
