@@ -239,7 +239,29 @@ pub fn fakebmc() -> Daemon {
         .stderr(Stdio::from(log))
         .spawn()
         .expect("fakebmc");
-    Daemon { child, dir, port }
+    let d = Daemon { child, dir, port };
+    // It listens on UDP: ready once ipmitool gets an answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = Command::new("ipmitool")
+            .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-U", "admin", "-E", "-R", "1", "-N", "1", "chassis", "power", "status",
+            ])
+            .env("IPMI_PASSWORD", "password")
+            .output()
+            .expect("ipmitool (Debian package ipmitool)");
+        if o.status.success() {
+            break d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fakebmc did not answer on {port}: {}\n{}",
+            describe(&o),
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// GET a Redfish resource from the emulator with curl (an independent client).
