@@ -479,7 +479,7 @@ impl Bmc {
             .get("ETag")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let body: Value = resp.json_body(path).await?;
+        let body = json_body(resp, path).await?;
         let etag = header.or_else(|| {
             body.get("@odata.etag")
                 .and_then(Value::as_str)
@@ -543,19 +543,12 @@ impl Bmc {
     }
 }
 
-trait JsonBody {
-    async fn json_body(self, path: &str) -> Result<Value>;
-}
-
-impl JsonBody for reqwest::Response {
-    async fn json_body(self, path: &str) -> Result<Value> {
-        let text = self
-            .text()
-            .await
-            .with_context(|| format!("reading GET {path}"))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("GET {path}: the BMC's answer is not JSON"))
-    }
+async fn json_body(resp: reqwest::Response, path: &str) -> Result<Value> {
+    let text = resp
+        .text()
+        .await
+        .with_context(|| format!("reading GET {path}"))?;
+    serde_json::from_str(&text).with_context(|| format!("GET {path}: the BMC's answer is not JSON"))
 }
 
 fn source_chain(e: &dyn std::error::Error) -> String {
