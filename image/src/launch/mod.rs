@@ -7,6 +7,7 @@
 //! target started but some BMC did not keep a setting it accepted (listed); 1 an error or a
 //! target that could not be started (the record says which).
 
+pub mod bmc;
 pub mod credentials;
 pub mod ec2;
 pub mod ipmi;
@@ -49,14 +50,14 @@ pub struct BmcArgs {
 }
 
 impl BmcArgs {
-    fn connect(&self, url: &str, creds: &credentials::BmcCredentials) -> Result<redfish::Bmc> {
+    fn connect(&self, url: &str, creds: &credentials::BmcCredentials) -> Result<bmc::Bmc> {
         let ca_pem = match &self.bmc_ca {
             Some(p) => Some(
                 std::fs::read(p).with_context(|| format!("reading --bmc-ca {}", p.display()))?,
             ),
             None => None,
         };
-        redfish::Bmc::new(redfish::BmcOptions {
+        bmc::Bmc::new(bmc::BmcOptions {
             url: url.to_string(),
             credentials: creds.clone(),
             ca_pem,
