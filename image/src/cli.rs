@@ -38,6 +38,11 @@ pub enum Command {
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildArgs),
+    /// Build, then boot servers into the plan: Redfish BMCs mount appliance.iso as virtual
+    /// media and boot it once, IPMI BMCs boot CD/DVD next; writes a launch record to the store.
+    Launch(Box<crate::launch::LaunchArgs>),
+    /// Eject the virtual CD/DVD of Redfish BMCs (after a launch).
+    Eject(crate::launch::EjectArgs),
     /// Mint fresh short-lived store credentials for a plan into a new 0600 file (AWS STS).
     Credentials(crate::build::credentials::MintCommand),
     /// Compare the uploaded runs of one or more stores: index.html (the finding first),

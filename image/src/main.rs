@@ -5,6 +5,7 @@ mod build;
 mod check;
 mod cli;
 mod collect;
+mod launch;
 
 use clap::Parser;
 
@@ -21,6 +22,8 @@ fn main() {
             command: cli::BenchCommand::Collect(args),
         } => bench::run(args),
         cli::Command::Credentials(cmd) => build::credentials::run_mint(cmd),
+        cli::Command::Launch(args) => launch::run(*args),
+        cli::Command::Eject(args) => launch::eject(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -18,6 +18,7 @@ use object_store::aws::{AmazonS3Builder, AwsCredential};
 use object_store::local::LocalFileSystem;
 use object_store::multipart::MultipartStore;
 use object_store::path::Path as ObjectPath;
+use object_store::signer::Signer;
 use object_store::{BackoffConfig, ClientOptions, CredentialProvider, ObjectStore, RetryConfig};
 
 use crate::plan::Credentials;
@@ -76,6 +77,8 @@ pub struct Store {
     pub objects: Arc<dyn ObjectStore>,
     /// Present for S3: the low-level API whose upload ids can be journaled and resumed.
     pub multipart: Option<Arc<dyn MultipartStore>>,
+    /// Present for S3: presigns URLs (e.g. an ISO a BMC fetches without credentials).
+    pub signer: Option<Arc<dyn Signer>>,
     pub prefix: Vec<String>,
     /// The credentials file the S3 client reads its keys from (`credentials = "file"`).
     pub credentials_file: Option<Arc<FileCredentials>>,
@@ -110,6 +113,7 @@ impl Store {
                 url: cfg.url.clone(),
                 objects: Arc::new(fs),
                 multipart: None,
+                signer: None,
                 prefix: Vec::new(),
                 credentials_file: None,
             });
@@ -174,7 +178,8 @@ impl Store {
         Ok(Store {
             url: cfg.url.clone(),
             objects: s3.clone(),
-            multipart: Some(s3),
+            multipart: Some(s3.clone()),
+            signer: Some(s3),
             prefix: prefix
                 .split('/')
                 .filter(|s| !s.is_empty())
@@ -718,6 +723,7 @@ mod tests {
             url: "s3://b/p/q".into(),
             objects: Arc::new(object_store::memory::InMemory::new()),
             multipart: None,
+            signer: None,
             prefix: vec!["p".into(), "q".into()],
             credentials_file: None,
         };

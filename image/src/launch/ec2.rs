@@ -1,0 +1,319 @@
+//! EC2 launch: RunInstances through EC2's Query API (version 2016-11-15) signed with
+//! object_store's SigV4 authorizer, then DescribeInstances until every instance runs.
+//! The user-data is the build's, fetching the payload from a presigned URL of the plan's
+//! store; instance-initiated shutdown terminates, so `finish.action = "power-off"` ends
+//! the bill.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use base64::Engine;
+use object_store::aws::{AwsAuthorizer, AwsCredential};
+use object_store::client::HttpRequestBody;
+
+pub const API_VERSION: &str = "2016-11-15";
+
+/// What to launch.
+#[derive(Debug, Clone)]
+pub struct Ec2Request {
+    pub image_id: String,
+    pub instance_type: String,
+    pub count: u32,
+    pub subnet_id: Option<String>,
+    pub key_name: Option<String>,
+    pub security_group_ids: Vec<String>,
+    pub user_data: String,
+    pub tags: Vec<(String, String)>,
+}
+
+/// RunInstances' Query parameters (pure).
+pub fn run_instances_params(r: &Ec2Request) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = vec![
+        ("Action".into(), "RunInstances".into()),
+        ("Version".into(), API_VERSION.into()),
+        ("ImageId".into(), r.image_id.clone()),
+        ("InstanceType".into(), r.instance_type.clone()),
+        ("MinCount".into(), r.count.to_string()),
+        ("MaxCount".into(), r.count.to_string()),
+        (
+            "UserData".into(),
+            base64::engine::general_purpose::STANDARD.encode(r.user_data.as_bytes()),
+        ),
+        (
+            "InstanceInitiatedShutdownBehavior".into(),
+            "terminate".into(),
+        ),
+    ];
+    if let Some(s) = &r.subnet_id {
+        p.push(("SubnetId".into(), s.clone()));
+    }
+    if let Some(k) = &r.key_name {
+        p.push(("KeyName".into(), k.clone()));
+    }
+    for (i, g) in r.security_group_ids.iter().enumerate() {
+        p.push((format!("SecurityGroupId.{}", i + 1), g.clone()));
+    }
+    for (i, kind) in ["instance", "volume"].iter().enumerate() {
+        let spec = format!("TagSpecification.{}", i + 1);
+        p.push((format!("{spec}.ResourceType"), kind.to_string()));
+        for (j, (k, v)) in r.tags.iter().enumerate() {
+            p.push((format!("{spec}.Tag.{}.Key", j + 1), k.clone()));
+            p.push((format!("{spec}.Tag.{}.Value", j + 1), v.clone()));
+        }
+    }
+    p
+}
+
+/// The text of every `<tag>…</tag>` in document order.
+fn elements<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find(&open) {
+        let after = &rest[i + open.len()..];
+        let Some(j) = after.find(&close) else { break };
+        out.push(&after[..j]);
+        rest = &after[j + close.len()..];
+    }
+    out
+}
+
+/// An EC2 error response (`<Errors><Error><Code>…<Message>…`), as "Code: Message".
+pub fn parse_error(xml: &str) -> Option<String> {
+    let code = elements(xml, "Code").into_iter().next()?;
+    let message = elements(xml, "Message").into_iter().next().unwrap_or("");
+    Some(format!("{code}: {message}"))
+}
+
+/// Instance ids and state names of a RunInstances or DescribeInstances response: each
+/// `instancesSet` item has its `instanceId` before its `instanceState`.
+pub fn parse_instances(xml: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find("<instanceId>") {
+        rest = &rest[i..];
+        let id = elements(rest, "instanceId")
+            .into_iter()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let state = elements(rest, "instanceState")
+            .into_iter()
+            .next()
+            .and_then(|s| elements(s, "name").into_iter().next())
+            .unwrap_or("")
+            .to_string();
+        out.push((id, state));
+        rest = &rest["<instanceId>".len()..];
+        // Skip to the next item, past this one's instanceState.
+        match rest.find("</instanceState>") {
+            Some(j) => rest = &rest[j..],
+            None => break,
+        }
+    }
+    out
+}
+
+/// Where and as whom to call EC2.
+pub struct Ec2Client {
+    endpoint: String,
+    region: String,
+    credential: AwsCredential,
+    client: reqwest::Client,
+}
+
+impl Ec2Client {
+    pub fn new(endpoint: String, region: String, credential: AwsCredential) -> Result<Self> {
+        Ok(Ec2Client {
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            region,
+            credential,
+            client: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .timeout(Duration::from_secs(60))
+                .build()?,
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub async fn call(&self, params: &[(String, String)]) -> Result<String> {
+        let action = params
+            .iter()
+            .find(|(k, _)| k == "Action")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("?");
+        let mut url = reqwest::Url::parse(&format!("{}/", self.endpoint))
+            .with_context(|| format!("EC2 endpoint \"{}\" is not a URL", self.endpoint))?;
+        let body = {
+            let mut form = url.clone();
+            form.query_pairs_mut().clear().extend_pairs(params);
+            form.query().unwrap_or("").to_string()
+        };
+        url.set_query(None);
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri(url.as_str())
+            .header(
+                "content-type",
+                "application/x-www-form-urlencoded; charset=utf-8",
+            )
+            .body(HttpRequestBody::from(body.clone()))
+            .context("building the EC2 request")?;
+        AwsAuthorizer::new(&self.credential, "ec2", &self.region)
+            .try_authorize(&mut req, None)
+            .context("signing the EC2 request")?;
+        let mut r = self.client.post(url.clone()).body(body);
+        for (k, v) in req.headers() {
+            r = r.header(k.as_str(), v.as_bytes());
+        }
+        let resp = r
+            .send()
+            .await
+            .with_context(|| format!("EC2 {action} at {}", self.endpoint))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        if !status.is_success() {
+            bail!(
+                "EC2 {action} at {}: {status}: {}",
+                self.endpoint,
+                parse_error(&text).unwrap_or_else(|| text.chars().take(300).collect())
+            );
+        }
+        Ok(text)
+    }
+}
+
+/// What an EC2 launch did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Ec2Launch {
+    pub endpoint: String,
+    pub region: String,
+    pub image_id: String,
+    pub instance_type: String,
+    pub instances: Vec<String>,
+    pub state: String,
+    /// Where the user-data fetches the payload (without its query).
+    pub payload_url: String,
+}
+
+pub async fn launch(
+    ec2: &Ec2Client,
+    request: &Ec2Request,
+    wait: Duration,
+    payload_url: &str,
+    say: &mut dyn FnMut(String),
+) -> Result<Ec2Launch> {
+    let xml = ec2.call(&run_instances_params(request)).await?;
+    let ids: Vec<String> = parse_instances(&xml)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    if ids.is_empty() {
+        bail!("EC2 RunInstances answered without instance ids");
+    }
+    say(format!("started {}", ids.join(", ")));
+    let deadline = Instant::now() + wait;
+    let state = loop {
+        let mut p = vec![
+            ("Action".to_string(), "DescribeInstances".to_string()),
+            ("Version".to_string(), API_VERSION.to_string()),
+        ];
+        for (i, id) in ids.iter().enumerate() {
+            p.push((format!("InstanceId.{}", i + 1), id.clone()));
+        }
+        let states = parse_instances(&ec2.call(&p).await?);
+        let not_running: Vec<String> = ids
+            .iter()
+            .filter(|id| {
+                states
+                    .iter()
+                    .find(|(i, _)| i == *id)
+                    .is_none_or(|(_, s)| s != "running")
+            })
+            .cloned()
+            .collect();
+        if let Some((id, s)) = states
+            .iter()
+            .find(|(_, s)| matches!(s.as_str(), "terminated" | "shutting-down" | "stopped"))
+        {
+            bail!("instance {id} is {s} instead of starting");
+        }
+        if not_running.is_empty() {
+            break "running".to_string();
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} not running after {}",
+                not_running.join(", "),
+                humantime::format_duration(wait)
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    say(format!("{} running", ids.join(", ")));
+    Ok(Ec2Launch {
+        endpoint: ec2.endpoint.clone(),
+        region: ec2.region.clone(),
+        image_id: request.image_id.clone(),
+        instance_type: request.instance_type.clone(),
+        instances: ids,
+        state,
+        payload_url: super::record::without_query(payload_url),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/ec2")
+            .join(name);
+        std::fs::read_to_string(&p).expect("fixture")
+    }
+
+    #[test]
+    fn run_instances_carries_user_data_tags_and_terminate_on_shutdown() {
+        let p = run_instances_params(&Ec2Request {
+            image_id: "ami-1".into(),
+            instance_type: "m6gd.8xlarge".into(),
+            count: 2,
+            subnet_id: Some("subnet-1".into()),
+            key_name: None,
+            security_group_ids: vec!["sg-1".into(), "sg-2".into()],
+            user_data: "#cloud-config\n".into(),
+            tags: vec![("pgappliance:plan".into(), "m6gd".into())],
+        });
+        let get = |k: &str| p.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("InstanceInitiatedShutdownBehavior"), Some("terminate"));
+        assert_eq!(get("UserData"), Some("I2Nsb3VkLWNvbmZpZwo="));
+        assert_eq!(get("MinCount"), Some("2"));
+        assert_eq!(get("SecurityGroupId.2"), Some("sg-2"));
+        assert_eq!(get("TagSpecification.1.ResourceType"), Some("instance"));
+        assert_eq!(
+            get("TagSpecification.1.Tag.1.Key"),
+            Some("pgappliance:plan")
+        );
+        assert_eq!(get("TagSpecification.2.Tag.1.Value"), Some("m6gd"));
+        assert_eq!(get("KeyName"), None);
+    }
+
+    #[test]
+    fn responses_captured_from_moto() {
+        let run = parse_instances(&fixture("run-instances-moto.xml"));
+        assert_eq!(run.len(), 1, "{run:?}");
+        assert!(run[0].0.starts_with("i-"));
+        assert_eq!(run[0].1, "pending");
+        let d = parse_instances(&fixture("describe-instances-moto.xml"));
+        assert_eq!(d, vec![(run[0].0.clone(), "running".to_string())]);
+        let e = parse_error(&fixture("error-auth-moto.xml")).expect("error");
+        assert!(
+            e.starts_with("SignatureDoesNotMatch") || e.starts_with("AuthFailure"),
+            "{e}"
+        );
+    }
+}

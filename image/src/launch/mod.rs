@@ -1,0 +1,511 @@
+//! `pgappliance launch PLAN`: build with `build`'s own code, then start each target: Redfish
+//! BMCs mount the ISO as virtual media and boot it once; IPMI BMCs (ISO mounted by hand)
+//! boot CD/DVD next and are reset or powered on. Every launch leaves a record in the plan's
+//! store (`<prefix>/launches/<launch id>.json`).
+//!
+//! Exit status: 0 every target started and the BMCs kept what they were asked; 2 every
+//! target started but some BMC did not keep a setting it accepted (listed); 1 an error or a
+//! target that could not be started (the record says which).
+
+pub mod bmc;
+pub mod credentials;
+pub mod ec2;
+pub mod ipmi;
+pub mod presign;
+pub mod record;
+pub mod redfish;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use pgappliance::plan::{Credentials, Plan};
+use pgappliance::upload::StoreConfig;
+use sha2::{Digest, Sha256};
+
+use crate::build::BuildArgs;
+
+/// How to reach Redfish BMCs (shared by `launch` and `eject`).
+#[derive(Debug, clap::Args)]
+pub struct BmcArgs {
+    /// Redfish BMC base URL (https://BMC); repeat for several servers.
+    #[arg(long = "bmc", value_name = "URL")]
+    pub bmcs: Vec<String>,
+    /// The Redfish system id on the BMC (needed when it has several).
+    #[arg(long, value_name = "ID")]
+    pub system: Option<String>,
+    /// A 0600 file with `user = …` and `password = …` lines; default: PGAPPLIANCE_BMC_USER
+    /// and PGAPPLIANCE_BMC_PASSWORD.
+    #[arg(long, value_name = "FILE")]
+    pub bmc_credentials: Option<PathBuf>,
+    /// PEM certificate (or CA) the BMC's https certificate must chain to.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub bmc_ca: Option<PathBuf>,
+    /// Do not check the BMC's certificate (and allow plain http BMC URLs).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Timeout of each request to a BMC.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub bmc_timeout: Duration,
+}
+
+impl BmcArgs {
+    fn connect(&self, url: &str, creds: &credentials::BmcCredentials) -> Result<bmc::Bmc> {
+        let ca_pem = match &self.bmc_ca {
+            Some(p) => Some(
+                std::fs::read(p).with_context(|| format!("reading --bmc-ca {}", p.display()))?,
+            ),
+            None => None,
+        };
+        bmc::Bmc::new(bmc::BmcOptions {
+            url: url.to_string(),
+            credentials: creds.clone(),
+            ca_pem,
+            insecure: self.insecure,
+            timeout: self.bmc_timeout,
+        })
+    }
+}
+
+/// Where the launch record (and an uploaded ISO) go: the plan's `[upload]` store unless
+/// overridden.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// s3://bucket/prefix or file:///dir; default: the plan's upload.store.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// S3 endpoint (path-style); default: the plan's, else AWS_ENDPOINT_URL or AWS.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// S3 region; default: the plan's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// A 0600 file with access_key_id/secret_access_key; default: the plan's credentials.
+    #[arg(long)]
+    pub credentials_file: Option<PathBuf>,
+    /// The profile (`[name]` section) of the credentials file to use.
+    #[arg(long, requires = "credentials_file")]
+    pub credentials_profile: Option<String>,
+}
+
+impl StoreArgs {
+    pub fn config(&self, plan: &Plan) -> StoreConfig {
+        let mut c = StoreConfig::from_plan(&plan.upload, self.store.as_deref());
+        if let Some(e) = &self.endpoint {
+            c.endpoint = Some(e.clone());
+        }
+        if let Some(r) = &self.region {
+            c.region = r.clone();
+        }
+        if let Some(f) = &self.credentials_file {
+            c.credentials = Credentials::File;
+            c.credentials_file = Some(f.display().to_string());
+            c.credentials_profile = self
+                .credentials_profile
+                .clone()
+                .unwrap_or_else(|| pgappliance::upload::store::DEFAULT_PROFILE.into());
+        }
+        c
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit status: 0 every target started and kept what it was asked; 2 every \
+target started but a BMC did not keep a setting it accepted; 1 an error or a target not started."
+)]
+pub struct LaunchArgs {
+    #[command(flatten)]
+    pub build: BuildArgs,
+    #[command(flatten)]
+    pub bmc: BmcArgs,
+    /// IPMI BMC (HOST or HOST:PORT) of a server whose ISO is mounted by hand; repeatable.
+    #[arg(long = "ipmi", value_name = "HOST")]
+    pub ipmis: Vec<String>,
+    /// Where BMCs fetch appliance.iso (served by you). Default: upload it to the store and
+    /// presign it.
+    #[arg(long, value_name = "URL")]
+    pub iso_url: Option<String>,
+    /// How long the presigned ISO URL stays valid.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    pub url_lifetime: Duration,
+    /// How long to wait for a Redfish system to read PowerState On after the reset.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub power_wait: Duration,
+    #[command(flatten)]
+    pub ec2: Ec2Args,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// EC2 instances booting a stock Rocky 8 image with the build's user-data.
+#[derive(Debug, clap::Args)]
+pub struct Ec2Args {
+    /// Launch EC2 instances (RunInstances): the payload is uploaded to the store and
+    /// presigned, the user-data fetches it; shutting down terminates the instance.
+    #[arg(long, requires_all = ["image_id", "instance_type"])]
+    pub ec2: bool,
+    /// The AMI (a Rocky 8 image of the plan's architecture).
+    #[arg(long, value_name = "AMI", requires = "ec2")]
+    pub image_id: Option<String>,
+    /// The instance type (e.g. m6gd.8xlarge).
+    #[arg(long, value_name = "TYPE", requires = "ec2")]
+    pub instance_type: Option<String>,
+    /// The subnet to launch in; default: the account's default VPC.
+    #[arg(long, value_name = "ID", requires = "ec2")]
+    pub subnet_id: Option<String>,
+    /// The EC2 key pair for ssh (none by default: the appliance needs no login).
+    #[arg(long, value_name = "NAME", requires = "ec2")]
+    pub key_name: Option<String>,
+    /// A security group for the instances; repeatable.
+    #[arg(long = "security-group-id", value_name = "SG", requires = "ec2")]
+    pub security_group_ids: Vec<String>,
+    /// How many instances.
+    #[arg(long, requires = "ec2", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub count: u32,
+    /// EC2 region; default: AWS_REGION, else the plan's upload.region.
+    #[arg(long)]
+    pub ec2_region: Option<String>,
+    /// EC2 endpoint; default: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL, else
+    /// https://ec2.REGION.amazonaws.com.
+    #[arg(long)]
+    pub ec2_endpoint: Option<String>,
+    /// How long to wait for every instance to be running.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub ec2_wait: Duration,
+}
+
+impl Ec2Args {
+    /// The EC2 client: the S3 store's credentials file when it has one, else the
+    /// environment's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN).
+    fn client(&self, store: &StoreConfig) -> Result<ec2::Ec2Client> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let region = self
+            .ec2_region
+            .clone()
+            .or_else(|| env("AWS_REGION"))
+            .unwrap_or_else(|| store.region.clone());
+        let endpoint = self
+            .ec2_endpoint
+            .clone()
+            .or_else(|| env("AWS_ENDPOINT_URL_EC2"))
+            .or_else(|| env("AWS_ENDPOINT_URL"))
+            .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
+        let s3_file = match (store.credentials, &store.credentials_file) {
+            (Credentials::File, Some(f)) if store.url.starts_with("s3://") => Some(f),
+            _ => None,
+        };
+        let credential = match s3_file {
+            Some(f) => {
+                let k = pgappliance::upload::store::read_credentials_file(
+                    std::path::Path::new(f),
+                    &store.credentials_profile,
+                )?;
+                object_store::aws::AwsCredential {
+                    key_id: k.access_key_id,
+                    secret_key: k.secret_access_key,
+                    token: k.session_token,
+                }
+            }
+            _ => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+                (Some(key_id), Some(secret_key)) => object_store::aws::AwsCredential {
+                    key_id,
+                    secret_key,
+                    token: env("AWS_SESSION_TOKEN"),
+                },
+                _ => bail!("--ec2 needs AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --credentials-file"),
+            },
+        };
+        ec2::Ec2Client::new(endpoint, region, credential)
+    }
+
+    fn request(&self, plan: &str, launch_id: &str, user_data: String) -> Result<ec2::Ec2Request> {
+        Ok(ec2::Ec2Request {
+            image_id: self.image_id.clone().context("--ec2 needs --image-id")?,
+            instance_type: self
+                .instance_type
+                .clone()
+                .context("--ec2 needs --instance-type")?,
+            count: self.count,
+            subnet_id: self.subnet_id.clone(),
+            key_name: self.key_name.clone(),
+            security_group_ids: self.security_group_ids.clone(),
+            user_data,
+            tags: vec![
+                ("Name".into(), format!("pgappliance {plan}")),
+                ("pgappliance:plan".into(), plan.into()),
+                ("pgappliance:launch".into(), launch_id.into()),
+            ],
+        })
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Exit status: 0 ejected on every BMC; 1 an error.")]
+pub struct EjectArgs {
+    #[command(flatten)]
+    pub bmc: BmcArgs,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+pub fn run(args: LaunchArgs) -> Result<i32> {
+    if args.bmc.bmcs.is_empty() && args.ipmis.is_empty() && !args.ec2.ec2 {
+        bail!("nothing to launch: give --bmc URL (Redfish), --ipmi HOST or --ec2");
+    }
+    if !args.bmc.bmcs.is_empty() && args.iso_url.is_none() && args.build.iso.is_none() {
+        bail!("Redfish BMCs mount appliance.iso: give --iso ROCKY.iso to build it (or --iso-url where you serve it)");
+    }
+    if let Some(u) = &args.iso_url {
+        redfish::check_image_url(u, redfish::Firmware::Other)?;
+    }
+    let ipmi_targets = args
+        .ipmis
+        .iter()
+        .map(|s| ipmi::parse_target(s).map_err(anyhow::Error::msg))
+        .collect::<Result<Vec<_>>>()?;
+    let bmc_targets = !args.bmc.bmcs.is_empty() || !ipmi_targets.is_empty();
+    let creds = if bmc_targets {
+        Some(credentials::load(args.bmc.bmc_credentials.as_deref())?)
+    } else {
+        None
+    };
+    let bmcs = match &creds {
+        Some(c) => args
+            .bmc
+            .bmcs
+            .iter()
+            .map(|u| args.bmc.connect(u, c).map(|b| (u.clone(), b)))
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
+    let plan = Plan::load(&args.build.plan)?;
+    let plan_bytes = std::fs::read(&args.build.plan)
+        .with_context(|| format!("reading {}", args.build.plan.display()))?;
+    let store_cfg = args.store.config(&plan);
+    store_cfg.preflight()?;
+    let store = pgappliance::upload::Store::open(&store_cfg)?;
+    if !bmcs.is_empty() && args.iso_url.is_none() && store.signer.is_none() {
+        bail!(
+            "the store {} cannot presign the ISO for the BMCs (only s3:// stores can): give --iso-url where you serve appliance.iso, or an s3:// --store",
+            store.url
+        );
+    }
+    let ec2_client = if args.ec2.ec2 {
+        Some(args.ec2.client(&store_cfg)?)
+    } else {
+        None
+    };
+
+    let now = SystemTime::now();
+    let entropy = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+        ^ std::process::id();
+    let id = record::launch_id(&plan.appliance.name, now, entropy);
+    let out = args.build.out.clone();
+    let plan_file = args.build.plan.display().to_string();
+    let LaunchArgs {
+        mut build,
+        bmc: bmc_args,
+        ipmis,
+        iso_url,
+        url_lifetime,
+        power_wait,
+        ec2: ec2_args,
+        ..
+    } = args;
+    let rt = runtime()?;
+    // The payload URL is rendered into the user-data, so it is presigned before the build
+    // (a presigned URL depends on the object's path, not its content).
+    let payload_object = if ec2_client.is_some() && build.payload_url.is_none() {
+        let (object, url) = rt.block_on(presign::presign(
+            &store,
+            &["launches", &id, "payload.tar.gz"],
+            url_lifetime,
+            "payload.tar.gz",
+        ))?;
+        build.payload_url = Some(url);
+        Some(object)
+    } else {
+        None
+    };
+    let payload_url = build.payload_url.clone();
+    crate::build::run(build)?;
+
+    rt.block_on(async {
+        let (iso_url, iso_object) = match (&iso_url, bmcs.is_empty()) {
+            (Some(u), _) => (Some(u.clone()), None),
+            (None, true) => (None, None),
+            (None, false) => {
+                let parts = ["launches", id.as_str(), "appliance.iso"];
+                presign::upload(&store, &out.join("appliance.iso"), &parts).await?;
+                let (object, url) =
+                    presign::presign(&store, &parts, url_lifetime, "appliance.iso").await?;
+                println!(
+                    "uploaded appliance.iso to {object}, presigned for {}",
+                    humantime::format_duration(url_lifetime)
+                );
+                (Some(url), Some(object))
+            }
+        };
+        let mut targets = Vec::new();
+        for (address, bmc) in &bmcs {
+            let at = record::timestamp(SystemTime::now());
+            let url = iso_url.as_deref().unwrap_or_default();
+            let mut say = |line: String| println!("{address}: {line}");
+            let r =
+                redfish::launch(bmc, bmc_args.system.as_deref(), url, power_wait, &mut say).await;
+            targets.push(record_target(
+                address,
+                "redfish",
+                at,
+                r.map(record::Started::Redfish),
+            ));
+        }
+        let runner = pgappliance::runner::Runner::local();
+        for (address, t) in ipmis.iter().zip(&ipmi_targets) {
+            let at = record::timestamp(SystemTime::now());
+            let mut say = |line: String| println!("{address}: {line}");
+            let r = match &creds {
+                Some(c) => ipmi::launch(&runner, t, c, &mut say).await,
+                None => Err(anyhow::anyhow!("no BMC credentials")),
+            };
+            targets.push(record_target(
+                address,
+                "ipmi",
+                at,
+                r.map(record::Started::Ipmi),
+            ));
+        }
+        if let Some(client) = &ec2_client {
+            let at = record::timestamp(SystemTime::now());
+            let address = client.endpoint().to_string();
+            let r = async {
+                if let Some(object) = &payload_object {
+                    let parts = ["launches", id.as_str(), "payload.tar.gz"];
+                    presign::upload(&store, &out.join("payload.tar.gz"), &parts)
+                        .await
+                        .map(|()| println!("uploaded payload.tar.gz to {object}"))?;
+                }
+                let user_data = std::fs::read_to_string(out.join("user-data.yaml"))
+                    .context("reading the user-data the build wrote")?;
+                let request = ec2_args.request(&plan.appliance.name, &id, user_data)?;
+                let mut say = |line: String| println!("{address}: {line}");
+                ec2::launch(
+                    client,
+                    &request,
+                    ec2_args.ec2_wait,
+                    payload_url.as_deref().unwrap_or_default(),
+                    &mut say,
+                )
+                .await
+            }
+            .await;
+            targets.push(record_target(
+                &address,
+                "ec2",
+                at,
+                r.map(record::Started::Ec2),
+            ));
+        }
+        let rec = record::LaunchRecord {
+            schema: record::SCHEMA,
+            launch_id: id.clone(),
+            plan: record::PlanRef {
+                name: plan.appliance.name.clone(),
+                file: plan_file,
+                sha256: format!("{:x}", Sha256::digest(&plan_bytes)),
+            },
+            created_at: record::timestamp(now),
+            iso_url: iso_url.as_deref().map(record::without_query),
+            iso_object,
+            payload_object,
+            targets,
+        };
+        let key = record::write(&store, &rec).await?;
+        Ok(summarize(&rec, &key))
+    })
+}
+
+fn record_target(
+    address: &str,
+    method: &'static str,
+    at: String,
+    r: Result<record::Started>,
+) -> record::Target {
+    match r {
+        Ok(s) => record::Target {
+            address: address.to_string(),
+            method,
+            at,
+            started: Some(s),
+            error: None,
+        },
+        Err(e) => {
+            eprintln!("{address}: not started: {e:#}");
+            record::Target {
+                address: address.to_string(),
+                method,
+                at,
+                started: None,
+                error: Some(format!("{e:#}")),
+            }
+        }
+    }
+}
+
+/// Prints what happened and returns the exit status.
+fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
+    let mut failed = 0;
+    let mut not_kept = 0;
+    for t in &rec.targets {
+        let kept = match &t.started {
+            None => {
+                failed += 1;
+                continue;
+            }
+            Some(record::Started::Redfish(r)) => &r.not_kept,
+            Some(record::Started::Ipmi(i)) => &i.not_kept,
+            Some(record::Started::Ec2(_)) => continue,
+        };
+        for k in kept {
+            println!("{}: the BMC did not keep what it accepted: {k}", t.address);
+        }
+        if !kept.is_empty() {
+            not_kept += 1;
+        }
+    }
+    println!(
+        "launch {}: {} of {} targets started; record {key}",
+        rec.launch_id,
+        rec.targets.len() - failed,
+        rec.targets.len()
+    );
+    match (failed, not_kept) {
+        (0, 0) => 0,
+        (0, _) => 2,
+        _ => 1,
+    }
+}
+
+/// `pgappliance eject`: takes the virtual CD/DVD out on each BMC.
+pub fn eject(args: EjectArgs) -> Result<i32> {
+    if args.bmc.bmcs.is_empty() {
+        bail!("give --bmc URL");
+    }
+    let creds = credentials::load(args.bmc.bmc_credentials.as_deref())?;
+    runtime()?.block_on(async {
+        for url in &args.bmc.bmcs {
+            let bmc = args.bmc.connect(url, &creds)?;
+            let media = redfish::eject(&bmc, args.bmc.system.as_deref()).await?;
+            println!("{url}: ejected {media}");
+        }
+        Ok(0)
+    })
+}

@@ -1,0 +1,102 @@
+//! The launch record, `<prefix>/launches/<launch id>.json` in the plan's store: which plan,
+//! when, each target and how it was started, so any machine can watch the launch.
+
+use std::time::SystemTime;
+
+use anyhow::{Context, Result};
+use object_store::ObjectStoreExt;
+use serde::Serialize;
+
+use super::ec2::Ec2Launch;
+use super::ipmi::IpmiLaunch;
+use super::redfish::RedfishLaunch;
+
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Serialize)]
+pub struct LaunchRecord {
+    pub schema: u32,
+    pub launch_id: String,
+    pub plan: PlanRef,
+    pub created_at: String,
+    /// Where the BMCs fetch the ISO, without its query (a presigned URL's signature is a
+    /// read credential and is not recorded).
+    pub iso_url: Option<String>,
+    pub iso_object: Option<String>,
+    /// The payload uploaded for EC2 instances.
+    pub payload_object: Option<String>,
+    pub targets: Vec<Target>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlanRef {
+    pub name: String,
+    pub file: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Started {
+    Redfish(RedfishLaunch),
+    Ipmi(IpmiLaunch),
+    Ec2(Ec2Launch),
+}
+
+#[derive(Debug, Serialize)]
+pub struct Target {
+    /// The BMC URL or IPMI host as given.
+    pub address: String,
+    pub method: &'static str,
+    pub at: String,
+    pub started: Option<Started>,
+    pub error: Option<String>,
+}
+
+/// RFC 3339 UTC, seconds.
+pub fn timestamp(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// `<plan>-<YYYYMMDDTHHMMSSZ>-<4 hex>`: sorts by time, unique across machines in practice.
+pub fn launch_id(plan: &str, t: SystemTime, entropy: u32) -> String {
+    let stamp: String = timestamp(t)
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    format!("{plan}-{stamp}-{:04x}", entropy & 0xffff)
+}
+
+/// A URL without its query and fragment.
+pub fn without_query(url: &str) -> String {
+    url.split(['?', '#']).next().unwrap_or(url).to_string()
+}
+
+pub async fn write(store: &pgappliance::upload::Store, record: &LaunchRecord) -> Result<String> {
+    let path = store.path(&["launches", &format!("{}.json", record.launch_id)]);
+    let body = serde_json::to_vec_pretty(record)?;
+    store
+        .objects
+        .put(&path, body.into())
+        .await
+        .with_context(|| format!("writing the launch record {path} to {}", store.url))?;
+    Ok(path.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_time_and_urls_lose_their_signature() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            launch_id("altra", t, 0x1_beef),
+            "altra-20231114T221320Z-beef"
+        );
+        assert_eq!(
+            without_query("https://s3/b/x.iso?X-Amz-Signature=abc#f"),
+            "https://s3/b/x.iso"
+        );
+    }
+}

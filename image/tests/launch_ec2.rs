@@ -1,0 +1,245 @@
+//! `pgappliance launch --ec2` against moto_server (moto 5.2.5) with request authentication
+//! on: the payload is uploaded to the store and presigned, RunInstances carries the
+//! build's user-data, the tags and terminate on shutdown, and the launch waits until the
+//! instance runs; a wrong secret is refused.
+//!
+//! The store is SeaweedFS holding the same key pair as moto's IAM user (one account, as on
+//! AWS): moto 5.2.5's S3 answers 500 to every presigned GET while authentication is on
+//! (`KeyError: 'HTTP_AUTHORIZATION'` in its log, also for URLs boto3 presigns), so it
+//! cannot show that the presigned payload URL downloads.
+
+mod launch_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use launch_support::*;
+
+fn launch(dir: &Path, moto: &Moto, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let ami = moto.aws(&[
+        "ec2",
+        "describe-images",
+        "--owners",
+        "amazon",
+        "--query",
+        "Images[0].ImageId",
+        "--output",
+        "text",
+    ]);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pgappliance"));
+    c.arg("launch")
+        .arg(altra_plan(dir))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir))
+        .args([
+            "--ec2",
+            "--image-id",
+            ami.trim(),
+            "--instance-type",
+            "m6g.large",
+        ])
+        .args([
+            "--ec2-endpoint",
+            &moto.endpoint(),
+            "--ec2-region",
+            "us-east-1",
+        ])
+        .args(["--ec2-wait", "60s"])
+        .args(extra)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ENDPOINT_URL_EC2")
+        .env_remove("AWS_REGION");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run pgappliance launch")
+}
+
+fn launch_id(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("launch "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
+        .to_string()
+}
+
+#[test]
+fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
+    let moto = Moto::start();
+    let weed = seaweed::SeaweedFs::start_on(
+        seaweed::Ports::pick(),
+        Some((moto.access_key.clone(), moto.secret_key.clone())),
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    let creds = weed.credentials_file();
+    let o = launch(
+        dir.path(),
+        &moto,
+        &[
+            "--store",
+            &format!("s3://{}/lab", seaweed::BUCKET),
+            "--endpoint",
+            &weed.endpoint(),
+            "--region",
+            "us-east-1",
+            "--credentials-file",
+            &creds.display().to_string(),
+        ],
+        &[],
+    );
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(!text.contains(&moto.secret_key), "{text}");
+    let id = launch_id(&o);
+
+    let store = weed.store("lab");
+    let bytes = runtime()
+        .block_on(async {
+            use object_store::ObjectStoreExt;
+            store
+                .objects
+                .get(&store.path(&["launches", &format!("{id}.json")]))
+                .await?
+                .bytes()
+                .await
+        })
+        .expect("record in the store");
+    let rec: serde_json::Value = serde_json::from_slice(&bytes).expect("record");
+    let started = &rec["targets"][0]["started"];
+    assert_eq!(rec["targets"][0]["method"], "ec2", "{rec}");
+    assert_eq!(started["state"], "running", "{rec}");
+    assert_eq!(
+        rec["payload_object"],
+        format!("lab/launches/{id}/payload.tar.gz")
+    );
+    let instance = started["instances"][0]
+        .as_str()
+        .expect("instance")
+        .to_string();
+
+    let described: serde_json::Value = serde_json::from_str(&moto.aws(&[
+        "ec2",
+        "describe-instances",
+        "--instance-ids",
+        &instance,
+    ]))
+    .expect("json");
+    let inst = &described["Reservations"][0]["Instances"][0];
+    assert_eq!(inst["State"]["Name"], "running", "{inst}");
+    let tags: Vec<(String, String)> = inst["Tags"]
+        .as_array()
+        .expect("tags")
+        .iter()
+        .map(|t| {
+            (
+                t["Key"].as_str().unwrap_or("").to_string(),
+                t["Value"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        tags.contains(&("pgappliance:plan".into(), "altra-q80".into())),
+        "{tags:?}"
+    );
+    assert!(
+        tags.contains(&("pgappliance:launch".into(), id.clone())),
+        "{tags:?}"
+    );
+    let attr = |a: &str| -> serde_json::Value {
+        serde_json::from_str(&moto.aws(&[
+            "ec2",
+            "describe-instance-attribute",
+            "--instance-id",
+            &instance,
+            "--attribute",
+            a,
+        ]))
+        .expect("json")
+    };
+    assert_eq!(
+        attr("instanceInitiatedShutdownBehavior")["InstanceInitiatedShutdownBehavior"]["Value"],
+        "terminate"
+    );
+    let user_data_b64 = attr("userData")["UserData"]["Value"]
+        .as_str()
+        .expect("user data")
+        .to_string();
+    let decoded = Command::new("base64")
+        .arg("-d")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(user_data_b64.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("base64");
+    let built = read_to_string(&dir.path().join("out/user-data.yaml"));
+    assert_eq!(String::from_utf8_lossy(&decoded.stdout), built);
+
+    // The presigned payload URL in the user-data downloads the exact payload, unsigned.
+    let url = built
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| matches!(c, '"' | '\'' | ';')))
+        .find(|w| w.starts_with(&weed.endpoint()) && w.contains("X-Amz-Signature="))
+        .unwrap_or_else(|| panic!("no presigned URL in the user-data:\n{built}"))
+        .to_string();
+    let fetched = dir.path().join("fetched.tar.gz");
+    let c = Command::new("curl")
+        .args(["-sS", "--fail", "-o"])
+        .arg(&fetched)
+        .arg(&url)
+        .output()
+        .expect("curl");
+    assert!(c.status.success(), "{}", describe(&c));
+    assert_eq!(
+        std::fs::read(&fetched).expect("fetched"),
+        std::fs::read(dir.path().join("out/payload.tar.gz")).expect("built")
+    );
+}
+
+#[test]
+fn a_wrong_secret_is_refused_and_recorded() {
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let files = dir.path().join("records");
+    let wrong = "wrong-Secret-5521";
+    let o = launch(
+        dir.path(),
+        &moto,
+        &[
+            "--payload-url",
+            "https://files.lab/payload.tar.gz",
+            "--store",
+            &format!("file://{}", files.display()),
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", moto.access_key.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", wrong),
+        ],
+    );
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("EC2 RunInstances at"), "{text}");
+    assert!(text.contains("AuthFailure"), "{text}");
+    assert!(!text.contains(wrong), "{text}");
+    let rec = read_to_string(
+        &files
+            .join("launches")
+            .join(format!("{}.json", launch_id(&o))),
+    );
+    assert!(rec.contains("AuthFailure") && !rec.contains(wrong), "{rec}");
+    let running: serde_json::Value =
+        serde_json::from_str(&moto.aws(&["ec2", "describe-instances"])).expect("json");
+    assert_eq!(running["Reservations"].as_array().map(Vec::len), Some(0));
+}

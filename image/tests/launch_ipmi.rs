@@ -1,0 +1,122 @@
+//! `pgappliance launch --ipmi` against pyghmi's `fakebmc` with Debian's `ipmitool -I
+//! lanplus`. fakebmc (pyghmi 1.6.19) keeps the boot device but not the EFI flag, powers on,
+//! takes a hard reset, and has no power cycle; a wrong password never opens a session.
+
+mod launch_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use launch_support::*;
+
+const FAKEBMC_PASSWORD: &str = "password";
+
+fn launch(dir: &Path, target: &str, password: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(altra_plan(dir))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir))
+        .args(["--ipmi", target])
+        .args([
+            "--store",
+            &format!("file://{}", dir.join("records").display()),
+        ])
+        .env("PGAPPLIANCE_BMC_USER", "admin")
+        .env("PGAPPLIANCE_BMC_PASSWORD", password)
+        .output()
+        .expect("run pgappliance launch")
+}
+
+fn ipmitool(port: u16, args: &[&str]) -> String {
+    let o = Command::new("ipmitool")
+        .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", "admin", "-E"])
+        .args(args)
+        .env("IPMI_PASSWORD", FAKEBMC_PASSWORD)
+        .output()
+        .expect("ipmitool");
+    assert!(o.status.success(), "{}", describe(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn record(dir: &Path, o: &Output) -> serde_json::Value {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let id = out
+        .lines()
+        .find_map(|l| l.strip_prefix("launch "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)));
+    serde_json::from_str(&read_to_string(
+        &dir.join("records/launches").join(format!("{id}.json")),
+    ))
+    .expect("record")
+}
+
+#[test]
+fn next_boot_is_cdrom_and_the_server_is_powered_on_then_reset() {
+    let bmc = fakebmc();
+    let dir = tempfile::tempdir().expect("tmp");
+    let target = format!("127.0.0.1:{}", bmc.port);
+    assert!(ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is off"));
+
+    let o = launch(dir.path(), &target, FAKEBMC_PASSWORD);
+    let text = describe(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "fakebmc drops the EFI flag: {text}"
+    );
+    assert!(
+        text.contains("EFI boot was asked for but the boot flags read legacy"),
+        "{text}"
+    );
+    assert!(
+        ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is on"),
+        "{text}"
+    );
+    let flags = ipmitool(bmc.port, &["chassis", "bootparam", "get", "5"]);
+    assert!(flags.contains("Force Boot from CD/DVD"), "{flags}");
+    let rec = record(dir.path(), &o);
+    let started = &rec["targets"][0]["started"];
+    assert_eq!(rec["targets"][0]["method"], "ipmi");
+    assert_eq!(started["kind"], "ipmi");
+    assert_eq!(started["power"], "on", "{rec}");
+
+    // Reset the boot device, launch again: it is on now, so it is reset.
+    ipmitool(bmc.port, &["chassis", "bootdev", "disk"]);
+    let o = launch(dir.path(), &target, FAKEBMC_PASSWORD);
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    assert_eq!(
+        record(dir.path(), &o)["targets"][0]["started"]["power"],
+        "reset"
+    );
+    let flags = ipmitool(bmc.port, &["chassis", "bootparam", "get", "5"]);
+    assert!(flags.contains("Force Boot from CD/DVD"), "{flags}");
+    assert!(ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is on"));
+}
+
+#[test]
+fn a_wrong_password_fails_with_ipmitools_words_and_is_not_printed() {
+    let bmc = fakebmc();
+    let dir = tempfile::tempdir().expect("tmp");
+    let wrong = "wrong-Ipmi-991";
+    let o = launch(dir.path(), &format!("127.0.0.1:{}", bmc.port), wrong);
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("ipmitool -I lanplus -H 127.0.0.1 -U admin -E"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Unable to establish IPMI v2 / RMCP+ session"),
+        "{text}"
+    );
+    assert!(!text.contains(wrong), "{text}");
+    let rec = record(dir.path(), &o);
+    assert!(rec["targets"][0]["started"].is_null());
+    assert!(!rec.to_string().contains(wrong));
+    assert!(ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is off"));
+}

@@ -1,0 +1,376 @@
+#![allow(dead_code)]
+//! What the launch tests share: a plan and a daemon stand-in to build from, real emulators
+//! started on loopback (sushy-emulator's fake driver, pyghmi's fakebmc, SeaweedFS), all
+//! stopped when dropped.
+
+#[path = "../../../tests/harness/seaweed.rs"]
+pub mod seaweed;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("image/ has a parent")
+        .to_path_buf()
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+pub fn describe(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn venv_bin(name: &str) -> PathBuf {
+    let p = seaweed::venv().join("bin").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run tools/install-deps (tools/requirements.txt)",
+        p.display()
+    );
+    p
+}
+
+/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes: the
+/// builder only reads the header and packs it.
+pub fn fake_aarch64_binary(dir: &Path) -> PathBuf {
+    let mut h = vec![0u8; 4096];
+    h[..4].copy_from_slice(b"\x7fELF");
+    h[4] = 2;
+    h[5] = 1;
+    h[16..18].copy_from_slice(&2u16.to_le_bytes());
+    h[18..20].copy_from_slice(&0xb7u16.to_le_bytes());
+    let p = dir.join("pgapplianced-aarch64");
+    std::fs::write(&p, h).expect("write");
+    p
+}
+
+/// The Altra example plan with what the kickstart needs from the operator.
+pub fn altra_plan(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(workspace().join("examples/altra-q80.toml")).expect("plan");
+    let text = format!(
+        "{text}\n[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab\"]\n"
+    );
+    let p = dir.join("altra.toml");
+    std::fs::write(&p, text).expect("write");
+    p
+}
+
+/// A small Rocky-shaped aarch64 ISO (EFI El Torito image with grub.cfg) for `--iso`.
+pub fn synthetic_rocky_iso(dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("EFI/BOOT")).expect("mkdir");
+    std::fs::create_dir_all(tree.join("images/pxeboot")).expect("mkdir");
+    let label = "Rocky-8-6-aarch64-dvd";
+    let grub = format!(
+        "set default=\"1\"\n\nset timeout=60\nsearch --no-floppy --set=root -l '{label}'\n\
+         menuentry 'Install Rocky Linux 8.6' --class red --class gnu-linux --class gnu --class os {{\n\
+         \tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL={label} ro\n\tinitrd /images/pxeboot/initrd.img\n}}\n\
+         menuentry 'Test this media & install Rocky Linux 8.6' --class red --class gnu-linux --class gnu --class os {{\n\
+         \tlinux /images/pxeboot/vmlinuz inst.stage2=hd:LABEL={label} rd.live.check\n\tinitrd /images/pxeboot/initrd.img\n}}\n"
+    );
+    std::fs::write(tree.join("EFI/BOOT/grub.cfg"), &grub).expect("grub");
+    std::fs::write(tree.join("EFI/BOOT/BOOTAA64.EFI"), "efi").expect("efi");
+    std::fs::write(tree.join("images/pxeboot/vmlinuz"), "kernel").expect("kernel");
+    std::fs::write(tree.join("images/pxeboot/initrd.img"), "initrd").expect("initrd");
+    let img = tree.join("images/efiboot.img");
+    let o = Command::new("bash")
+        .args([
+            "-ec",
+            &format!(
+                "mkfs.fat -C {img} 2048 >/dev/null; mmd -i {img} ::/EFI ::/EFI/BOOT; \
+                 mcopy -i {img} tree/EFI/BOOT/grub.cfg tree/EFI/BOOT/BOOTAA64.EFI ::/EFI/BOOT/; \
+                 xorriso -as mkisofs -quiet -V {label} -J -joliet-long -r -e images/efiboot.img -no-emul-boot -o rocky.iso tree; \
+                 implantisomd5 rocky.iso >/dev/null",
+                img = img.display()
+            ),
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("bash");
+    assert!(o.status.success(), "{}", describe(&o));
+    dir.join("rocky.iso")
+}
+
+pub fn wait_for_port(port: u16, what: &str, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not listen on {port}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A child process killed when dropped.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Daemon {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+pub const BMC_USER: &str = "admin";
+pub const BMC_PASSWORD: &str = "pw-Zq81-secret";
+
+/// `sushy-emulator --fake` over https with a self-signed certificate (`cert.pem` in its
+/// directory, for --bmc-ca) and Basic auth from an htpasswd (bcrypt) file. Its state goes
+/// to its own directory: by default the fake driver keeps it in /tmp/sushy-emulator, shared
+/// by every emulator on the machine.
+pub fn sushy() -> Daemon {
+    let dir = tempfile::Builder::new()
+        .prefix("pga-sushy-")
+        .tempdir()
+        .expect("tmp");
+    let d = dir.path();
+    let o = Command::new("htpasswd")
+        .args(["-nbB", BMC_USER, BMC_PASSWORD])
+        .output()
+        .expect("htpasswd (apache2-utils)");
+    assert!(o.status.success(), "{}", describe(&o));
+    std::fs::write(d.join("htpasswd"), &o.stdout).expect("htpasswd");
+    let o = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(d.join("key.pem"))
+        .arg("-out")
+        .arg(d.join("cert.pem"))
+        .output()
+        .expect("openssl");
+    assert!(o.status.success(), "{}", describe(&o));
+    std::fs::write(
+        d.join("conf.py"),
+        format!(
+            "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\n",
+            d.join("htpasswd").display(),
+            d.join("state").display()
+        ),
+    )
+    .expect("conf");
+    let port = seaweed::free_port();
+    let log = std::fs::File::create(d.join("log")).expect("log");
+    let child = Command::new(venv_bin("sushy-emulator"))
+        .args(["--fake", "-i", "127.0.0.1", "-p", &port.to_string()])
+        .arg("--config")
+        .arg(d.join("conf.py"))
+        .arg("--ssl-certificate")
+        .arg(d.join("cert.pem"))
+        .arg("--ssl-key")
+        .arg(d.join("key.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("sushy-emulator");
+    let s = Daemon { child, dir, port };
+    wait_for_port(port, "sushy-emulator", &s.dir.path().join("log"));
+    s
+}
+
+/// `python3 -m http.server` serving a directory on loopback (a URL "the user serves").
+pub fn http_server(root: &Path) -> Daemon {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = seaweed::free_port();
+    let log = std::fs::File::create(dir.path().join("log")).expect("log");
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "-d",
+        ])
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("python3 http.server");
+    let s = Daemon { child, dir, port };
+    wait_for_port(port, "http.server", &s.dir.path().join("log"));
+    s
+}
+
+/// pyghmi's `fakebmc` (user admin, password "password", fixed in its source) on a free
+/// UDP port.
+pub fn fakebmc() -> Daemon {
+    let dir = tempfile::tempdir().expect("tmp");
+    let port = seaweed::free_port();
+    let log = std::fs::File::create(dir.path().join("log")).expect("log");
+    let child = Command::new(venv_bin("fakebmc"))
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::from(log.try_clone().expect("log")))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("fakebmc");
+    let d = Daemon { child, dir, port };
+    // It listens on UDP: ready once ipmitool gets an answer.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = Command::new("ipmitool")
+            .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-U", "admin", "-E", "-R", "1", "-N", "1", "chassis", "power", "status",
+            ])
+            .env("IPMI_PASSWORD", "password")
+            .output()
+            .expect("ipmitool (Debian package ipmitool)");
+        if o.status.success() {
+            break d;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fakebmc did not answer on {port}: {}\n{}",
+            describe(&o),
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// GET a Redfish resource from the emulator with curl (an independent client).
+pub fn redfish_get(s: &Daemon, path: &str) -> serde_json::Value {
+    let o = Command::new("curl")
+        .args(["-sS", "--fail", "--cacert"])
+        .arg(s.dir.path().join("cert.pem"))
+        .args(["-u", &format!("{BMC_USER}:{BMC_PASSWORD}")])
+        .arg(format!("https://127.0.0.1:{}{path}", s.port))
+        .output()
+        .expect("curl");
+    assert!(o.status.success(), "{}", describe(&o));
+    serde_json::from_slice(&o.stdout).expect("json")
+}
+
+pub fn read_to_string(p: &Path) -> String {
+    let mut s = String::new();
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_to_string(&mut s))
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    s
+}
+
+/// `moto_server` (moto with server, ec2, s3) with request authentication on: the first
+/// three requests are let through unauthenticated to create an IAM user, its allow-all
+/// policy and its access key; every later request must be signed with that key.
+pub struct Moto {
+    pub daemon: Daemon,
+    pub access_key: String,
+    pub secret_key: String,
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        let dir = tempfile::Builder::new()
+            .prefix("pga-moto-")
+            .tempdir()
+            .expect("tmp");
+        let port = seaweed::free_port();
+        let log = std::fs::File::create(dir.path().join("log")).expect("log");
+        let child = Command::new(venv_bin("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("moto_server");
+        let daemon = Daemon { child, dir, port };
+        wait_for_port(port, "moto_server", &daemon.dir.path().join("log"));
+        let mut m = Moto {
+            daemon,
+            access_key: "unauthenticated".into(),
+            secret_key: "unauthenticated".into(),
+        };
+        m.aws(&["iam", "create-user", "--user-name", "pga"]);
+        m.aws(&[
+            "iam",
+            "put-user-policy",
+            "--user-name",
+            "pga",
+            "--policy-name",
+            "all",
+            "--policy-document",
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#,
+        ]);
+        let key: serde_json::Value =
+            serde_json::from_str(&m.aws(&["iam", "create-access-key", "--user-name", "pga"]))
+                .expect("key json");
+        m.access_key = key["AccessKey"]["AccessKeyId"].as_str().expect("id").into();
+        m.secret_key = key["AccessKey"]["SecretAccessKey"]
+            .as_str()
+            .expect("secret")
+            .into();
+        m
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.daemon.port)
+    }
+
+    /// The AWS CLI (awscli from the venv) against this server, signed with its key.
+    pub fn aws(&self, args: &[&str]) -> String {
+        let o = Command::new(venv_bin("aws"))
+            .args(["--endpoint-url", &self.endpoint(), "--output", "json"])
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", &self.access_key)
+            .env("AWS_SECRET_ACCESS_KEY", &self.secret_key)
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("AWS_PROFILE")
+            .output()
+            .expect("aws");
+        assert!(o.status.success(), "aws {args:?}: {}", describe(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// A 0600 credentials file with this server's key (the store's format).
+    pub fn credentials_file(&self, dir: &Path, secret: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(format!("aws-{secret}"));
+        std::fs::write(
+            &p,
+            format!(
+                "access_key_id = {}\nsecret_access_key = {secret}\n",
+                self.access_key
+            ),
+        )
+        .expect("credentials");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        p
+    }
+}
