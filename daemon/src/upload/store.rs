@@ -669,6 +669,7 @@ mod tests {
             url: "s3://b/p".into(),
             objects: Arc::new(object_store::memory::InMemory::new()),
             multipart: None,
+            signer: None,
             prefix: vec!["p".into()],
             credentials_file: Some(Arc::new(FileCredentials::new(
                 &p.display().to_string(),
