@@ -117,24 +117,6 @@ fn daemon(args: &[&str], w: &Workdir) -> std::process::Output {
         .expect("pgapplianced")
 }
 
-/// Every file under `dir`, relative, sorted.
-fn files_under(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).expect("under").display().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
     let w = Workdir::new("failed-reset");
@@ -160,11 +142,11 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
             .is_some_and(|e| e.contains("work_mem")),
         "{live}"
     );
-    let bundle = harness::files_named(&w.path().join("store/failed"), "failure.json");
+    let bundle = harness::files_named(&w.path().join("store/bad-setting/failed"), "failure.json");
     assert_eq!(bundle.len(), 1, "{bundle:?}");
     let bundle_dir = bundle[0].parent().expect("dir");
     assert!(bundle_dir.ends_with(&run_id), "{}", bundle_dir.display());
-    let in_bundle = files_under(bundle_dir);
+    let in_bundle = harness::files_under(bundle_dir);
     for f in [
         "journal.json",
         "inventory.json",
@@ -218,21 +200,21 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
     assert!(!w.path().join("state.json").exists());
     assert!(!w.path().join("cluster").exists());
     let archived = w.path().join("archive").join(&run_id);
-    let kept = files_under(&archived);
+    let kept = harness::files_under(&archived);
     for f in ["state.json", "run/plan.toml", "run/raw/initdb.stderr"] {
         assert!(kept.contains(&f.to_string()), "{f} not in {kept:?}");
     }
     let failed = w
         .path()
-        .join("store/failed/bad-setting")
+        .join("store/bad-setting/failed")
         .read_dir()
-        .expect("failed/<appliance>/ in the store")
+        .expect("<appliance>/failed/ in the store")
         .flatten()
         .next()
         .expect("a machine dir")
         .path()
         .join(&run_id);
-    let stored = files_under(&failed);
+    let stored = harness::files_under(&failed);
     assert!(stored.contains(&"manifest.json".to_string()), "{stored:?}");
     assert!(stored.contains(&"state.json".to_string()), "{stored:?}");
     // A second reset has nothing to do and says so.

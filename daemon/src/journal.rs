@@ -395,6 +395,10 @@ impl JournalFile {
             rec.attempts += 1;
             rec.started_at = now();
             rec.finished_at = None;
+            // A new attempt: the step's earlier failure is history.
+            if self.state.failure.as_ref().is_some_and(|f| f.step == step) {
+                self.state.failure = None;
+            }
         }
         self.state.pending = Some(Pending {
             step,

@@ -542,7 +542,9 @@ async fn list_store(
         }
     };
     if let Some(root) = store.url.strip_prefix("file://") {
-        let (keys, mut skipped) = file_store_run_keys(Path::new(root))?;
+        let (mut keys, mut skipped) = file_store_run_keys(Path::new(root))?;
+        keys.retain(|k| !beside_the_runs(k));
+        skipped.retain(|s| !beside_the_runs(&s.key));
         for s in &mut skipped {
             s.key = shown(&s.key);
         }
@@ -564,6 +566,7 @@ async fn list_store(
     let runs = s3_runs(store, jobs).await?;
     Ok((
         runs.into_iter()
+            .filter(|(key, _)| !beside_the_runs(key))
             .map(|(key, objects)| Candidate {
                 store: index,
                 shown_key: shown(&key),
@@ -573,6 +576,15 @@ async fn list_store(
             .collect(),
         Vec::new(),
     ))
+}
+
+/// Keys in a store that are not runs: the failure bundles and reset runs under
+/// `<appliance>/failed/`, and the launch records under `launches/`.
+fn beside_the_runs(key: &str) -> bool {
+    let mut parts = key.split('/');
+    let appliance = parts.next().unwrap_or("");
+    let machine = parts.next().unwrap_or("");
+    appliance == "launches" || machine == pgappliance::engine::reset::FAILED_PREFIX
 }
 
 /// A file name for a run's page.

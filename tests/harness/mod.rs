@@ -211,8 +211,8 @@ pub fn local_hashes(dir: &Path) -> std::collections::BTreeMap<String, (u64, Stri
         .collect()
 }
 
-/// Every file under `dir` (recursively) whose name is `name`.
-pub fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+/// Every file under `dir` (recursively), relative to it, sorted.
+pub fn files_under(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
@@ -220,13 +220,22 @@ pub fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 todo.push(p);
-            } else if e.file_name().to_string_lossy() == name {
-                found.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                found.push(rel.display().to_string());
             }
         }
     }
     found.sort();
     found
+}
+
+/// Every file under `dir` (recursively) whose name is `name`.
+pub fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .map(|rel| dir.join(rel))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == name))
+        .collect()
 }
 
 /// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.

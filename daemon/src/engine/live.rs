@@ -1,7 +1,7 @@
 //! A run seen from the store while it works and when it stops: a small status object next
 //! to where the run will land (`<prefix>/<appliance>/<machine id>/<run id>.status.json`),
 //! kept current at each step and at most every 30 s, and, when the run fails or refuses, a
-//! failure bundle (`<prefix>/failed/<appliance>/<machine id>/<run id>/`: the journal, the
+//! failure bundle (`<prefix>/<appliance>/failed/<machine id>/<run id>/`: the journal, the
 //! failure, the status, the inventory, the daemon's log) so a failed first boot in a lab is
 //! diagnosable without a console. Writing them never blocks or fails the run: a store that
 //! does not answer is tried again at the next update.
@@ -231,7 +231,7 @@ impl Live {
             return Err(format!("{e:#}"));
         }
         let key = RunKey {
-            appliance: format!("{}/{}", super::reset::FAILED_PREFIX, p.key.appliance),
+            appliance: format!("{}/{}", p.key.appliance, super::reset::FAILED_PREFIX),
             machine_id: p.key.machine_id.clone(),
             run_id: p.key.run_id.clone(),
         };

@@ -1,7 +1,7 @@
 //! `pgapplianced reset`: the way out of a refusal or a failed run, and the way to run a
 //! finished appliance again. It keeps the evidence of the run (journal, run directory,
 //! status, the daemon's log on the appliance) under `archive/<run id>/`, uploads it to the
-//! plan's store when it can (a run that was not stored goes under `failed/` beside the
+//! plan's store when it can (a run that was not stored goes under `<appliance>/failed/`, beside the
 //! runs), stops the PostgreSQL server the run left, and leaves the work directory clean, so
 //! the next `run` (or the next start of pgapplianced.service) starts a new run with the
 //! plan as it is now.
@@ -20,7 +20,9 @@ use crate::upload::{RunKey, Store, StoreOverrides, UploadOptions};
 /// Where a reset keeps the runs it took out of the way, in the work directory.
 pub const ARCHIVE_DIR: &str = "archive";
 
-/// The key prefix (under the store's prefix) of runs reset before they were stored.
+/// Where, under the appliance's own prefix (all that the credentials minted for it may
+/// write), runs that stopped or were reset before they were stored are kept:
+/// `<prefix>/<appliance>/failed/<machine id>/<run id>/`.
 pub const FAILED_PREFIX: &str = "failed";
 
 /// How long a reset tries to reach the store before it leaves the evidence local.
@@ -67,11 +69,8 @@ pub async fn reset(
 
     let archived_to = free_name(&workdir.join(ARCHIVE_DIR).join(&run_id));
     crate::fsutil::create_dir_all(&archived_to)?;
-    if run_dir.exists() {
-        std::fs::rename(&run_dir, archived_to.join("run"))
-            .with_context(|| format!("moving {} into the archive", run_dir.display()))?;
-    }
-    daemon_log(&archived_to.join("daemon.log")).await;
+    // The journal first: a reset stopped half-way leaves no journal pointing at a run
+    // directory that is gone (the next run starts clean, the archive has what was moved).
     for name in [
         "state.json",
         super::live::FAILURE_BUNDLE_DIR,
@@ -86,6 +85,11 @@ pub async fn reset(
                 .with_context(|| format!("moving {} into the archive", from.display()))?;
         }
     }
+    if run_dir.exists() {
+        std::fs::rename(&run_dir, archived_to.join("run"))
+            .with_context(|| format!("moving {} into the archive", run_dir.display()))?;
+    }
+    daemon_log(&archived_to.join("daemon.log")).await;
     // The local server's data directory belongs to the run that is reset.
     let cluster = workdir.join("cluster");
     if cluster.exists() {
@@ -128,8 +132,22 @@ async fn stop_server(workdir: &Path, plan: Option<&crate::plan::Plan>) -> Result
     if workdir.join("cluster").exists() {
         return crate::host::local::stop_left_server(workdir).await;
     }
-    let Some(plan) = plan else { return Ok(None) };
-    crate::host::appliance::stop_service(plan).await
+    // Only the appliance's own work directory has the platform's service as its server: a
+    // local work directory whose run never made its cluster has none, and the machine's
+    // own PostgreSQL is not the run's.
+    let appliance = Path::new(crate::platform::APPLIANCE_WORKDIR);
+    let is_appliance =
+        workdir == appliance || std::fs::canonicalize(appliance).is_ok_and(|a| a == workdir);
+    let Some(plan) = plan.filter(|_| is_appliance) else {
+        return Ok(None);
+    };
+    match crate::host::appliance::stop_service(plan).await {
+        Ok(stopped) => Ok(stopped),
+        // The next run stops it before it initialises the data directory again.
+        Err(e) => Ok(Some(format!(
+            "the run's PostgreSQL service was not stopped ({e:#}); the next run stops it"
+        ))),
+    }
 }
 
 /// The daemon's journal of this boot and the ones before, when journald has it.
@@ -165,7 +183,7 @@ async fn upload_evidence(
     let cfg = store.config(&plan.upload);
     let store = Store::open(&cfg).map_err(|e| format!("{e:#}"))?;
     let key = RunKey {
-        appliance: format!("{FAILED_PREFIX}/{}", plan.appliance.name),
+        appliance: format!("{}/{FAILED_PREFIX}", plan.appliance.name),
         machine_id: crate::upload::machine_id(),
         run_id: run_id.to_string(),
     };

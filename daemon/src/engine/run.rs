@@ -179,7 +179,12 @@ fn preflight_upload(cx: &Context) -> Result<()> {
 /// Runs (or resumes) the plan on the host `options.mode` names.
 pub async fn run(options: RunOptions) -> Result<Outcome> {
     let mut cx = open(options).await?;
-    preflight_upload(&cx)?;
+    if let Err(e) = preflight_upload(&cx) {
+        let _ = cx
+            .journal
+            .record_failure(crate::journal::StepName::Upload, &e, false);
+        return Err(e);
+    }
     if cx.host.run_is_complete(&cx.workdir, &cx.journal.state) {
         if let Ok(results) = crate::steps::report::load_results(&cx.run_dir) {
             crate::notify::ready();
@@ -190,6 +195,12 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
     crate::notify::ready();
     if let Ok(boot) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
         cx.journal.note_boot(boot.trim())?;
+    }
+    if cx.journal.state.failure.is_some() {
+        // This process tries again: the earlier failure is history (the failure bundle and
+        // the archive keep it); a new one is recorded if it happens again.
+        cx.journal.state.failure = None;
+        cx.journal.save()?;
     }
     cx.live = super::live::Live::start(
         &cx.upload.overrides.config(&cx.plan.upload),

@@ -56,6 +56,13 @@ impl Host {
         }
     }
 
+    /// Whether the host tunes the operating system (tuned, kernel arguments): then what
+    /// the tuning-in-effect step reads back includes them, and it reads again for a while,
+    /// since tuned may still be applying its profile at boot.
+    pub fn tunes_os(&self) -> bool {
+        self.runs(StepName::OsTuning)
+    }
+
     /// The cloud instance this host is, when the host asks the metadata service.
     pub async fn cloud_instance(&self) -> Option<CloudInstance> {
         match self {

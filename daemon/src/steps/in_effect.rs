@@ -42,7 +42,7 @@ impl Step for InEffect {
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
-        let os_tuning = cx.host.runs(StepName::OsTuning);
+        let os_tuning = cx.host.tunes_os();
         let profile = if os_tuning && cx.plan.tuning.tuned_profile != "none" {
             load_tuned_profile(
                 &cx.plan.tuning.tuned_profile,

@@ -33,20 +33,31 @@ impl Step for Storage {
 
     async fn check(&self, cx: &mut Context) -> Result<Check> {
         let storage = &cx.plan.storage;
-        if let Some(claimed) = &cx.journal.state.state.storage.claimed {
-            return Ok(Check::Todo(format!(
-                "the build on {} was interrupted",
-                claimed.join(" ")
-            )));
-        }
+        let claimed = cx.journal.state.state.storage.claimed.clone();
         let devices = crate::inventory::block_devices(&cx.runner).await?;
-        // A device the plan may not touch is refused here, before anything is done.
-        Ok(match plan_storage(storage, &devices)? {
+        let planned = match (plan_storage(storage, &devices), &claimed) {
+            // The devices hold the signatures of a build this daemon did not finish.
+            (Err(_), Some(claimed)) => {
+                return Ok(Check::Todo(format!(
+                    "the build on {} was interrupted",
+                    claimed.join(" ")
+                )))
+            }
+            // A device the plan may not touch is refused here, before anything is done.
+            (planned, _) => planned?,
+        };
+        Ok(match planned {
             StoragePlan::Directory if Path::new(&storage.mount_point).is_dir() => Check::Done,
             StoragePlan::Directory => {
                 Check::Todo(format!("{} does not exist", storage.mount_point))
             }
-            StoragePlan::AlreadyBuilt { .. } if mounted(&storage.mount_point) => Check::Done,
+            StoragePlan::AlreadyBuilt { .. } if mounted(&storage.mount_point) => {
+                if claimed.is_some() {
+                    // Built and mounted: a claim left by a stop after the mount is over.
+                    cx.journal.update(|s| s.storage.claimed = None)?;
+                }
+                Check::Done
+            }
             StoragePlan::AlreadyBuilt { devices } => Check::Todo(format!(
                 "the volume on {} is not mounted",
                 devices.join(" ")
@@ -62,10 +73,14 @@ impl Step for Storage {
         let mount_point = storage.mount_point.clone();
         let raw = cx.raw();
         let devices = crate::inventory::block_devices(&cx.runner).await?;
-        let planned = match cx.journal.state.state.storage.claimed.clone() {
+        let planned = match (
+            plan_storage(&storage, &devices),
+            cx.journal.state.state.storage.claimed.clone(),
+        ) {
             // A build this daemon started and did not finish left signatures of its own on
-            // the devices it claimed: those may be cleared again.
-            Some(claimed) => {
+            // the devices it claimed: those may be cleared again (only then: a volume that
+            // is built is never removed).
+            (Err(_), Some(claimed)) => {
                 tracing::warn!(devices = %claimed.join(" "), "redoing the interrupted data-volume build");
                 let vgremove = crate::storage::clear_interrupted_build_command();
                 let _ = cx
@@ -81,7 +96,7 @@ impl Step for Storage {
                 let devices = crate::inventory::block_devices(&cx.runner).await?;
                 plan_storage(&again, &devices)?
             }
-            None => plan_storage(&storage, &devices)?,
+            (planned, _) => planned?,
         };
         match planned {
             StoragePlan::Directory => {
@@ -93,6 +108,7 @@ impl Step for Storage {
                 cx.host
                     .mount_volume(&format!("/dev/{VG}/{LV}"), &storage)
                     .await?;
+                cx.journal.update(|s| s.storage.claimed = None)?;
             }
             StoragePlan::Build {
                 devices,

@@ -38,7 +38,8 @@ pub struct BuildArgs {
     /// user-data.yaml.
     #[arg(long)]
     pub payload_url: Option<String>,
-    /// The Rocky 8 boot ISO to remaster into appliance.iso (BMC virtual media).
+    /// The Rocky 8 DVD ISO of the plan's arch (the install source: the kickstart names no
+    /// network one) to remaster into appliance.iso (BMC virtual media).
     #[arg(long)]
     pub iso: Option<PathBuf>,
     #[command(flatten)]

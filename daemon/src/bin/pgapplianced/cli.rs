@@ -52,7 +52,7 @@ pub enum Command {
         parts: PartArgs,
     },
     /// Put a refused, failed or finished run aside and start clean: its evidence is kept
-    /// under WORKDIR/archive/<run id>/ and uploaded under failed/ in the store when it was
+    /// under WORKDIR/archive/<run id>/ and uploaded under <appliance>/failed/ in the store when it was
     /// not stored; the server it left is stopped. The next run (or the next start of
     /// pgapplianced.service) begins a new run with the plan as it is now.
     #[command(display_order = 4)]
