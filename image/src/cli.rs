@@ -41,6 +41,10 @@ pub enum Command {
     /// Build, then boot servers into the plan: Redfish BMCs mount appliance.iso as virtual
     /// media and boot it once, IPMI BMCs boot CD/DVD next; writes a launch record to the store.
     Launch(Box<crate::launch::LaunchArgs>),
+    /// Watch a launch's targets through their status objects in the store until each has a
+    /// complete run, has failed, or --timeout passes; with --teardown, then terminate / power
+    /// off and eject them and collect the store. Exits 0 only when every target arrived.
+    Wait(Box<crate::launch::wait::WaitArgs>),
     /// Eject the virtual CD/DVD of Redfish BMCs (after a launch).
     Eject(crate::launch::EjectArgs),
     /// Mint fresh short-lived store credentials for a plan into a new 0600 file (AWS STS).

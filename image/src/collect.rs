@@ -108,7 +108,7 @@ pub fn store_configs(cli: &CollectCli) -> Result<Vec<StoreConfig>, String> {
 }
 
 /// The cache directory when `--cache` names none.
-fn default_cache() -> Result<PathBuf> {
+pub(crate) fn default_cache() -> Result<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

@@ -23,6 +23,7 @@ fn main() {
         } => bench::run(args),
         cli::Command::Credentials(cmd) => build::credentials::run_mint(cmd),
         cli::Command::Launch(args) => launch::run(*args),
+        cli::Command::Wait(args) => launch::wait::run(*args),
         cli::Command::Eject(args) => launch::eject(args),
     };
     match result {

@@ -187,7 +187,7 @@ impl Ec2Client {
 }
 
 /// What an EC2 launch did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Ec2Launch {
     pub endpoint: String,
     pub region: String,
@@ -263,6 +263,54 @@ pub async fn launch(
         state,
         payload_url: super::record::without_query(payload_url),
     })
+}
+
+/// TerminateInstances; returns each instance's state as EC2 answers it (`shutting-down`, or
+/// `terminated` for one already gone).
+pub async fn terminate(ec2: &Ec2Client, ids: &[String]) -> Result<Vec<(String, String)>> {
+    if ids.is_empty() {
+        bail!("no instances to terminate");
+    }
+    let mut p = vec![
+        ("Action".to_string(), "TerminateInstances".to_string()),
+        ("Version".to_string(), API_VERSION.to_string()),
+    ];
+    for (i, id) in ids.iter().enumerate() {
+        p.push((format!("InstanceId.{}", i + 1), id.clone()));
+    }
+    let states = parse_terminated(&ec2.call(&p).await?);
+    let missing: Vec<&String> = ids
+        .iter()
+        .filter(|id| !states.iter().any(|(i, _)| i == *id))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "EC2 TerminateInstances did not answer for {}",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(states)
+}
+
+/// Instance ids and their new states from a TerminateInstances response: each item has
+/// its `instanceId`, then `currentState` (pure).
+pub fn parse_terminated(xml: &str) -> Vec<(String, String)> {
+    elements(xml, "item")
+        .into_iter()
+        .filter_map(|item| {
+            let id = elements(item, "instanceId").into_iter().next()?;
+            let state = elements(item, "currentState")
+                .into_iter()
+                .next()
+                .and_then(|s| elements(s, "name").into_iter().next())
+                .unwrap_or("");
+            Some((id.to_string(), state.to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ pub fn boot_not_kept(f: &BootFlags) -> Vec<String> {
 }
 
 /// What an IPMI launch did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct IpmiLaunch {
     pub host: String,
     pub port: Option<u16>,
@@ -146,6 +146,27 @@ pub async fn launch(
         power: power.into(),
         not_kept,
     })
+}
+
+/// `chassis power off` (a hard power off), unless the server is off already.
+pub async fn power_off(
+    runner: &Runner,
+    target: &IpmiTarget,
+    creds: &BmcCredentials,
+) -> Result<String> {
+    let status = runner
+        .run(&command(target, creds, &["chassis", "power", "status"]))
+        .await
+        .with_context(|| format!("asking the BMC at {} for the power state", target.host))?
+        .stdout;
+    if parse_power(&status) == Some(false) {
+        return Ok("already powered off".into());
+    }
+    runner
+        .run(&command(target, creds, &["chassis", "power", "off"]))
+        .await
+        .with_context(|| format!("powering off through the BMC at {}", target.host))?;
+    Ok("powered off".into())
 }
 
 #[cfg(test)]

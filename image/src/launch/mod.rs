@@ -14,6 +14,7 @@ pub mod ipmi;
 pub mod presign;
 pub mod record;
 pub mod redfish;
+pub mod wait;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -191,31 +192,7 @@ impl Ec2Args {
             .or_else(|| env("AWS_ENDPOINT_URL_EC2"))
             .or_else(|| env("AWS_ENDPOINT_URL"))
             .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
-        let s3_file = match (store.credentials, &store.credentials_file) {
-            (Credentials::File, Some(f)) if store.url.starts_with("s3://") => Some(f),
-            _ => None,
-        };
-        let credential = match s3_file {
-            Some(f) => {
-                let k = pgappliance::upload::store::read_credentials_file(
-                    std::path::Path::new(f),
-                    &store.credentials_profile,
-                )?;
-                object_store::aws::AwsCredential {
-                    key_id: k.access_key_id,
-                    secret_key: k.secret_access_key,
-                    token: k.session_token,
-                }
-            }
-            _ => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-                (Some(key_id), Some(secret_key)) => object_store::aws::AwsCredential {
-                    key_id,
-                    secret_key,
-                    token: env("AWS_SESSION_TOKEN"),
-                },
-                _ => bail!("--ec2 needs AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --credentials-file"),
-            },
-        };
+        let credential = ec2_credential(store)?;
         ec2::Ec2Client::new(endpoint, region, credential)
     }
 
@@ -237,6 +214,37 @@ impl Ec2Args {
                 ("pgappliance:launch".into(), launch_id.into()),
             ],
         })
+    }
+}
+
+/// EC2 credentials: the S3 store's credentials file when it has one, else the environment's
+/// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN).
+pub fn ec2_credential(store: &StoreConfig) -> Result<object_store::aws::AwsCredential> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let s3_file = match (store.credentials, &store.credentials_file) {
+        (Credentials::File, Some(f)) if store.url.starts_with("s3://") => Some(f),
+        _ => None,
+    };
+    match s3_file {
+        Some(f) => {
+            let k = pgappliance::upload::store::read_credentials_file(
+                std::path::Path::new(f),
+                &store.credentials_profile,
+            )?;
+            Ok(object_store::aws::AwsCredential {
+                key_id: k.access_key_id,
+                secret_key: k.secret_access_key,
+                token: k.session_token,
+            })
+        }
+        None => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
+            (Some(key_id), Some(secret_key)) => Ok(object_store::aws::AwsCredential {
+                key_id,
+                secret_key,
+                token: env("AWS_SESSION_TOKEN"),
+            }),
+            _ => bail!("EC2 needs AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --credentials-file"),
+        },
     }
 }
 
@@ -442,7 +450,7 @@ fn record_target(
     match r {
         Ok(s) => record::Target {
             address: address.to_string(),
-            method,
+            method: method.to_string(),
             at,
             started: Some(s),
             error: None,
@@ -451,7 +459,7 @@ fn record_target(
             eprintln!("{address}: not started: {e:#}");
             record::Target {
                 address: address.to_string(),
-                method,
+                method: method.to_string(),
                 at,
                 started: None,
                 error: Some(format!("{e:#}")),

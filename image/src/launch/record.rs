@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use object_store::ObjectStoreExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::ec2::Ec2Launch;
 use super::ipmi::IpmiLaunch;
@@ -13,7 +13,7 @@ use super::redfish::RedfishLaunch;
 
 pub const SCHEMA: u32 = 1;
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct LaunchRecord {
     pub schema: u32,
     pub launch_id: String,
@@ -28,14 +28,14 @@ pub struct LaunchRecord {
     pub targets: Vec<Target>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PlanRef {
     pub name: String,
     pub file: String,
     pub sha256: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Started {
     Redfish(RedfishLaunch),
@@ -43,11 +43,12 @@ pub enum Started {
     Ec2(Ec2Launch),
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Target {
     /// The BMC URL or IPMI host as given.
     pub address: String,
-    pub method: &'static str,
+    /// `redfish`, `ipmi` or `ec2`.
+    pub method: String,
     pub at: String,
     pub started: Option<Started>,
     pub error: Option<String>,

@@ -355,11 +355,25 @@ pub fn task_outcome(task: &Value) -> Option<Result<(), String>> {
     }
 }
 
+/// The ComputerSystem's `UUID`, when it reports one.
+pub fn system_uuid(system: &Value) -> Option<String> {
+    system
+        .get("UUID")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+}
+
 /// What a Redfish launch did, for the launch record and the summary.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RedfishLaunch {
     pub bmc: String,
     pub system: String,
+    /// The ComputerSystem's `UUID`: the appliance reports the same (DMI product_uuid) in
+    /// its status object, which is how `wait` recognises this server.
+    #[serde(default)]
+    pub system_uuid: Option<String>,
     pub virtual_media: String,
     /// What was inserted before (without its query: a presigned URL's signature).
     pub ejected: Option<String>,
@@ -520,9 +534,11 @@ pub async fn launch(
             power_wait.as_secs()
         ));
     }
+    let system_uuid = system_uuid(&system.body);
     Ok(RedfishLaunch {
         bmc: bmc.base().to_string(),
         system: system_path,
+        system_uuid,
         virtual_media: media_path,
         ejected,
         boot_patched: target,
@@ -539,6 +555,34 @@ pub async fn eject(bmc: &Bmc, system_id: Option<&str>) -> Result<String> {
         .with_context(|| format!("{} has no EjectMedia action", found.media_path))?;
     bmc.post_action(eject, &json!({})).await?;
     Ok(found.media_path)
+}
+
+/// After a run: ejects the system's CD/DVD when something is inserted, then powers the
+/// system off (`ComputerSystem.Reset` ForceOff) unless it is off already. `system_path` is
+/// the system the launch used (from its record).
+pub async fn power_off_and_eject(bmc: &Bmc, system_path: &str) -> Result<String> {
+    let id = system_path.trim_end_matches('/').rsplit('/').next();
+    let found = find(bmc, id).await?;
+    let mut done = Vec::new();
+    if is_inserted(&found.media) {
+        let (eject, _) = action(&found.media, "VirtualMedia.EjectMedia")
+            .with_context(|| format!("{} has no EjectMedia action", found.media_path))?;
+        bmc.post_action(eject, &json!({})).await?;
+        done.push(format!("ejected {}", found.media_path));
+    } else {
+        done.push(format!("nothing inserted in {}", found.media_path));
+    }
+    let system = bmc.get(&found.system_path).await?.body;
+    if system.get("PowerState").and_then(Value::as_str) == Some("Off") {
+        done.push("already powered off".into());
+    } else {
+        let (reset, _) = action(&system, "ComputerSystem.Reset")
+            .with_context(|| format!("{} has no ComputerSystem.Reset action", found.system_path))?;
+        bmc.post_action(reset, &json!({"ResetType": "ForceOff"}))
+            .await?;
+        done.push("ForceOff".into());
+    }
+    Ok(done.join(", "))
 }
 
 #[cfg(test)]

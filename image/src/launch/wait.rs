@@ -1,0 +1,832 @@
+//! `pgappliance wait LAUNCH`: watches the targets of a launch through the status objects
+//! their appliances keep in the store (`<prefix>/<appliance>/<machine id>/<run id>.status.json`)
+//! until each has a complete run (state `done` and its `manifest.json` in the store), has
+//! failed or refused, or the timeout passes; then, with `--teardown`, terminates the EC2
+//! instances, ejects and powers off the Redfish servers, powers off the IPMI ones, and runs
+//! `collect` on the store.
+//!
+//! Which status object belongs to which target: an EC2 instance by the instance id the
+//! appliance reports, a Redfish server by its ComputerSystem UUID (DMI product_uuid on the
+//! server, compared without regard to case); an IPMI target (or a Redfish server whose BMC
+//! reported no UUID) takes a run of the plan's appliance that no other target claims and
+//! that reports no cloud instance id. Status objects of runs started before the launch are
+//! ignored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use pgappliance::engine::live::LiveStatus;
+use pgappliance::plan::Credentials;
+use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
+
+use super::record::{LaunchRecord, Started, SCHEMA};
+
+/// Exit statuses of `wait`, shown in its `--help`.
+pub const WAIT_EXIT_CODES: &str = "\
+Exit status: 0 every target has a complete run in the store (and, with --teardown, every
+target was torn down and collect wrote its pages); 1 a target failed, refused or did not
+arrive before --timeout, a teardown or collect failed, or an error (a launch record that
+cannot be read, a store that cannot be opened); 2 the command line is malformed.";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = WAIT_EXIT_CODES)]
+pub struct WaitArgs {
+    /// A launch id (its record is `<prefix>/launches/<id>.json` in the store) or the path of
+    /// a local copy of a launch record.
+    #[arg(value_name = "LAUNCH_ID_OR_RECORD")]
+    pub launch: String,
+    /// The store the appliances upload to: s3://bucket/prefix or file:///dir.
+    #[arg(long, value_name = "URL")]
+    pub store: String,
+    /// S3 endpoint (path-style); default: AWS_ENDPOINT_URL, else AWS.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// S3 region.
+    #[arg(long, default_value = "us-east-1")]
+    pub region: String,
+    /// A 0600 file with access_key_id/secret_access_key; default: the environment. EC2
+    /// teardown uses the same keys.
+    #[arg(long, value_name = "FILE")]
+    pub credentials_file: Option<PathBuf>,
+    /// The profile (`[name]` section) of the credentials file.
+    #[arg(long, value_name = "NAME", requires = "credentials_file")]
+    pub credentials_profile: Option<String>,
+    /// How long to wait for every target, from when `wait` starts.
+    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// How often the store is read.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// When the wait ends: terminate the EC2 instances, eject and power off (ForceOff) the
+    /// Redfish servers, power off the IPMI servers, then collect the store into --out.
+    #[arg(long)]
+    pub teardown: bool,
+    /// Where collect writes its pages [default: ./collect-<launch id>].
+    #[arg(long, value_name = "DIR", requires = "teardown")]
+    pub out: Option<PathBuf>,
+    /// BMC credentials for the teardown: a 0600 file with `user = …` and `password = …`
+    /// lines; default: PGAPPLIANCE_BMC_USER and PGAPPLIANCE_BMC_PASSWORD.
+    #[arg(long, value_name = "FILE")]
+    pub bmc_credentials: Option<PathBuf>,
+    /// PEM certificate (or CA) the Redfish BMCs' https certificates must chain to.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub bmc_ca: Option<PathBuf>,
+    /// Do not check the Redfish BMCs' certificates (and allow plain http BMC URLs).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Timeout of each request to a BMC.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub bmc_timeout: Duration,
+    /// EC2 endpoint for the teardown; default: the one the launch used (in its record).
+    #[arg(long, value_name = "URL")]
+    pub ec2_endpoint: Option<String>,
+}
+
+impl WaitArgs {
+    fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            url: self.store.clone(),
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            credentials: if self.credentials_file.is_some() {
+                Credentials::File
+            } else {
+                Credentials::Environment
+            },
+            credentials_file: self
+                .credentials_file
+                .as_ref()
+                .map(|p| p.display().to_string()),
+            credentials_profile: self
+                .credentials_profile
+                .clone()
+                .unwrap_or_else(|| pgappliance::upload::store::DEFAULT_PROFILE.into()),
+        }
+    }
+}
+
+/// How a watched unit recognises its status object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Matcher {
+    /// An EC2 instance id.
+    Instance(String),
+    /// A Redfish ComputerSystem UUID.
+    SystemUuid(String),
+    /// Any unclaimed bare-metal run of the appliance (IPMI, or a BMC without a UUID).
+    Unclaimed,
+    /// The launch did not start it: failed from the start.
+    NotStarted(String),
+}
+
+/// One thing `wait` follows: a target of the record, or one instance of an EC2 target.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    pub label: String,
+    pub matcher: Matcher,
+}
+
+/// The units of a launch record (pure).
+pub fn units(record: &LaunchRecord) -> Vec<Unit> {
+    let mut out = Vec::new();
+    for t in &record.targets {
+        match (&t.started, &t.error) {
+            (Some(Started::Ec2(e)), _) => {
+                for id in &e.instances {
+                    out.push(Unit {
+                        label: id.clone(),
+                        matcher: Matcher::Instance(id.clone()),
+                    });
+                }
+            }
+            (Some(Started::Redfish(r)), _) => out.push(Unit {
+                label: t.address.clone(),
+                matcher: match &r.system_uuid {
+                    Some(u) => Matcher::SystemUuid(u.clone()),
+                    None => Matcher::Unclaimed,
+                },
+            }),
+            (Some(Started::Ipmi(_)), _) => out.push(Unit {
+                label: t.address.clone(),
+                matcher: Matcher::Unclaimed,
+            }),
+            (None, e) => out.push(Unit {
+                label: t.address.clone(),
+                matcher: Matcher::NotStarted(
+                    e.clone()
+                        .unwrap_or_else(|| "the launch record names no outcome".into()),
+                ),
+            }),
+        }
+    }
+    out
+}
+
+fn same_uuid(a: &str, b: &str) -> bool {
+    a.trim().eq_ignore_ascii_case(b.trim())
+}
+
+fn identity_matches(m: &Matcher, s: &LiveStatus) -> bool {
+    let Some(id) = &s.identity else {
+        return false;
+    };
+    match m {
+        Matcher::Instance(i) => id.instance_id.as_deref() == Some(i.as_str()),
+        Matcher::SystemUuid(u) => id.system_uuid.as_deref().is_some_and(|v| same_uuid(u, v)),
+        Matcher::Unclaimed | Matcher::NotStarted(_) => false,
+    }
+}
+
+/// The latest run among `candidates` (by start, then by update).
+fn latest<'a>(candidates: impl Iterator<Item = &'a LiveStatus>) -> Option<&'a LiveStatus> {
+    candidates.max_by(|a, b| {
+        (a.started_at.as_str(), a.updated_at.as_str())
+            .cmp(&(b.started_at.as_str(), b.updated_at.as_str()))
+    })
+}
+
+/// Which status object each unit follows (pure). `claims` keeps the machine an unclaimed
+/// unit took, so it follows the same machine from one poll to the next; statuses must
+/// already be those of the launch's appliance started after the launch.
+pub fn assign<'a>(
+    units: &[Unit],
+    statuses: &'a [LiveStatus],
+    claims: &mut BTreeMap<usize, String>,
+) -> Vec<Option<&'a LiveStatus>> {
+    let mut out: Vec<Option<&LiveStatus>> = units
+        .iter()
+        .map(|u| latest(statuses.iter().filter(|s| identity_matches(&u.matcher, s))))
+        .collect();
+    let identified = |s: &LiveStatus| units.iter().any(|u| identity_matches(&u.matcher, s));
+    // Whether some unit waits for an identity: then a run without one yet (before its
+    // inventory step) may be that unit's, and is not taken by an unclaimed unit.
+    let identity_expected = units
+        .iter()
+        .any(|u| matches!(u.matcher, Matcher::Instance(_) | Matcher::SystemUuid(_)));
+    let claimable = |s: &LiveStatus| match &s.identity {
+        None => !identity_expected,
+        Some(id) => id.instance_id.is_none() && !identified(s),
+    };
+    for (i, u) in units.iter().enumerate() {
+        if u.matcher != Matcher::Unclaimed {
+            continue;
+        }
+        if let Some(machine) = claims.get(&i) {
+            out[i] = latest(statuses.iter().filter(|s| &s.machine_id == machine));
+            continue;
+        }
+        let taken: Vec<&String> = claims.values().collect();
+        let mut free: Vec<&LiveStatus> = statuses
+            .iter()
+            .filter(|s| claimable(s) && !taken.contains(&&s.machine_id))
+            .collect();
+        free.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+        if let Some(s) = free.first() {
+            claims.insert(i, s.machine_id.clone());
+            out[i] = latest(statuses.iter().filter(|x| x.machine_id == s.machine_id));
+        }
+    }
+    out
+}
+
+/// What `wait` knows of a unit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum View {
+    NoStatus,
+    /// Working (or done, its manifest not in the store yet): what it does.
+    Working(String),
+    /// A complete run: the stored key and how many objects its manifest lists.
+    Arrived {
+        stored_as: String,
+        objects: usize,
+    },
+    Failed(String),
+}
+
+impl View {
+    pub fn is_final(&self) -> bool {
+        matches!(self, View::Arrived { .. } | View::Failed(_))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            View::NoStatus => "no status object yet".into(),
+            View::Working(w) => w.clone(),
+            View::Arrived { stored_as, objects } => {
+                format!("arrived: {stored_as} ({objects} objects in its manifest)")
+            }
+            View::Failed(f) => f.clone(),
+        }
+    }
+}
+
+/// What a status object says while the run works or after it failed (pure).
+pub fn progress(s: &LiveStatus) -> String {
+    let mut text = format!("{} (run {}", s.state, s.run_id);
+    if let Some(step) = &s.step {
+        text.push_str(&format!(", step {step}"));
+    }
+    if s.points_total > 0 {
+        text.push_str(&format!(", point {}/{}", s.points_done, s.points_total));
+    }
+    if let Some(tps) = s.last_tps {
+        text.push_str(&format!(", last {tps:.0} tps"));
+    }
+    text.push_str(&format!(", updated {})", s.updated_at));
+    text
+}
+
+/// A failed or refused run, naming the step and the error (pure).
+pub fn failure(s: &LiveStatus) -> String {
+    match &s.failure {
+        Some(f) => format!(
+            "{} at step {}: {} (run {}, at {})",
+            s.state,
+            f.step.as_str(),
+            f.error,
+            s.run_id,
+            f.at
+        ),
+        None => format!(
+            "{} (run {}, step {}; the status names no error)",
+            s.state,
+            s.run_id,
+            s.step.as_deref().unwrap_or("unknown")
+        ),
+    }
+}
+
+/// Parses an RFC 3339 time as the records and status objects write it.
+fn parse_time(text: &str, what: &str) -> Result<SystemTime> {
+    humantime::parse_rfc3339_weak(text.trim_end_matches('Z'))
+        .or_else(|_| humantime::parse_rfc3339(text))
+        .with_context(|| format!("{what} \"{text}\" is not an RFC 3339 time"))
+}
+
+/// Reads the launch record: a local file when `arg` names one, else
+/// `<prefix>/launches/<arg>.json` in the store.
+pub async fn load_record(store: &Store, arg: &str) -> Result<LaunchRecord> {
+    let (text, source) = if Path::new(arg).is_file() {
+        (
+            std::fs::read(arg).with_context(|| format!("reading the launch record {arg}"))?,
+            arg.to_string(),
+        )
+    } else {
+        if arg.is_empty()
+            || !arg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            bail!("\"{arg}\" is neither a launch record file nor a launch id (letters, digits, - _ .)");
+        }
+        let path = store.path(&["launches", &format!("{arg}.json")]);
+        let bytes = match store.objects.get(&path).await {
+            Ok(r) => r
+                .bytes()
+                .await
+                .with_context(|| format!("reading {path} from {}", store.url))?,
+            Err(object_store::Error::NotFound { .. }) => bail!(
+                "no launch {arg} in {}: {path} is not there (is it the store the launch wrote to?)",
+                store.url
+            ),
+            Err(e) => return Err(e).with_context(|| format!("reading {path} from {}", store.url)),
+        };
+        (
+            bytes.to_vec(),
+            format!("{}/{path}", store.url.trim_end_matches('/')),
+        )
+    };
+    let record: LaunchRecord = serde_json::from_slice(&text)
+        .with_context(|| format!("{source} is not a launch record"))?;
+    if record.schema != SCHEMA {
+        bail!(
+            "{source} is a launch record of schema {}; this pgappliance reads schema {SCHEMA}",
+            record.schema
+        );
+    }
+    Ok(record)
+}
+
+/// How much earlier than the launch an object may have been written and still be read: the
+/// store's clock and the launching machine's differ.
+const CLOCK_SLACK: Duration = Duration::from_secs(600);
+
+/// The status objects of `appliance` in the store of runs started after `since`; objects
+/// that cannot be read or parsed are reported in `problems` and skipped.
+pub async fn statuses(
+    store: &Store,
+    appliance: &str,
+    since: SystemTime,
+    problems: &mut Vec<String>,
+) -> Result<Vec<LiveStatus>> {
+    let base = store.path(&[appliance]);
+    let depth = base.parts().count();
+    let metas: Vec<object_store::ObjectMeta> = store
+        .objects
+        .list(Some(&base))
+        .try_collect()
+        .await
+        .with_context(|| format!("listing {base} in {}", store.url))?;
+    let not_before = since.checked_sub(CLOCK_SLACK).unwrap_or(since);
+    let mut out = Vec::new();
+    for m in metas {
+        let parts: Vec<String> = m.location.parts().map(|p| p.as_ref().to_string()).collect();
+        // <appliance>/<machine id>/<run id>.status.json, not the failure bundles under
+        // <appliance>/failed/.
+        if parts.len() != depth + 2
+            || !parts[depth + 1].ends_with(".status.json")
+            || SystemTime::from(m.last_modified) < not_before
+        {
+            continue;
+        }
+        let bytes = match store.objects.get(&m.location).await {
+            Ok(r) => r.bytes().await,
+            Err(e) => Err(e),
+        };
+        let status = match bytes {
+            Ok(b) => match serde_json::from_slice::<LiveStatus>(&b) {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.push(format!("{} is not a status object: {e}", m.location));
+                    continue;
+                }
+            },
+            Err(e) => {
+                problems.push(format!("reading {}: {e}", m.location));
+                continue;
+            }
+        };
+        match parse_time(&status.started_at, "started_at") {
+            Ok(t) if t >= since => out.push(status),
+            Ok(_) => {}
+            Err(e) => problems.push(format!("{}: {e:#}", m.location)),
+        }
+    }
+    Ok(out)
+}
+
+/// The run's manifest, when the store has it whole.
+async fn manifest(store: &Store, s: &LiveStatus, stored_as: &str) -> Result<Option<Manifest>> {
+    let path = store.path(&[stored_as, MANIFEST]);
+    let bytes = match store.objects.get(&path).await {
+        Ok(r) => r.bytes().await?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let m: Manifest =
+        serde_json::from_slice(&bytes).with_context(|| format!("{path} is not a manifest"))?;
+    if m.run_id != s.run_id || m.machine_id != s.machine_id {
+        bail!(
+            "{path} is the manifest of run {} of machine {}, not run {} of {}",
+            m.run_id,
+            m.machine_id,
+            s.run_id,
+            s.machine_id
+        );
+    }
+    Ok(Some(m))
+}
+
+/// What a status object means for its unit, reading the manifest of a run that says done.
+async fn view_of(store: &Store, s: &LiveStatus) -> View {
+    match s.state.as_str() {
+        "failed" | "refused" => View::Failed(failure(s)),
+        "done" => match &s.stored_as {
+            None => View::Working(format!("{}, not stored yet", progress(s))),
+            Some(key) => match manifest(store, s, key).await {
+                Ok(Some(m)) => View::Arrived {
+                    stored_as: key.clone(),
+                    objects: m.objects.len(),
+                },
+                Ok(None) => View::Working(format!(
+                    "{}, its manifest not in the store yet",
+                    progress(s)
+                )),
+                Err(e) => View::Working(format!("{}: {e:#}", progress(s))),
+            },
+        },
+        _ => View::Working(progress(s)),
+    }
+}
+
+pub fn run(args: WaitArgs) -> Result<i32> {
+    if args.interval.is_zero() {
+        bail!("--interval must be above 0");
+    }
+    let cfg = args.store_config();
+    cfg.preflight()?;
+    let store = Store::open(&cfg)?;
+    super::runtime()?.block_on(async {
+        let record = load_record(&store, &args.launch).await?;
+        let created = parse_time(&record.created_at, "the launch record's created_at")?;
+        let units = units(&record);
+        println!(
+            "launch {} of plan {} ({} targets, created {}): watching {}",
+            record.launch_id,
+            record.plan.name,
+            record.targets.len(),
+            record.created_at,
+            store.url
+        );
+        let views = watch(&store, &record, created, &units, &args).await;
+        let mut arrived = 0;
+        for (u, v) in units.iter().zip(&views) {
+            match v {
+                View::Arrived { .. } => {
+                    arrived += 1;
+                    println!("{}: {}", u.label, v.describe());
+                }
+                View::Failed(f) => println!("{}: FAILED {f}", u.label),
+                other => println!(
+                    "{}: TIMED OUT after {}: last {}",
+                    u.label,
+                    humantime::format_duration(args.timeout),
+                    other.describe()
+                ),
+            }
+        }
+        println!(
+            "launch {}: {arrived} of {} arrived",
+            record.launch_id,
+            units.len()
+        );
+        let mut ok = arrived == units.len();
+        if args.teardown {
+            ok &= teardown(&record, &args, &cfg).await;
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(format!("collect-{}", record.launch_id)));
+            ok &= collect(&cfg, &out).await;
+        }
+        Ok(if ok { 0 } else { 1 })
+    })
+}
+
+/// Polls the store until every unit is final or the timeout passes; prints a line per
+/// change of a unit.
+async fn watch(
+    store: &Store,
+    record: &LaunchRecord,
+    created: SystemTime,
+    units: &[Unit],
+    args: &WaitArgs,
+) -> Vec<View> {
+    let deadline = Instant::now() + args.timeout;
+    let mut views: Vec<View> = units
+        .iter()
+        .map(|u| match &u.matcher {
+            Matcher::NotStarted(e) => View::Failed(format!("not started by the launch: {e}")),
+            _ => View::NoStatus,
+        })
+        .collect();
+    for (u, v) in units.iter().zip(&views) {
+        println!("{}: {}", u.label, v.describe());
+    }
+    let mut claims = BTreeMap::new();
+    let mut reported: Vec<String> = Vec::new();
+    loop {
+        if views.iter().all(View::is_final) {
+            return views;
+        }
+        let mut problems = Vec::new();
+        match statuses(store, &record.plan.name, created, &mut problems).await {
+            Ok(all) => {
+                let assigned = assign(units, &all, &mut claims);
+                for (i, s) in assigned.into_iter().enumerate() {
+                    if views[i].is_final() {
+                        continue;
+                    }
+                    let Some(s) = s else { continue };
+                    let v = view_of(store, s).await;
+                    if v != views[i] {
+                        println!("{}: {}", units[i].label, v.describe());
+                        views[i] = v;
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("{e:#} (trying again)")),
+        }
+        for p in problems {
+            if !reported.contains(&p) {
+                eprintln!("warning: {p}");
+                reported.push(p);
+            }
+        }
+        if views.iter().all(View::is_final) {
+            return views;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return views;
+        }
+        tokio::time::sleep(args.interval.min(deadline - now)).await;
+    }
+}
+
+/// Terminates, ejects and powers off every started target; says what it did for each.
+/// True when every teardown succeeded.
+async fn teardown(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> bool {
+    let needs_bmc = record.targets.iter().any(|t| {
+        matches!(
+            t.started,
+            Some(Started::Redfish(_)) | Some(Started::Ipmi(_))
+        )
+    });
+    let creds = if needs_bmc {
+        Some(super::credentials::load(args.bmc_credentials.as_deref()))
+    } else {
+        None
+    };
+    let runner = pgappliance::runner::Runner::local();
+    let mut ok = true;
+    for t in &record.targets {
+        let Some(started) = &t.started else {
+            println!("{}: teardown: nothing to do (not started)", t.address);
+            continue;
+        };
+        let r: Result<String> = async {
+            let bmc_creds = || -> Result<&super::credentials::BmcCredentials> {
+                match &creds {
+                    Some(Ok(c)) => Ok(c),
+                    Some(Err(e)) => bail!("{e:#}"),
+                    None => bail!("no BMC credentials"),
+                }
+            };
+            match started {
+                Started::Ec2(e) => {
+                    let endpoint = args
+                        .ec2_endpoint
+                        .clone()
+                        .unwrap_or_else(|| e.endpoint.clone());
+                    let client = super::ec2::Ec2Client::new(
+                        endpoint,
+                        e.region.clone(),
+                        super::ec2_credential(cfg)?,
+                    )?;
+                    let states = super::ec2::terminate(&client, &e.instances).await?;
+                    Ok(states
+                        .iter()
+                        .map(|(id, s)| format!("{id} {s}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                }
+                Started::Redfish(r) => {
+                    let bmc_args = super::BmcArgs {
+                        bmcs: Vec::new(),
+                        system: None,
+                        bmc_credentials: None,
+                        bmc_ca: args.bmc_ca.clone(),
+                        insecure: args.insecure,
+                        bmc_timeout: args.bmc_timeout,
+                    };
+                    let bmc = bmc_args.connect(&r.bmc, bmc_creds()?)?;
+                    super::redfish::power_off_and_eject(&bmc, &r.system).await
+                }
+                Started::Ipmi(i) => {
+                    let target = super::ipmi::IpmiTarget {
+                        host: i.host.clone(),
+                        port: i.port,
+                    };
+                    super::ipmi::power_off(&runner, &target, bmc_creds()?).await
+                }
+            }
+        }
+        .await;
+        match r {
+            Ok(what) => println!("{}: teardown: {what}", t.address),
+            Err(e) => {
+                ok = false;
+                println!("{}: teardown FAILED: {e:#}", t.address);
+            }
+        }
+    }
+    ok
+}
+
+/// `collect`'s own code on the store into `out`.
+async fn collect(cfg: &StoreConfig, out: &Path) -> bool {
+    let r = async {
+        let args = crate::collect::CollectArgs {
+            stores: vec![cfg.clone()],
+            out: out.to_path_buf(),
+            all_runs: false,
+            baseline: None,
+            threshold_pct: None,
+            fail_on_regression: false,
+            cache: crate::collect::default_cache()?,
+            jobs: 16,
+        };
+        crate::collect::collect(args).await
+    }
+    .await;
+    match r {
+        Ok(0) => {
+            println!("collected {} into {}", cfg.url, out.display());
+            true
+        }
+        Ok(code) => {
+            println!("collect into {} ended with status {code}", out.display());
+            false
+        }
+        Err(e) => {
+            println!("collect FAILED: {e:#}");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pgappliance::engine::live::Identity;
+
+    fn status(machine: &str, run: &str, started: &str, identity: Option<Identity>) -> LiveStatus {
+        LiveStatus {
+            schema_version: 1,
+            appliance: "tiny".into(),
+            machine_id: machine.into(),
+            run_id: run.into(),
+            state: "running".into(),
+            step: Some("dataset".into()),
+            text: None,
+            points_done: 1,
+            points_total: 4,
+            last_tps: Some(812.4),
+            boots: 1,
+            failure: None,
+            started_at: started.into(),
+            updated_at: started.into(),
+            stored_as: None,
+            identity,
+        }
+    }
+
+    fn identity(instance: Option<&str>, uuid: Option<&str>) -> Option<Identity> {
+        Some(Identity {
+            hostname: "h".into(),
+            instance_id: instance.map(Into::into),
+            system_uuid: uuid.map(Into::into),
+            system_serial: None,
+        })
+    }
+
+    fn unit(label: &str, matcher: Matcher) -> Unit {
+        Unit {
+            label: label.into(),
+            matcher,
+        }
+    }
+
+    #[test]
+    fn instances_and_uuids_match_by_identity_and_ipmi_takes_what_is_left() {
+        let units = vec![
+            unit("i-1", Matcher::Instance("i-1".into())),
+            unit(
+                "https://bmc1",
+                Matcher::SystemUuid("0A1B2C3D-0000-4000-8000-00000000AAAA".into()),
+            ),
+            unit("ipmi1", Matcher::Unclaimed),
+        ];
+        let statuses = vec![
+            status(
+                "m-ec2",
+                "r1",
+                "2026-12-01T10:00:05Z",
+                identity(Some("i-1"), None),
+            ),
+            status(
+                "m-rf",
+                "r2",
+                "2026-12-01T10:00:06Z",
+                identity(None, Some("0a1b2c3d-0000-4000-8000-00000000aaaa")),
+            ),
+            // Another launch's instance: never taken by the IPMI unit.
+            status(
+                "m-other",
+                "r3",
+                "2026-12-01T10:00:01Z",
+                identity(Some("i-9"), None),
+            ),
+            status(
+                "m-ipmi",
+                "r4",
+                "2026-12-01T10:00:09Z",
+                identity(None, Some("ffff")),
+            ),
+        ];
+        let mut claims = BTreeMap::new();
+        let a = assign(&units, &statuses, &mut claims);
+        let runs: Vec<Option<&str>> = a.iter().map(|s| s.map(|s| s.run_id.as_str())).collect();
+        assert_eq!(runs, vec![Some("r1"), Some("r2"), Some("r4")]);
+        assert_eq!(claims.get(&2).map(String::as_str), Some("m-ipmi"));
+    }
+
+    #[test]
+    fn a_run_without_identity_is_not_claimed_while_an_identity_is_awaited() {
+        let units = vec![
+            unit("i-1", Matcher::Instance("i-1".into())),
+            unit("ipmi1", Matcher::Unclaimed),
+        ];
+        let early = vec![status("m-ec2", "r1", "2026-12-01T10:00:05Z", None)];
+        let mut claims = BTreeMap::new();
+        assert_eq!(
+            assign(&units, &early, &mut claims)
+                .iter()
+                .filter(|s| s.is_some())
+                .count(),
+            0
+        );
+        assert!(claims.is_empty());
+        // With IPMI targets only, a run before its inventory step is claimed, and the claim
+        // follows the machine to its later status.
+        let units = vec![unit("a", Matcher::Unclaimed), unit("b", Matcher::Unclaimed)];
+        let two = vec![
+            status("m2", "r2", "2026-12-01T10:00:09Z", None),
+            status("m1", "r1", "2026-12-01T10:00:05Z", None),
+        ];
+        let a = assign(&units, &two, &mut claims);
+        assert_eq!(a[0].map(|s| s.run_id.as_str()), Some("r1"));
+        assert_eq!(a[1].map(|s| s.run_id.as_str()), Some("r2"));
+        let later = vec![status(
+            "m1",
+            "r1",
+            "2026-12-01T10:00:05Z",
+            identity(None, None),
+        )];
+        let a = assign(&units, &later, &mut claims);
+        assert_eq!(a[0].map(|s| s.machine_id.as_str()), Some("m1"));
+        assert!(a[1].is_none());
+    }
+
+    #[test]
+    fn failures_name_the_step_and_progress_the_point() {
+        let mut s = status("m", "r", "2026-12-01T10:00:05Z", None);
+        assert_eq!(
+            progress(&s),
+            "running (run r, step dataset, point 1/4, last 812 tps, updated 2026-12-01T10:00:05Z)"
+        );
+        s.state = "failed".into();
+        s.failure = Some(pgappliance::journal::Failure {
+            step: pgappliance::journal::StepName::Tuning,
+            error: "invalid value for parameter \"work_mem\": \"lots\"".into(),
+            refused: false,
+            at: "2026-12-01T10:01:00Z".into(),
+        });
+        let f = failure(&s);
+        assert!(f.starts_with("failed at step tuning: invalid value"), "{f}");
+    }
+
+    #[test]
+    fn times_of_records_and_statuses_parse() {
+        let t = parse_time("2026-12-01T10:00:05Z", "t").expect("time");
+        assert!(t > parse_time("2026-12-01T10:00:04Z", "t").expect("time"));
+        assert!(parse_time("yesterday", "started_at")
+            .expect_err("bad")
+            .to_string()
+            .contains("started_at \"yesterday\""));
+    }
+}

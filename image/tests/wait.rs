@@ -1,0 +1,347 @@
+//! `pgappliance wait` against real runs: `pgapplianced run --local` of the test plans
+//! uploading to a file:// store stands in for an appliance booted by a launch; the launch
+//! record names an IPMI target (pyghmi's fakebmc, powered off by --teardown) or an EC2
+//! instance (moto_server, terminated by --teardown).
+
+mod launch_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use launch_support::*;
+
+fn daemon() -> PathBuf {
+    let d = Path::new(env!("CARGO_BIN_EXE_pgappliance")).with_file_name("pgapplianced");
+    assert!(
+        d.exists(),
+        "{} is not built: run `cargo build -p pgappliance-daemon` (or `cargo test --workspace`)",
+        d.display()
+    );
+    d
+}
+
+/// A scratch directory under /var/tmp the `postgres` user can reach (local runs as root
+/// run PostgreSQL as postgres).
+fn workdir(tag: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix(&format!("pga-wait-{tag}-"))
+        .tempdir_in("/var/tmp")
+        .expect("tmp");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    d
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// A launch record of plan `appliance` created now with `targets` (as `launch` writes it).
+fn record(id: &str, appliance: &str, targets: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "schema": 1,
+        "launch_id": id,
+        "plan": {"name": appliance, "file": format!("{appliance}.toml"), "sha256": "0"},
+        "created_at": now(),
+        "iso_url": null,
+        "iso_object": null,
+        "payload_object": null,
+        "targets": targets,
+    })
+}
+
+fn ipmi_target(port: u16) -> serde_json::Value {
+    serde_json::json!({
+        "address": format!("127.0.0.1:{port}"),
+        "method": "ipmi",
+        "at": now(),
+        "started": {"kind": "ipmi", "host": "127.0.0.1", "port": port, "power": "on", "not_kept": []},
+        "error": null,
+    })
+}
+
+fn write_json(p: &Path, v: &serde_json::Value) {
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    std::fs::write(p, serde_json::to_vec_pretty(v).expect("json")).expect("write");
+}
+
+fn wait_cmd(record: &str, store: &str, extra: &[&str], cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_pgappliance"));
+    c.args(["wait", record, "--store", store, "--interval", "1s"])
+        .args(extra)
+        .env("XDG_CACHE_HOME", cache)
+        .env("PGAPPLIANCE_BMC_USER", "admin")
+        .env("PGAPPLIANCE_BMC_PASSWORD", "password")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// `pgapplianced run --local PLAN` uploading to `store`.
+fn local_run(plan: &Path, work: &Path, store: &str) -> Output {
+    Command::new(daemon())
+        .args(["run", "--local"])
+        .arg(plan)
+        .arg("--workdir")
+        .arg(work)
+        .args(["--store", store])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("pgapplianced")
+}
+
+/// Waits for a child with a limit, killing it past the limit.
+fn finish(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn ipmitool(port: u16, args: &[&str]) -> String {
+    let o = Command::new("ipmitool")
+        .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", "admin", "-E"])
+        .args(args)
+        .env("IPMI_PASSWORD", "password")
+        .output()
+        .expect("ipmitool");
+    assert!(o.status.success(), "{}", describe(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_complete_run_arrives_then_teardown_powers_off_and_collects() {
+    let bmc = fakebmc();
+    // As the launch leaves it: powered on.
+    ipmitool(bmc.port, &["chassis", "power", "on"]);
+    assert!(ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is on"));
+    let dir = workdir("done");
+    let store = format!("file://{}/store", dir.path().display());
+    let rec = dir.path().join("launch.json");
+    write_json(
+        &rec,
+        &record("tiny-1", "tiny", serde_json::json!([ipmi_target(bmc.port)])),
+    );
+    // The launch precedes the run by at least a second (the record has seconds).
+    std::thread::sleep(Duration::from_millis(1100));
+    let out = dir.path().join("pages");
+    let waiting = wait_cmd(
+        &rec.display().to_string(),
+        &store,
+        &[
+            "--timeout",
+            "15m",
+            "--teardown",
+            "--out",
+            &out.display().to_string(),
+        ],
+        &dir.path().join("cache"),
+    )
+    .spawn()
+    .expect("pgappliance wait");
+    let plan = workspace().join("tests/plans/tiny-bench.toml");
+    let run = local_run(&plan, &dir.path().join("work"), &store);
+    assert_eq!(run.status.code(), Some(0), "{}", describe(&run));
+    let o = finish(waiting, Duration::from_secs(180));
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let target = format!("127.0.0.1:{}", bmc.port);
+    assert!(
+        text.contains(&format!("{target}: no status object yet")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{target}: running (run ")), "{text}");
+    assert!(
+        text.contains(&format!("{target}: arrived: tiny/")),
+        "{text}"
+    );
+    assert!(text.contains("launch tiny-1: 1 of 1 arrived"), "{text}");
+    assert!(
+        text.contains(&format!("{target}: teardown: powered off")),
+        "{text}"
+    );
+    assert!(
+        ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is off"),
+        "{text}"
+    );
+    assert!(out.join("index.html").is_file(), "{text}");
+    let csv = read_to_string(&out.join("summary.csv"));
+    assert!(csv.lines().count() >= 2, "{csv}");
+}
+
+#[test]
+fn a_failed_run_is_reported_with_its_step_and_error() {
+    let dir = workdir("failed");
+    let store = format!("file://{}/store", dir.path().display());
+    let rec = dir.path().join("launch.json");
+    // Port 1 has no BMC: without --teardown nothing talks to it.
+    write_json(
+        &rec,
+        &record("bad-1", "bad-setting", serde_json::json!([ipmi_target(1)])),
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let waiting = wait_cmd(
+        &rec.display().to_string(),
+        &store,
+        &["--timeout", "10m"],
+        &dir.path().join("cache"),
+    )
+    .spawn()
+    .expect("pgappliance wait");
+    let plan = workspace().join("tests/plans/bad-setting.toml");
+    let run = local_run(&plan, &dir.path().join("work"), &store);
+    assert_eq!(run.status.code(), Some(1), "{}", describe(&run));
+    let o = finish(waiting, Duration::from_secs(120));
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: FAILED failed at step tuning: "),
+        "{text}"
+    );
+    assert!(text.contains("work_mem"), "{text}");
+    assert!(text.contains("launch bad-1: 0 of 1 arrived"), "{text}");
+}
+
+#[test]
+fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
+    let dir = workdir("timeout");
+    let store_dir = dir.path().join("store");
+    let store = format!("file://{}", store_dir.display());
+    let failed_launch = serde_json::json!({
+        "address": "https://10.0.0.9", "method": "redfish", "at": now(),
+        "started": null, "error": "the BMC at https://10.0.0.9 did not answer",
+    });
+    write_json(
+        &store_dir.join("launches/tiny-2.json"),
+        &record(
+            "tiny-2",
+            "tiny",
+            serde_json::json!([ipmi_target(1), failed_launch]),
+        ),
+    );
+    // A run of the same appliance from before the launch is not taken for this one.
+    write_json(
+        &store_dir.join("tiny/old-machine/20200101T000000Z.status.json"),
+        &serde_json::json!({
+            "schema_version": 1, "appliance": "tiny", "machine_id": "old-machine",
+            "run_id": "20200101T000000Z", "state": "running", "step": "sweep", "text": null,
+            "points_done": 1, "points_total": 2, "last_tps": null, "boots": 1, "failure": null,
+            "started_at": "2020-01-01T00:00:00Z", "updated_at": now(), "stored_as": null,
+            "identity": null,
+        }),
+    );
+    let cache = dir.path().join("cache");
+    let started = Instant::now();
+    let o = wait_cmd("tiny-2", &store, &["--timeout", "3s"], &cache)
+        .output()
+        .expect("wait");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: TIMED OUT after 3s: last no status object yet"),
+        "{text}"
+    );
+    assert!(
+        text.contains("https://10.0.0.9: FAILED not started by the launch: the BMC at https://10.0.0.9 did not answer"),
+        "{text}"
+    );
+    assert!(!text.contains("old-machine"), "{text}");
+
+    let o = wait_cmd("tiny-3", &store, &["--timeout", "3s"], &cache)
+        .output()
+        .expect("wait");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("no launch tiny-3 in file://"), "{text}");
+    assert!(text.contains("launches/tiny-3.json is not there"), "{text}");
+}
+
+#[test]
+fn teardown_terminates_the_ec2_instance() {
+    let moto = Moto::start();
+    let ami = moto.aws(&[
+        "ec2",
+        "describe-images",
+        "--owners",
+        "amazon",
+        "--query",
+        "Images[0].ImageId",
+        "--output",
+        "text",
+    ]);
+    let run: serde_json::Value = serde_json::from_str(&moto.aws(&[
+        "ec2",
+        "run-instances",
+        "--image-id",
+        ami.trim(),
+        "--instance-type",
+        "m6g.large",
+        "--count",
+        "1",
+    ]))
+    .expect("json");
+    let id = run["Instances"][0]["InstanceId"]
+        .as_str()
+        .expect("instance id")
+        .to_string();
+    let dir = workdir("ec2");
+    let store = format!("file://{}/store", dir.path().display());
+    let rec = dir.path().join("launch.json");
+    write_json(
+        &rec,
+        &record(
+            "tiny-ec2",
+            "tiny",
+            serde_json::json!([{
+                "address": moto.endpoint(), "method": "ec2", "at": now(), "error": null,
+                "started": {"kind": "ec2", "endpoint": moto.endpoint(), "region": "us-east-1",
+                    "image_id": ami.trim(), "instance_type": "m6g.large", "instances": [id],
+                    "state": "running", "payload_url": "https://example.invalid/payload.tar.gz"},
+            }]),
+        ),
+    );
+    let o = wait_cmd(
+        &rec.display().to_string(),
+        &store,
+        &[
+            "--timeout",
+            "2s",
+            "--teardown",
+            "--out",
+            &dir.path().join("pages").display().to_string(),
+        ],
+        &dir.path().join("cache"),
+    )
+    .env("AWS_ACCESS_KEY_ID", &moto.access_key)
+    .env("AWS_SECRET_ACCESS_KEY", &moto.secret_key)
+    .output()
+    .expect("wait");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "timed out: {text}");
+    assert!(
+        text.contains(&format!("{id}: TIMED OUT after 2s")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("teardown: {id} shutting-down"))
+            || text.contains(&format!("teardown: {id} terminated")),
+        "{text}"
+    );
+    assert!(!text.contains(&moto.secret_key), "{text}");
+    let described: serde_json::Value =
+        serde_json::from_str(&moto.aws(&["ec2", "describe-instances", "--instance-ids", &id]))
+            .expect("json");
+    let state = &described["Reservations"][0]["Instances"][0]["State"]["Name"];
+    assert!(
+        state == "terminated" || state == "shutting-down",
+        "{described}"
+    );
+}
