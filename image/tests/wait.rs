@@ -345,3 +345,102 @@ fn teardown_terminates_the_ec2_instance() {
         "{described}"
     );
 }
+
+#[test]
+fn a_redfish_launch_records_the_system_uuid_and_teardown_ejects_and_powers_off() {
+    let bmc = sushy();
+    let www = tempfile::tempdir().expect("www");
+    std::fs::write(www.path().join("a.iso"), "iso").expect("iso");
+    let server = http_server(www.path());
+    let dir = workdir("redfish");
+    let files = dir.path().join("store");
+    let store = format!("file://{}", files.display());
+    let bmc_url = format!("https://127.0.0.1:{}", bmc.port);
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(altra_plan(dir.path()))
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir.path()))
+        .args(["--bmc", &bmc_url, "--bmc-ca"])
+        .arg(bmc.dir.path().join("cert.pem"))
+        .args([
+            "--iso-url",
+            &format!("http://127.0.0.1:{}/a.iso", server.port),
+        ])
+        .args(["--store", &store])
+        .env("PGAPPLIANCE_BMC_USER", BMC_USER)
+        .env("PGAPPLIANCE_BMC_PASSWORD", BMC_PASSWORD)
+        .output()
+        .expect("launch");
+    // 2: sushy's fake driver keeps the boot override Continuous (docs/launch.md).
+    assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    let id = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("launch "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no launch id: {}", describe(&o)))
+        .to_string();
+    let rec: serde_json::Value = serde_json::from_str(&read_to_string(
+        &files.join("launches").join(format!("{id}.json")),
+    ))
+    .expect("record");
+    let systems = redfish_get(&bmc, "/redfish/v1/Systems");
+    let system = systems["Members"][0]["@odata.id"]
+        .as_str()
+        .expect("member")
+        .to_string();
+    let uuid = redfish_get(&bmc, &system)["UUID"].clone();
+    assert!(uuid.is_string(), "{uuid}");
+    assert_eq!(rec["targets"][0]["started"]["system_uuid"], uuid, "{rec}");
+    let media = redfish_get(&bmc, &format!("{system}/VirtualMedia/Cd"));
+    assert_eq!(media["Inserted"], true, "{media}");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .args([
+            "wait",
+            &id,
+            "--store",
+            &store,
+            "--timeout",
+            "1s",
+            "--teardown",
+        ])
+        .arg("--out")
+        .arg(dir.path().join("pages"))
+        .arg("--bmc-ca")
+        .arg(bmc.dir.path().join("cert.pem"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("PGAPPLIANCE_BMC_USER", BMC_USER)
+        .env("PGAPPLIANCE_BMC_PASSWORD", BMC_PASSWORD)
+        .output()
+        .expect("wait");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "timed out: {text}");
+    assert!(
+        text.contains(&format!(
+            "{bmc_url}: TIMED OUT after 1s: last no status object yet"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{bmc_url}: teardown: ejected {system}/VirtualMedia/Cd, ForceOff"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(BMC_PASSWORD), "{text}");
+    let media = redfish_get(&bmc, &format!("{system}/VirtualMedia/Cd"));
+    assert_eq!(media["Inserted"], false, "{media}");
+    // The fake driver applies power changes after a moment.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let power = redfish_get(&bmc, &system)["PowerState"].clone();
+        if power == "Off" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {power} after ForceOff");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
