@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 const EXIT_CODES: &str = "Exit status:
   0  done (check: every plan valid; warnings alone do not fail it)
   1  an error: an invalid plan, a refused build, a store that cannot be read (the message
-     names what is wrong)
+     names what is wrong); wait: a target that failed or did not arrive in time
   2  the command line is malformed
   3  collect --fail-on-regression: a point regressed past --threshold";
 

@@ -358,6 +358,15 @@ mod tests {
         assert_eq!(run[0].1, "pending");
         let d = parse_instances(&fixture("describe-instances-moto.xml"));
         assert_eq!(d, vec![(run[0].0.clone(), "running".to_string())]);
+        let t = parse_terminated(&fixture("terminate-instances-moto.xml"));
+        assert_eq!(
+            t,
+            vec![(
+                "i-eeae0388bfa270872".to_string(),
+                "shutting-down".to_string()
+            )]
+        );
+        assert!(parse_terminated("<TerminateInstancesResponse/>").is_empty());
         let e = parse_error(&fixture("error-auth-moto.xml")).expect("error");
         assert!(
             e.starts_with("SignatureDoesNotMatch") || e.starts_with("AuthFailure"),
