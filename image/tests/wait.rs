@@ -262,6 +262,18 @@ fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("no launch tiny-3 in file://"), "{text}");
     assert!(text.contains("launches/tiny-3.json is not there"), "{text}");
+
+    let newer = dir.path().join("newer.json");
+    write_json(&newer, &serde_json::json!({"schema": 2, "launch_id": "x"}));
+    let o = wait_cmd(&newer.display().to_string(), &store, &[], &cache)
+        .output()
+        .expect("wait");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("is a launch record of schema 2; this pgappliance reads schema 1"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
-use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 use pgappliance::engine::live::LiveStatus;
 use pgappliance::plan::Credentials;
@@ -339,15 +338,16 @@ pub async fn load_record(store: &Store, arg: &str) -> Result<LaunchRecord> {
             format!("{}/{path}", store.url.trim_end_matches('/')),
         )
     };
-    let record: LaunchRecord = serde_json::from_slice(&text)
-        .with_context(|| format!("{source} is not a launch record"))?;
-    if record.schema != SCHEMA {
-        bail!(
-            "{source} is a launch record of schema {}; this pgappliance reads schema {SCHEMA}",
-            record.schema
-        );
+    let value: serde_json::Value =
+        serde_json::from_slice(&text).with_context(|| format!("{source} is not JSON"))?;
+    match value.get("schema").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == u64::from(SCHEMA) => {}
+        Some(v) => bail!(
+            "{source} is a launch record of schema {v}; this pgappliance reads schema {SCHEMA}"
+        ),
+        None => bail!("{source} is not a launch record: it has no schema number"),
     }
-    Ok(record)
+    serde_json::from_value(value).with_context(|| format!("{source} is not a launch record"))
 }
 
 /// How much earlier than the launch an object may have been written and still be read: the
@@ -362,26 +362,36 @@ pub async fn statuses(
     since: SystemTime,
     problems: &mut Vec<String>,
 ) -> Result<Vec<LiveStatus>> {
+    // One listing of the machines, then one of each machine's own level: the runs' objects
+    // (a few dozen each) are not listed at every poll.
     let base = store.path(&[appliance]);
-    let depth = base.parts().count();
-    let metas: Vec<object_store::ObjectMeta> = store
+    let machines = store
         .objects
-        .list(Some(&base))
-        .try_collect()
+        .list_with_delimiter(Some(&base))
         .await
-        .with_context(|| format!("listing {base} in {}", store.url))?;
+        .with_context(|| format!("listing {base} in {}", store.url))?
+        .common_prefixes;
     let not_before = since.checked_sub(CLOCK_SLACK).unwrap_or(since);
-    let mut out = Vec::new();
-    for m in metas {
-        let parts: Vec<String> = m.location.parts().map(|p| p.as_ref().to_string()).collect();
-        // <appliance>/<machine id>/<run id>.status.json, not the failure bundles under
-        // <appliance>/failed/.
-        if parts.len() != depth + 2
-            || !parts[depth + 1].ends_with(".status.json")
-            || SystemTime::from(m.last_modified) < not_before
-        {
+    let mut metas = Vec::new();
+    for machine in machines {
+        // Failure bundles live under <appliance>/failed/.
+        if machine.filename() == Some("failed") {
             continue;
         }
+        let level = store
+            .objects
+            .list_with_delimiter(Some(&machine))
+            .await
+            .with_context(|| format!("listing {machine} in {}", store.url))?;
+        metas.extend(level.objects.into_iter().filter(|m| {
+            m.location
+                .filename()
+                .is_some_and(|f| f.ends_with(".status.json"))
+                && SystemTime::from(m.last_modified) >= not_before
+        }));
+    }
+    let mut out = Vec::new();
+    for m in metas {
         let bytes = match store.objects.get(&m.location).await {
             Ok(r) => r.bytes().await,
             Err(e) => Err(e),
