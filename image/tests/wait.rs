@@ -456,3 +456,36 @@ fn a_redfish_launch_records_the_system_uuid_and_teardown_ejects_and_powers_off()
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+#[test]
+fn on_a_terminal_the_targets_are_redrawn_in_place_and_the_summary_follows() {
+    let dir = workdir("tty");
+    let store = format!("file://{}/store", dir.path().display());
+    let rec = dir.path().join("launch.json");
+    write_json(
+        &rec,
+        &record("tiny-tty", "tiny", serde_json::json!([ipmi_target(1)])),
+    );
+    // util-linux's `script` runs the command on a pseudo-terminal (stdout and stderr).
+    let command = format!(
+        "{} wait {} --store {store} --timeout 2s --interval 1s",
+        env!("CARGO_BIN_EXE_pgappliance"),
+        rec.display()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("TERM", "xterm")
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("script (util-linux)");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    // Cursor movement and line erasure: the live lines, then cleared.
+    assert!(text.contains("\u{1b}[2K"), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: TIMED OUT after 2s: last no status object yet"),
+        "{text}"
+    );
+    assert!(text.contains("launch tiny-tty: 0 of 1 arrived"), "{text}");
+}

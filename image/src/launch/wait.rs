@@ -516,8 +516,66 @@ pub fn run(args: WaitArgs) -> Result<i32> {
     })
 }
 
-/// Polls the store until every unit is final or the timeout passes; prints a line per
-/// change of a unit.
+/// Where `wait` shows what it knows while it waits: a line per change on stdout, or, when
+/// stdout and stderr are both a terminal, one line per target redrawn in place (indicatif,
+/// on stderr) and cleared at the end. The summary at the end is printed on stdout either way.
+enum Display {
+    Lines,
+    Live {
+        multi: indicatif::MultiProgress,
+        bars: Vec<indicatif::ProgressBar>,
+    },
+}
+
+impl Display {
+    fn new(units: &[Unit]) -> Display {
+        use std::io::IsTerminal;
+        if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
+            return Display::Lines;
+        }
+        let multi = indicatif::MultiProgress::new();
+        let style = indicatif::ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+        let bars = units
+            .iter()
+            .map(|_| {
+                let b = multi.add(indicatif::ProgressBar::new_spinner());
+                b.set_style(style.clone());
+                b.enable_steady_tick(Duration::from_millis(250));
+                b
+            })
+            .collect();
+        Display::Live { multi, bars }
+    }
+
+    fn show(&self, i: usize, unit: &Unit, view: &View) {
+        let line = format!("{}: {}", unit.label, view.describe());
+        match self {
+            Display::Lines => println!("{line}"),
+            Display::Live { bars, .. } if view.is_final() => bars[i].finish_with_message(line),
+            Display::Live { bars, .. } => bars[i].set_message(line),
+        }
+    }
+
+    fn warn(&self, text: &str) {
+        match self {
+            Display::Lines => eprintln!("warning: {text}"),
+            Display::Live { multi, .. } => multi.suspend(|| eprintln!("warning: {text}")),
+        }
+    }
+
+    /// Takes the live lines off the terminal: the summary that follows says the same.
+    fn finish(&self) {
+        if let Display::Live { multi, bars } = self {
+            for b in bars {
+                b.finish_and_clear();
+            }
+            let _ = multi.clear();
+        }
+    }
+}
+
+/// Polls the store until every unit is final or the timeout passes, showing each change.
 async fn watch(
     store: &Store,
     record: &LaunchRecord,
@@ -525,17 +583,32 @@ async fn watch(
     units: &[Unit],
     args: &WaitArgs,
 ) -> Vec<View> {
-    let deadline = Instant::now() + args.timeout;
-    let mut views: Vec<View> = units
+    let views: Vec<View> = units
         .iter()
         .map(|u| match &u.matcher {
             Matcher::NotStarted(e) => View::Failed(format!("not started by the launch: {e}")),
             _ => View::NoStatus,
         })
         .collect();
-    for (u, v) in units.iter().zip(&views) {
-        println!("{}: {}", u.label, v.describe());
+    let display = Display::new(units);
+    for (i, (u, v)) in units.iter().zip(&views).enumerate() {
+        display.show(i, u, v);
     }
+    let views = poll(store, record, created, units, args, views, &display).await;
+    display.finish();
+    views
+}
+
+async fn poll(
+    store: &Store,
+    record: &LaunchRecord,
+    created: SystemTime,
+    units: &[Unit],
+    args: &WaitArgs,
+    mut views: Vec<View>,
+    display: &Display,
+) -> Vec<View> {
+    let deadline = Instant::now() + args.timeout;
     let mut claims = BTreeMap::new();
     let mut reported: Vec<String> = Vec::new();
     loop {
@@ -553,7 +626,7 @@ async fn watch(
                     let Some(s) = s else { continue };
                     let v = view_of(store, s).await;
                     if v != views[i] {
-                        println!("{}: {}", units[i].label, v.describe());
+                        display.show(i, &units[i], &v);
                         views[i] = v;
                     }
                 }
@@ -562,7 +635,7 @@ async fn watch(
         }
         for p in problems {
             if !reported.contains(&p) {
-                eprintln!("warning: {p}");
+                display.warn(&p);
                 reported.push(p);
             }
         }
