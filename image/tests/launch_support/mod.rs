@@ -62,8 +62,16 @@ pub fn fake_aarch64_binary(dir: &Path) -> PathBuf {
 /// The Altra example plan with what the kickstart needs from the operator.
 pub fn altra_plan(dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(workspace().join("examples/altra-q80.toml")).expect("plan");
-    let text = format!(
-        "{text}\n[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab\"]\n"
+    // The example's [install] holds a placeholder key, which build refuses: a test key in
+    // its place.
+    let placeholder = "ssh-ed25519 REPLACE-WITH-YOUR-PUBLIC-KEY you@laptop";
+    assert!(
+        text.contains(placeholder),
+        "the Altra example's placeholder key moved"
+    );
+    let text = text.replace(
+        placeholder,
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab",
     );
     let p = dir.join("altra.toml");
     std::fs::write(&p, text).expect("write");
