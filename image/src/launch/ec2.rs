@@ -22,6 +22,8 @@ pub struct Ec2Request {
     pub subnet_id: Option<String>,
     pub key_name: Option<String>,
     pub security_group_ids: Vec<String>,
+    /// The instance profile (by name) whose role the instances get.
+    pub iam_instance_profile: Option<String>,
     pub user_data: String,
     pub tags: Vec<(String, String)>,
 }
@@ -49,6 +51,9 @@ pub fn run_instances_params(r: &Ec2Request) -> Vec<(String, String)> {
     }
     if let Some(k) = &r.key_name {
         p.push(("KeyName".into(), k.clone()));
+    }
+    if let Some(profile) = &r.iam_instance_profile {
+        p.push(("IamInstanceProfile.Name".into(), profile.clone()));
     }
     for (i, g) in r.security_group_ids.iter().enumerate() {
         p.push((format!("SecurityGroupId.{}", i + 1), g.clone()));
@@ -332,6 +337,7 @@ mod tests {
             count: 2,
             subnet_id: Some("subnet-1".into()),
             key_name: None,
+            iam_instance_profile: None,
             security_group_ids: vec!["sg-1".into(), "sg-2".into()],
             user_data: "#cloud-config\n".into(),
             tags: vec![("pgappliance:plan".into(), "m6gd".into())],
@@ -348,6 +354,30 @@ mod tests {
         );
         assert_eq!(get("TagSpecification.2.Tag.1.Value"), Some("m6gd"));
         assert_eq!(get("KeyName"), None);
+        assert_eq!(get("IamInstanceProfile.Name"), None);
+        let with_role = run_instances_params(&Ec2Request {
+            iam_instance_profile: Some("pgappliance-upload".into()),
+            key_name: Some("lab".into()),
+            ..Ec2Request {
+                image_id: "ami-1".into(),
+                instance_type: "m5d.8xlarge".into(),
+                count: 1,
+                subnet_id: None,
+                key_name: None,
+                iam_instance_profile: None,
+                security_group_ids: Vec::new(),
+                user_data: String::new(),
+                tags: Vec::new(),
+            }
+        });
+        let get = |k: &str| {
+            with_role
+                .iter()
+                .find(|(a, _)| a == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("IamInstanceProfile.Name"), Some("pgappliance-upload"));
+        assert_eq!(get("KeyName"), Some("lab"));
     }
 
     #[test]

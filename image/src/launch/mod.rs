@@ -161,6 +161,10 @@ pub struct Ec2Args {
     /// A security group for the instances; repeatable.
     #[arg(long = "security-group-id", value_name = "SG", requires = "ec2")]
     pub security_group_ids: Vec<String>,
+    /// The instance profile whose role lets the appliance upload (for a plan with
+    /// `credentials = "instance-role"`); none by default.
+    #[arg(long, value_name = "NAME", requires = "ec2")]
+    pub iam_instance_profile: Option<String>,
     /// How many instances.
     #[arg(long, requires = "ec2", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub count: u32,
@@ -207,6 +211,7 @@ impl Ec2Args {
             subnet_id: self.subnet_id.clone(),
             key_name: self.key_name.clone(),
             security_group_ids: self.security_group_ids.clone(),
+            iam_instance_profile: self.iam_instance_profile.clone(),
             user_data,
             tags: vec![
                 ("Name".into(), format!("pgappliance {plan}")),

@@ -62,13 +62,17 @@ pub fn fake_aarch64_binary(dir: &Path) -> PathBuf {
 /// The Altra example plan with what the kickstart needs from the operator.
 pub fn altra_plan(dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(workspace().join("examples/altra-q80.toml")).expect("plan");
-    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab";
-    // The example has an [install] table with a placeholder key; one without gets its own.
-    let text = if text.contains("\n[install]") {
-        text.replace("ssh-ed25519 REPLACE-WITH-YOUR-PUBLIC-KEY you@laptop", key)
-    } else {
-        format!("{text}\n[install]\nos_disk = \"sda\"\nssh_authorized_keys = [\"{key}\"]\n")
-    };
+    // The example's [install] holds a placeholder key, which build refuses: a test key in
+    // its place.
+    let placeholder = "ssh-ed25519 REPLACE-WITH-YOUR-PUBLIC-KEY you@laptop";
+    assert!(
+        text.contains(placeholder),
+        "the Altra example's placeholder key moved"
+    );
+    let text = text.replace(
+        placeholder,
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000000000000000000 ops@lab",
+    );
     let p = dir.join("altra.toml");
     std::fs::write(&p, text).expect("write");
     p
