@@ -489,3 +489,77 @@ fn on_a_terminal_the_targets_are_redrawn_in_place_and_the_summary_follows() {
     );
     assert!(text.contains("launch tiny-tty: 0 of 1 arrived"), "{text}");
 }
+
+#[test]
+fn a_failed_dataset_step_leaves_its_bundle_in_seaweedfs_and_wait_names_the_step() {
+    let weed = seaweed::SeaweedFs::start();
+    let dir = workdir("seaweed");
+    let store = format!("s3://{}/fails", seaweed::BUCKET);
+    let rec = dir.path().join("launch.json");
+    write_json(
+        &rec,
+        &record(
+            "fails-1",
+            "dataset-fails",
+            serde_json::json!([ipmi_target(1)]),
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut waiting = wait_cmd(
+        &rec.display().to_string(),
+        &store,
+        &["--timeout", "10m"],
+        &dir.path().join("cache"),
+    );
+    let waiting = waiting.envs(weed.env()).spawn().expect("pgappliance wait");
+    let run = Command::new(daemon())
+        .args(["run", "--local"])
+        .arg(workspace().join("tests/plans/dataset-fails.toml"))
+        .arg("--workdir")
+        .arg(dir.path().join("work"))
+        .args(["--store", &store])
+        .envs(weed.env())
+        .output()
+        .expect("pgapplianced");
+    assert_eq!(run.status.code(), Some(1), "{}", describe(&run));
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("step dataset failed"),
+        "{}",
+        describe(&run)
+    );
+    let o = finish(waiting, Duration::from_secs(120));
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: FAILED failed at step dataset: "),
+        "{text}"
+    );
+    assert!(text.contains("read-only"), "{text}");
+    // The failure bundle is in the store, under the appliance's own prefix.
+    let bundle = runtime().block_on(async {
+        use futures::TryStreamExt;
+        let s = weed.store("fails");
+        let base = s.path(&["dataset-fails", "failed"]);
+        let listed: Vec<object_store::ObjectMeta> = s
+            .objects
+            .list(Some(&base))
+            .try_collect()
+            .await
+            .expect("list");
+        listed
+            .into_iter()
+            .map(|m| m.location.to_string())
+            .collect::<Vec<String>>()
+    });
+    for name in [
+        "failure.json",
+        "journal.json",
+        "inventory.json",
+        "manifest.json",
+    ] {
+        assert!(
+            bundle.iter().any(|k| k.ends_with(&format!("/{name}"))),
+            "{name} not in the bundle: {bundle:?}"
+        );
+    }
+}
