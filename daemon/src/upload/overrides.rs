@@ -5,17 +5,26 @@
 use super::store::StoreConfig;
 use crate::plan::{Credentials, Upload};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The binaries' store options (`#[command(flatten)]`): one declaration, the same spelling
+/// and help wherever a store is written or read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct StoreOverrides {
-    /// `s3://bucket/prefix` or `file:///dir` instead of `upload.store`.
+    /// Store URL instead of the plan's upload.store (s3://bucket/prefix or file:///dir).
+    #[arg(long, value_name = "URL")]
     pub store: Option<String>,
-    /// The S3 endpoint instead of `upload.endpoint`.
+    /// S3 endpoint (path-style) instead of the plan's upload.endpoint (default: AWS_ENDPOINT_URL
+    /// or AWS).
+    #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
-    /// The S3 region instead of `upload.region`.
+    /// S3 region instead of the plan's upload.region.
+    #[arg(long)]
     pub region: Option<String>,
-    /// A 0600 credentials file (implies `credentials = "file"`).
+    /// A 0600 credentials file (access_key_id, secret_access_key) instead of the plan's
+    /// credentials (implies credentials = "file").
+    #[arg(long, value_name = "FILE")]
     pub credentials_file: Option<String>,
-    /// Its profile instead of `upload.credentials_profile`.
+    /// The profile (`[name]` section) of the credentials file instead of the plan's.
+    #[arg(long, value_name = "NAME")]
     pub credentials_profile: Option<String>,
 }
 

@@ -68,48 +68,6 @@ impl BmcArgs {
     }
 }
 
-/// Where the launch record (and an uploaded ISO) go: the plan's `[upload]` store unless
-/// overridden.
-#[derive(Debug, clap::Args)]
-pub struct StoreArgs {
-    /// s3://bucket/prefix or file:///dir; default: the plan's upload.store.
-    #[arg(long)]
-    pub store: Option<String>,
-    /// S3 endpoint (path-style); default: the plan's, else AWS_ENDPOINT_URL or AWS.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// S3 region; default: the plan's.
-    #[arg(long)]
-    pub region: Option<String>,
-    /// A 0600 file with access_key_id/secret_access_key; default: the plan's credentials.
-    #[arg(long)]
-    pub credentials_file: Option<PathBuf>,
-    /// The profile (`[name]` section) of the credentials file to use.
-    #[arg(long, requires = "credentials_file")]
-    pub credentials_profile: Option<String>,
-}
-
-impl StoreArgs {
-    pub fn config(&self, plan: &Plan) -> StoreConfig {
-        let mut c = StoreConfig::from_plan(&plan.upload, self.store.as_deref());
-        if let Some(e) = &self.endpoint {
-            c.endpoint = Some(e.clone());
-        }
-        if let Some(r) = &self.region {
-            c.region = r.clone();
-        }
-        if let Some(f) = &self.credentials_file {
-            c.credentials = Credentials::File;
-            c.credentials_file = Some(f.display().to_string());
-            c.credentials_profile = self
-                .credentials_profile
-                .clone()
-                .unwrap_or_else(|| pgappliance::upload::store::DEFAULT_PROFILE.into());
-        }
-        c
-    }
-}
-
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Exit status: 0 every target started and kept what it was asked; 2 every \
@@ -136,7 +94,7 @@ pub struct LaunchArgs {
     #[command(flatten)]
     pub ec2: Ec2Args,
     #[command(flatten)]
-    pub store: StoreArgs,
+    pub store: pgappliance::upload::StoreOverrides,
 }
 
 /// EC2 instances booting a stock Rocky 8 image with the build's user-data.
@@ -299,7 +257,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     let plan = Plan::load(&args.build.plan)?;
     let plan_bytes = std::fs::read(&args.build.plan)
         .with_context(|| format!("reading {}", args.build.plan.display()))?;
-    let store_cfg = args.store.config(&plan);
+    let store_cfg = args.store.config(&plan.upload);
     store_cfg.preflight()?;
     let store = pgappliance::upload::Store::open(&store_cfg)?;
     if !bmcs.is_empty() && args.iso_url.is_none() && store.signer.is_none() {

@@ -47,7 +47,7 @@ pub enum Command {
         #[command(flatten)]
         workdir: WorkdirArg,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StoreOverrides,
         #[command(flatten)]
         parts: PartArgs,
     },
@@ -60,7 +60,7 @@ pub enum Command {
         #[command(flatten)]
         workdir: WorkdirArg,
         #[command(flatten)]
-        store: StoreArgs,
+        store: StoreOverrides,
         #[command(flatten)]
         parts: PartArgs,
     },
@@ -126,42 +126,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub keep_running: bool,
     #[command(flatten)]
-    pub store: StoreArgs,
+    pub store: StoreOverrides,
     #[command(flatten)]
     pub parts: PartArgs,
-}
-
-/// Where the run goes, changing the plan's `[upload]`: the same options wherever a store is
-/// written or read.
-#[derive(Debug, clap::Args)]
-pub struct StoreArgs {
-    /// Store URL instead of the plan's upload.store (s3://bucket/prefix or file:///dir).
-    #[arg(long)]
-    pub store: Option<String>,
-    /// S3 endpoint (path-style) instead of the plan's upload.endpoint.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// S3 region instead of the plan's upload.region.
-    #[arg(long)]
-    pub region: Option<String>,
-    /// A 0600 credentials file (access_key_id, secret_access_key) instead of the plan's.
-    #[arg(long)]
-    pub credentials_file: Option<String>,
-    /// The profile (`[name]` section) of the credentials file.
-    #[arg(long)]
-    pub credentials_profile: Option<String>,
-}
-
-impl StoreArgs {
-    fn overrides(&self) -> StoreOverrides {
-        StoreOverrides {
-            store: self.store.clone(),
-            endpoint: self.endpoint.clone(),
-            region: self.region.clone(),
-            credentials_file: self.credentials_file.clone(),
-            credentials_profile: self.credentials_profile.clone(),
-        }
-    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -296,12 +263,9 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             store,
             parts,
         } => {
-            let outcome = pgappliance::engine::reset::reset(
-                &workdir.workdir,
-                &store.overrides(),
-                parts.options(),
-            )
-            .await?;
+            let outcome =
+                pgappliance::engine::reset::reset(&workdir.workdir, &store, parts.options())
+                    .await?;
             crate::present::reset(&outcome);
             Ok(0)
         }
@@ -387,7 +351,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         } => {
             let (run_id, m) = pgappliance::steps::upload::upload_finished(
                 &workdir.workdir,
-                &store.overrides(),
+                &store,
                 parts.options(),
             )
             .await?;
@@ -419,7 +383,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         plan_path: args.plan.path(),
         workdir: args.workdir.workdir,
         mode,
-        store: args.store.overrides(),
+        store: args.store,
         upload: args.parts.options(),
     };
     let outcome = match pgappliance::engine::run(options).await {
