@@ -437,6 +437,9 @@ pub enum InitMode {
 pub struct Workload {
     /// Name used in point ids and reports (`[a-z0-9_-]`).
     pub name: String,
+    /// What drives the load: pgbench (default) or sysbench-tpcc.
+    #[serde(default)]
+    pub kind: WorkloadKind,
     #[serde(default)]
     pub builtin: Builtin,
     /// Client counts, strictly ascending.
@@ -497,6 +500,25 @@ impl Workload {
             .as_deref()
             .and_then(|d| humantime::parse_duration(d).ok())
             .filter(|d| !d.is_zero())
+    }
+}
+
+/// The benchmark program a workload runs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    #[default]
+    Pgbench,
+    /// Percona-Lab's sysbench-tpcc Lua scripts run by sysbench's PostgreSQL driver.
+    SysbenchTpcc,
+}
+
+impl WorkloadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Pgbench => "pgbench",
+            WorkloadKind::SysbenchTpcc => "sysbench-tpcc",
+        }
     }
 }
 
