@@ -20,8 +20,8 @@ use crate::runner::CommandSpec;
 
 pub struct Dataset;
 
-/// What identifies the initialised dataset in the journal.
-fn spec(cx: &Context) -> String {
+/// What identifies the initialised dataset in the journal (and in a snapshot's key).
+pub fn spec(cx: &Context) -> String {
     let d = &cx.plan.dataset;
     format!(
         "db={} scale={} fillfactor={} init={:?}",
@@ -73,6 +73,11 @@ impl Step for Dataset {
         if state.load_degree.is_some() {
             return Ok(Check::Todo("a parallel load was interrupted".into()));
         }
+        if let Some(id) = &state.restoring {
+            return Ok(Check::Todo(format!(
+                "the restore of snapshot {id} was interrupted"
+            )));
+        }
         if state.spec.as_deref() != Some(spec(cx).as_str()) {
             return Ok(Check::Todo("not initialised yet".into()));
         }
@@ -82,10 +87,16 @@ impl Step for Dataset {
                 cx.plan.dataset.scale
             )));
         }
+        if let Some(why) = crate::snapshot::unfinished(cx) {
+            return Ok(Check::Todo(why));
+        }
         Ok(Check::Done)
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
+        if let Some(done) = snapshot_work(cx).await? {
+            return Ok(done);
+        }
         if cx.journal.state.state.dataset.load_degree.is_some() {
             // A parallel load was interrupted: the plan's settings come back first.
             tracing::warn!("restoring the plan's settings after an interrupted parallel load");
@@ -97,6 +108,21 @@ impl Step for Dataset {
         cx.journal.update(|s| s.dataset.spec = None)?;
         let c = cx.server()?.clone();
         let d = cx.plan.dataset.clone();
+        let snapshots = d.keeps_snapshot() || crate::snapshot::store_url(cx).is_some();
+        let key = if snapshots {
+            Some(crate::snapshot::current_key(&c, &spec(cx)).await?)
+        } else {
+            None
+        };
+        if let Some(key) = &key {
+            if let Some(info) = crate::snapshot::restore_dataset(cx, key).await? {
+                crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
+                let spec = spec(cx);
+                cx.journal.update(|s| s.dataset.spec = Some(spec))?;
+                tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
+                return crate::snapshot::share(cx).await;
+            }
+        }
         let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
         let exists = admin
             .value(&format!(
@@ -111,16 +137,72 @@ impl Step for Dataset {
                 .await?;
         }
         drop(admin);
-        let info = match d.init {
+        let mut info = match d.init {
             InitMode::Parallel => parallel(cx).await?,
             InitMode::Client | InitMode::Server => with_pgbench(cx).await?,
         };
-        crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
         let spec = spec(cx);
-        cx.journal.update(|s| s.dataset.spec = Some(spec))?;
+        cx.journal.update(|s| {
+            s.dataset.spec = Some(spec);
+            s.dataset.source = Some(crate::snapshot::SOURCE_GENERATED.into());
+            s.dataset.snapshot = None;
+            s.dataset.snapshot_stored = None;
+            s.dataset.changed_by = None;
+        })?;
+        if let Some(key) = key.filter(|_| d.keeps_snapshot()) {
+            info.snapshot = Some(crate::snapshot::keep(cx, &key).await?);
+        }
+        crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
         tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
-        Ok(())
+        crate::snapshot::share(cx).await
     }
+}
+
+/// What is left of the dataset step when the dataset itself is in place: a restore that
+/// was interrupted (redone), the snapshot (taken), its upload (resumed). None: the
+/// dataset must be made.
+async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
+    let state = cx.journal.state.state.dataset.clone();
+    if let Some(id) = &state.restoring {
+        tracing::warn!(snapshot = %id, "redoing the interrupted restore");
+        match crate::snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying)
+            .await
+        {
+            // A restore in the dataset step itself is recorded after it: that step is made again.
+            Ok(_) if state.spec.as_deref() == Some(spec(cx).as_str()) => return Ok(Some(())),
+            Ok(_) => return Ok(None),
+            Err(e)
+                if e.downcast_ref::<crate::snapshot::local::Corrupt>()
+                    .is_some() =>
+            {
+                tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
+                cx.journal.update(|s| s.dataset.snapshot = None)?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if state.load_degree.is_some()
+        || state.spec.as_deref() != Some(spec(cx).as_str())
+        || !present(cx).await?
+    {
+        return Ok(None);
+    }
+    if cx.plan.dataset.keeps_snapshot() && state.snapshot.is_none() {
+        let key = crate::snapshot::current_key(cx.server()?, &spec(cx)).await?;
+        let id = crate::snapshot::keep(cx, &key).await?;
+        // The dataset's record names the snapshot it is kept in.
+        let path = cx.run_dir.join("dataset.json");
+        if let Ok(mut info) = std::fs::read_to_string(&path)
+            .map_err(anyhow::Error::from)
+            .and_then(|t| Ok(serde_json::from_str::<DatasetInfo>(&t)?))
+        {
+            info.snapshot = Some(id);
+            crate::fsutil::write_json(&path, &info)?;
+        }
+    }
+    crate::snapshot::share(cx).await?;
+    Ok(Some(()))
 }
 
 async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
@@ -160,6 +242,8 @@ async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
         command: spec.display(),
         wall_s,
         init: Some(breakdown),
+        source: Some(crate::snapshot::SOURCE_GENERATED.into()),
+        snapshot: None,
     })
 }
 
@@ -203,5 +287,7 @@ async fn parallel(cx: &mut Context) -> Result<DatasetInfo> {
                 .map(|(phase, seconds)| InitPhase { phase, seconds })
                 .collect(),
         }),
+        source: Some(crate::snapshot::SOURCE_GENERATED.into()),
+        snapshot: None,
     })
 }
