@@ -256,8 +256,11 @@ fn a_store_snapshot_restores_elsewhere_and_kill_9_is_finished_or_redone() {
     kill_when(&w, &plan, &env, "inside a restore", |w| {
         journal_dataset(w)["restoring"].is_string()
     });
+    let resumed = std::fs::read_to_string(w.path().join("kill-inside-a-restore.log")).expect("log");
+    assert!(resumed.contains("resuming the snapshot's upload"), "{resumed}");
     let out = run_ok(&w, &plan, &env);
     let log = stderr(&out);
+    assert!(log.contains("redoing the interrupted restore"), "{log}");
     let d = journal_dataset(&w);
     let id = d["snapshot"].as_str().expect("snapshot").to_string();
     assert_eq!(snapshot_dirs(&w), [id.clone()], "the partial one is gone");
@@ -280,7 +283,6 @@ fn a_store_snapshot_restores_elsewhere_and_kill_9_is_finished_or_redone() {
             .any(|(k, v)| k == "pgbench_accounts rows" && v == "2000000"),
         "{here:?}"
     );
-    drop(log);
 
     // Another appliance with the same key restores from the store (streaming download).
     let other = Workdir::new("snap-store");
