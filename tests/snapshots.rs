@@ -109,7 +109,7 @@ fn a_local_restore_is_the_generated_dataset_and_a_corrupt_snapshot_is_not_used()
         .as_str()
         .expect("snapshot id")
         .to_string();
-    assert_eq!(snapshot_dirs(&w), [id.clone()]);
+    assert_eq!(snapshot_dirs(&w), std::slice::from_ref(&id));
     assert!(
         log.contains("restore = \"each-workload\" and rw ran on the data"),
         "{log}"
@@ -175,7 +175,11 @@ fn a_local_restore_is_the_generated_dataset_and_a_corrupt_snapshot_is_not_used()
         stderr(&out)
     );
     assert_eq!(results(&w)["dataset"]["source"], "generated");
-    assert_eq!(snapshot_dirs(&w), [id.clone()], "snapshotted again");
+    assert_eq!(
+        snapshot_dirs(&w),
+        std::slice::from_ref(&id),
+        "snapshotted again"
+    );
 }
 
 fn spawn(w: &Workdir, plan: &Path, env: &[(&'static str, String)], log: &Path) -> Child {
@@ -257,13 +261,20 @@ fn a_store_snapshot_restores_elsewhere_and_kill_9_is_finished_or_redone() {
         journal_dataset(w)["restoring"].is_string()
     });
     let resumed = std::fs::read_to_string(w.path().join("kill-inside-a-restore.log")).expect("log");
-    assert!(resumed.contains("resuming the snapshot's upload"), "{resumed}");
+    assert!(
+        resumed.contains("resuming the snapshot's upload"),
+        "{resumed}"
+    );
     let out = run_ok(&w, &plan, &env);
     let log = stderr(&out);
     assert!(log.contains("redoing the interrupted restore"), "{log}");
     let d = journal_dataset(&w);
     let id = d["snapshot"].as_str().expect("snapshot").to_string();
-    assert_eq!(snapshot_dirs(&w), [id.clone()], "the partial one is gone");
+    assert_eq!(
+        snapshot_dirs(&w),
+        std::slice::from_ref(&id),
+        "the partial one is gone"
+    );
     assert_eq!(d["snapshot_stored"], url.as_str());
     assert!(
         d["restoring"].is_null() && d["snapshot_upload"].is_null(),
