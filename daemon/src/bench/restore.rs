@@ -423,10 +423,10 @@ pub async fn run(
     let key = crate::snapshot::current_key(&c, &format!("bench-restore scale={}", o.scale)).await?;
     let root = o.workdir.join("snapshots");
     c.stop().await?;
-    let checksums = c.checksums_enabled().await?;
+    let (checksums, redo) = crate::snapshot::stopped_state(&c).await?;
     let (data, r, k) = (c.data_dir(), root.clone(), key.clone());
     let (manifest, _) =
-        tokio::task::spawn_blocking(move || local::take(&data, &r, &k, checksums)).await??;
+        tokio::task::spawn_blocking(move || local::take(&data, &r, &k, checksums, &redo)).await??;
     c.start().await?;
     let snap = local::snapshot_dir(&root, &manifest.id);
 

@@ -115,6 +115,21 @@ pub fn parse_cluster_state(text: &str) -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
+/// The WAL segment file holding the latest checkpoint's redo point: after a clean stop, the
+/// only WAL a data directory needs (the others are recycled segments).
+pub fn parse_redo_wal_file(text: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim() == "Latest checkpoint's REDO WAL file")
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| is_wal_segment(v))
+}
+
+/// A WAL segment file name (24 hex digits).
+pub fn is_wal_segment(name: &str) -> bool {
+    name.len() == 24 && name.chars().all(|c| c.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +138,7 @@ mod tests {
 Catalog version number:               202209061
 Database system identifier:           7335195823465783491
 Database cluster state:               shut down
+Latest checkpoint's REDO WAL file:    00000001000000000000002A
 pg_control last modified:             Tue 01 Dec 2026 07:11:02 PM UTC
 Database block size:                  8192
 Blocks per segment of large relation: 131072
@@ -153,6 +169,14 @@ Data page checksum version:           0
         assert_eq!(f["checksum_version"], "0");
         assert_eq!(f.len(), CONTROLDATA_FIELDS.len());
         assert_eq!(parse_cluster_state(PG15).as_deref(), Some("shut down"));
+        assert_eq!(
+            parse_redo_wal_file(PG15).as_deref(),
+            Some("00000001000000000000002A")
+        );
+        assert_eq!(
+            parse_redo_wal_file("Latest checkpoint's REDO WAL file: x"),
+            None
+        );
         let err = parse_controldata(&PG15.replace("WAL block size", "WAL blocksize"))
             .expect_err("missing line");
         assert!(err.to_string().contains("\"WAL block size\""), "{err}");

@@ -5,18 +5,17 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use super::key::SnapshotKey;
 use super::manifest::{
-    compare, DirEntry, FileEntry, Manifest, MANIFEST_FILE, MANIFEST_SCHEMA_VERSION,
+    compare, Digest, DirEntry, FileEntry, Manifest, CHUNK_BYTES, MANIFEST_FILE,
+    MANIFEST_SCHEMA_VERSION,
 };
 
 /// Files of the data directory a restore keeps from the directory it replaces: the
@@ -82,8 +81,12 @@ mod clone_ioctl {
 /// What a copy of many files did.
 #[derive(Debug, Default)]
 pub struct CopyOutcome {
-    /// Path → (size, sha256 when the bytes were read).
-    pub seen: BTreeMap<String, (u64, Option<String>)>,
+    /// Path → (size, the chunks' sha256 when the bytes were read).
+    pub seen: BTreeMap<String, (u64, Option<Digest>)>,
+    /// Path → the whole file's sha256, where it was computed.
+    pub whole: BTreeMap<String, String>,
+    /// Path → its chunks' sha256 (files of several chunks).
+    pub chunks: BTreeMap<String, Vec<String>>,
     pub reflinked: u64,
     pub copied: u64,
     pub bytes: u64,
@@ -96,12 +99,6 @@ pub enum Hashing {
     Always,
     /// The files whose bytes pass through the copy anyway.
     WhenCopying,
-}
-
-struct Job {
-    rel: String,
-    mode: u32,
-    size: u64,
 }
 
 /// How many threads copy: the CPUs, at least 2 (a copy waits on the disk), at most 8.
@@ -165,6 +162,7 @@ pub fn scan(dir: &Path) -> Result<(Vec<DirEntry>, Vec<FileEntry>)> {
                     mode: md.mode() & 0o7777,
                     size: md.len(),
                     sha256: String::new(),
+                    chunks: Vec::new(),
                 });
             } else if ft.is_symlink() {
                 bail!(
@@ -232,97 +230,76 @@ fn is_unsupported(e: nix::Error) -> bool {
     )
 }
 
-fn copy_one(
-    src: &Path,
-    dst: &Path,
-    job: &Job,
-    owner: Option<Owner>,
-    hashing: Hashing,
-    reflink: &AtomicBool,
-    buf: &mut [u8],
-) -> Result<(u64, Option<String>, bool)> {
-    let mut from = File::open(src).with_context(|| format!("opening {}", src.display()))?;
-    let mut to = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(job.mode)
-        .open(dst)
-        .with_context(|| format!("creating {}", dst.display()))?;
-    let mut cloned = false;
-    if reflink.load(Ordering::Relaxed) {
-        match clone_ioctl::clone_file(&to, &from) {
-            Ok(()) => cloned = true,
-            Err(e) if is_unsupported(e) => {
-                tracing::debug!(error = %e, "no reflinks here: copying");
-                reflink.store(false, Ordering::Relaxed);
-            }
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("cloning {} to {}", src.display(), dst.display()))
-            }
-        }
-    }
-    let mut size = 0u64;
-    let mut hasher = (hashing == Hashing::Always || !cloned).then(Sha256::new);
-    if cloned {
-        size = to.metadata()?.len();
-        if let Some(h) = hasher.as_mut() {
-            loop {
-                let n = from
-                    .read(buf)
-                    .with_context(|| format!("reading {}", src.display()))?;
-                if n == 0 {
-                    break;
-                }
-                h.update(&buf[..n]);
-            }
-        }
-    } else {
-        loop {
-            let n = from
-                .read(buf)
-                .with_context(|| format!("reading {}", src.display()))?;
-            if n == 0 {
-                break;
-            }
-            if let Some(h) = hasher.as_mut() {
-                h.update(&buf[..n]);
-            }
-            to.write_all(&buf[..n])
-                .with_context(|| format!("writing {}", dst.display()))?;
-            size += n as u64;
-        }
-    }
-    to.set_permissions(std::fs::Permissions::from_mode(job.mode))
-        .with_context(|| format!("setting the mode of {}", dst.display()))?;
-    chown(dst, owner)?;
-    to.sync_all()
-        .with_context(|| format!("syncing {}", dst.display()))?;
-    Ok((size, hasher.map(|h| format!("{:x}", h.finalize())), cloned))
+/// One piece of work of the copy threads.
+#[derive(Debug, Clone, Copy)]
+enum Work {
+    /// Bytes `[offset, offset + len)` of file `idx` (its chunk `chunk`): copied when `copy`,
+    /// hashed when `hash`.
+    Range {
+        idx: usize,
+        chunk: usize,
+        offset: u64,
+        len: u64,
+        copy: bool,
+        hash: bool,
+    },
+    /// The whole source file's sha256, read in order (a file of several chunks, when the
+    /// manifest is being made).
+    Whole { idx: usize },
 }
 
-/// Copies `files` from `src_root` to `dst_root` (its directories made), several threads,
-/// largest files first; each file fsynced.
-pub fn copy_files(
+fn hash_range(
+    from: &File,
+    to: Option<&File>,
+    offset: u64,
+    len: u64,
+    hash: bool,
+    buf: &mut [u8],
+) -> std::io::Result<(u64, Option<String>)> {
+    use std::os::unix::fs::FileExt;
+    let mut h = hash.then(Sha256::new);
+    let mut done = 0u64;
+    while done < len {
+        let want = ((len - done) as usize).min(buf.len());
+        let n = from.read_at(&mut buf[..want], offset + done)?;
+        if n == 0 {
+            break;
+        }
+        if let Some(h) = h.as_mut() {
+            h.update(&buf[..n]);
+        }
+        if let Some(to) = to {
+            to.write_all_at(&buf[..n], offset + done)?;
+        }
+        done += n as u64;
+    }
+    Ok((done, h.map(|h| format!("{:x}", h.finalize()))))
+}
+
+fn chunks_of(size: u64) -> usize {
+    size.div_ceil(CHUNK_BYTES).max(1) as usize
+}
+
+/// Per file: the sha256 of each chunk, and of the whole file (where they were computed).
+type Hashed = (Vec<Vec<Option<String>>>, Vec<Option<String>>);
+
+/// Runs `work` on several threads; returns per file its chunk hashes and whole hash.
+fn run_work(
     src_root: &Path,
-    dst_root: &Path,
+    dst_root: Option<&Path>,
     files: &[FileEntry],
-    owner: Option<Owner>,
-    hashing: Hashing,
-) -> Result<CopyOutcome> {
-    let mut jobs: Vec<Job> = files
-        .iter()
-        .map(|f| Job {
-            rel: f.path.clone(),
-            mode: f.mode,
-            size: f.size,
-        })
-        .collect();
-    jobs.sort_by_key(|j| j.size);
-    let queue = Mutex::new(jobs);
-    let reflink = AtomicBool::new(true);
-    let (reflinked, copied, bytes) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let seen = Mutex::new(BTreeMap::new());
+    sizes: &[u64],
+    mut work: Vec<Work>,
+) -> Result<Hashed> {
+    let chunk_hashes = Mutex::new(
+        sizes
+            .iter()
+            .map(|s| vec![None; chunks_of(*s)])
+            .collect::<Vec<_>>(),
+    );
+    let whole = Mutex::new(vec![None; files.len()]);
+    work.reverse();
+    let queue = Mutex::new(work);
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..copy_threads() {
@@ -332,33 +309,66 @@ pub fn copy_files(
                     if first_error.lock().map(|e| e.is_some()).unwrap_or(true) {
                         return;
                     }
-                    let Some(job) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+                    let Some(w) = queue.lock().ok().and_then(|mut q| q.pop()) else {
                         return;
                     };
-                    let r = copy_one(
-                        &src_root.join(&job.rel),
-                        &dst_root.join(&job.rel),
-                        &job,
-                        owner,
-                        hashing,
-                        &reflink,
-                        &mut buf,
-                    );
-                    match r {
-                        Ok((size, sha, cloned)) => {
-                            if cloned { &reflinked } else { &copied }
-                                .fetch_add(1, Ordering::Relaxed);
-                            bytes.fetch_add(size, Ordering::Relaxed);
-                            if let Ok(mut m) = seen.lock() {
-                                m.insert(job.rel.clone(), (size, sha));
+                    let r: Result<()> = (|| match w {
+                        Work::Range {
+                            idx,
+                            chunk,
+                            offset,
+                            len,
+                            copy,
+                            hash,
+                        } => {
+                            let f = &files[idx];
+                            let src = src_root.join(&f.path);
+                            let from = File::open(&src)
+                                .with_context(|| format!("opening {}", src.display()))?;
+                            let to = match (copy, dst_root) {
+                                (true, Some(root)) => {
+                                    let dst = root.join(&f.path);
+                                    Some(
+                                        OpenOptions::new().write(true).open(&dst).with_context(
+                                            || format!("opening {}", dst.display()),
+                                        )?,
+                                    )
+                                }
+                                _ => None,
+                            };
+                            let (n, sha) =
+                                hash_range(&from, to.as_ref(), offset, len, hash, &mut buf)
+                                    .with_context(|| format!("copying {}", f.path))?;
+                            if n != len {
+                                bail!(
+                                    "{} shrank while it was read ({} bytes short)",
+                                    f.path,
+                                    len - n
+                                );
                             }
-                        }
-                        Err(e) => {
-                            if let Ok(mut f) = first_error.lock() {
-                                f.get_or_insert(e);
+                            if let Ok(mut c) = chunk_hashes.lock() {
+                                c[idx][chunk] = sha;
                             }
-                            return;
+                            Ok(())
                         }
+                        Work::Whole { idx } => {
+                            let f = &files[idx];
+                            let src = src_root.join(&f.path);
+                            let from = File::open(&src)
+                                .with_context(|| format!("opening {}", src.display()))?;
+                            let (_, sha) = hash_range(&from, None, 0, sizes[idx], true, &mut buf)
+                                .with_context(|| format!("reading {}", src.display()))?;
+                            if let Ok(mut wh) = whole.lock() {
+                                wh[idx] = sha;
+                            }
+                            Ok(())
+                        }
+                    })();
+                    if let Err(e) = r {
+                        if let Ok(mut f) = first_error.lock() {
+                            f.get_or_insert(e);
+                        }
+                        return;
                     }
                 }
             });
@@ -367,12 +377,145 @@ pub fn copy_files(
     if let Some(e) = first_error.into_inner().ok().flatten() {
         return Err(e);
     }
-    Ok(CopyOutcome {
-        seen: seen.into_inner().unwrap_or_default(),
-        reflinked: reflinked.into_inner(),
-        copied: copied.into_inner(),
-        bytes: bytes.into_inner(),
-    })
+    Ok((
+        chunk_hashes.into_inner().unwrap_or_default(),
+        whole.into_inner().unwrap_or_default(),
+    ))
+}
+
+/// fsyncs files under `root` on several threads.
+fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
+    let queue = Mutex::new(files.iter().collect::<Vec<_>>());
+    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..copy_threads() {
+            s.spawn(|| {
+                while let Some(f) = queue.lock().ok().and_then(|mut q| q.pop()) {
+                    let p = root.join(&f.path);
+                    if let Err(e) = File::open(&p).and_then(|f| f.sync_all()) {
+                        if let Ok(mut fe) = first_error.lock() {
+                            fe.get_or_insert(
+                                anyhow::Error::from(e).context(format!("syncing {}", p.display())),
+                            );
+                        }
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    match first_error.into_inner().ok().flatten() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Copies `files` from `src_root` to `dst_root` (its directories made): each destination
+/// cloned with a reflink where the file system can, else written by several threads in
+/// chunks of [`CHUNK_BYTES`], largest first; hashed as `hashing` says; every file fsynced.
+pub fn copy_files(
+    src_root: &Path,
+    dst_root: &Path,
+    files: &[FileEntry],
+    owner: Option<Owner>,
+    hashing: Hashing,
+) -> Result<CopyOutcome> {
+    let mut reflink = true;
+    let mut cloned = vec![false; files.len()];
+    let mut sizes = vec![0u64; files.len()];
+    for (i, f) in files.iter().enumerate() {
+        let (src, dst) = (src_root.join(&f.path), dst_root.join(&f.path));
+        let from = File::open(&src).with_context(|| format!("opening {}", src.display()))?;
+        sizes[i] = from
+            .metadata()
+            .with_context(|| format!("reading {}", src.display()))?
+            .len();
+        let to = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(f.mode)
+            .open(&dst)
+            .with_context(|| format!("creating {}", dst.display()))?;
+        if reflink {
+            match clone_ioctl::clone_file(&to, &from) {
+                Ok(()) => cloned[i] = true,
+                Err(e) if is_unsupported(e) => {
+                    tracing::debug!(error = %e, "no reflinks here: copying");
+                    reflink = false;
+                }
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cloning {} to {}", src.display(), dst.display()))
+                }
+            }
+        }
+        if !cloned[i] {
+            to.set_len(sizes[i])
+                .with_context(|| format!("sizing {}", dst.display()))?;
+        }
+        to.set_permissions(std::fs::Permissions::from_mode(f.mode))
+            .with_context(|| format!("setting the mode of {}", dst.display()))?;
+        chown(&dst, owner)?;
+    }
+    let mut ranges = Vec::new();
+    let mut wholes = Vec::new();
+    for (idx, size) in sizes.iter().enumerate() {
+        let hash = hashing == Hashing::Always || !cloned[idx];
+        if cloned[idx] && !hash {
+            continue;
+        }
+        let n = chunks_of(*size);
+        for chunk in 0..n {
+            let offset = chunk as u64 * CHUNK_BYTES;
+            ranges.push(Work::Range {
+                idx,
+                chunk,
+                offset,
+                len: (*size - offset.min(*size)).min(CHUNK_BYTES),
+                copy: !cloned[idx],
+                hash,
+            });
+        }
+        if hashing == Hashing::Always && n > 1 {
+            wholes.push(Work::Whole { idx });
+        }
+    }
+    // The long sequential reads first, then the largest ranges.
+    ranges.sort_by_key(|w| match w {
+        Work::Range { len, .. } => std::cmp::Reverse(*len),
+        Work::Whole { .. } => std::cmp::Reverse(u64::MAX),
+    });
+    wholes.extend(ranges);
+    let (chunk_hashes, whole) = run_work(src_root, Some(dst_root), files, &sizes, wholes)?;
+    sync_files(dst_root, files)?;
+    let mut out = CopyOutcome::default();
+    for (idx, f) in files.iter().enumerate() {
+        let hashes: Option<Vec<String>> = chunk_hashes[idx].iter().cloned().collect();
+        let digest = if cloned[idx] && hashing != Hashing::Always {
+            None
+        } else {
+            hashes.clone().map(Digest::Chunks)
+        };
+        out.seen.insert(f.path.clone(), (sizes[idx], digest));
+        let whole_sha = match (&whole[idx], &hashes) {
+            (Some(w), _) => Some(w.clone()),
+            (None, Some(h)) if h.len() == 1 => Some(h[0].clone()),
+            _ => None,
+        };
+        if let Some(w) = whole_sha {
+            out.whole.insert(f.path.clone(), w);
+        }
+        if let Some(h) = hashes.filter(|h| h.len() > 1) {
+            out.chunks.insert(f.path.clone(), h);
+        }
+        if cloned[idx] {
+            out.reflinked += 1;
+        } else {
+            out.copied += 1;
+        }
+        out.bytes += sizes[idx];
+    }
+    Ok(out)
 }
 
 fn sync_path(p: &Path) -> Result<()> {
@@ -386,14 +529,17 @@ pub fn snapshot_dir(root: &Path, id: &str) -> PathBuf {
     root.join(id)
 }
 
-/// Takes a snapshot of the stopped data directory `data` into `root/<id>`: written to
-/// `root/<id>.partial`, the manifest fsynced last, then renamed. A snapshot with the same
-/// id is replaced.
+/// Takes a snapshot of the cleanly stopped data directory `data` into `root/<id>`:
+/// written to `root/<id>.partial`, the manifest fsynced last, then renamed. A snapshot with
+/// the same id is replaced. Of `pg_wal`'s segments only `redo_wal` (the one holding the
+/// shutdown checkpoint) is kept: the others are recycled segments a cleanly stopped
+/// server never reads.
 pub fn take(
     data: &Path,
     root: &Path,
     key: &SnapshotKey,
     checksums: bool,
+    redo_wal: &str,
 ) -> Result<(Manifest, CopyOutcome)> {
     let id = key.id();
     crate::fsutil::create_dir_all(root)?;
@@ -404,12 +550,25 @@ pub fn take(
         std::fs::remove_dir_all(&partial)
             .with_context(|| format!("removing the half-written {}", partial.display()))?;
     }
-    let (dirs, mut files) = scan(data)?;
+    let (dirs, files) = scan(data)?;
+    if !files.iter().any(|f| f.path == format!("pg_wal/{redo_wal}")) {
+        bail!(
+            "{} has no pg_wal/{redo_wal}, the segment of its latest checkpoint",
+            data.display()
+        );
+    }
+    let mut files: Vec<FileEntry> = files
+        .into_iter()
+        .filter(|f| match f.path.strip_prefix("pg_wal/") {
+            Some(name) if super::key::is_wal_segment(name) => name == redo_wal,
+            _ => true,
+        })
+        .collect();
     let owner = Owner::of(data)?;
     make_dirs(&partial, &dirs, Some(owner))?;
     let outcome = copy_files(data, &partial, &files, Some(owner), Hashing::Always)?;
     for f in &mut files {
-        let (size, sha) = outcome
+        let (size, _) = outcome
             .seen
             .get(&f.path)
             .with_context(|| format!("internal: {} was not copied", f.path))?;
@@ -422,7 +581,12 @@ pub fn take(
             );
         }
         f.size = *size;
-        f.sha256 = sha.clone().unwrap_or_default();
+        f.sha256 = outcome
+            .whole
+            .get(&f.path)
+            .cloned()
+            .with_context(|| format!("internal: {} was not hashed", f.path))?;
+        f.chunks = outcome.chunks.get(&f.path).cloned().unwrap_or_default();
     }
     let manifest = Manifest {
         schema_version: MANIFEST_SCHEMA_VERSION,
@@ -462,43 +626,42 @@ pub fn verify(dir: &Path, manifest: &Manifest, full: bool) -> Result<(), Corrupt
         .into_iter()
         .filter(|f| f.path != MANIFEST_FILE)
         .collect();
-    let mut seen: BTreeMap<String, (u64, Option<String>)> = files
+    let mut seen: BTreeMap<String, (u64, Option<Digest>)> = files
         .iter()
         .map(|f| (f.path.clone(), (f.size, None)))
         .collect();
     if full {
-        let queue = Mutex::new(files.iter().collect::<Vec<_>>());
-        let hashes = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..copy_threads() {
-                s.spawn(|| {
-                    let mut buf = vec![0u8; BUF];
-                    while let Some(f) = queue.lock().ok().and_then(|mut q| q.pop()) {
-                        let r = (|| -> std::io::Result<String> {
-                            let mut file = File::open(dir.join(&f.path))?;
-                            let mut h = Sha256::new();
-                            loop {
-                                let n = file.read(&mut buf)?;
-                                if n == 0 {
-                                    break;
-                                }
-                                h.update(&buf[..n]);
-                            }
-                            Ok(format!("{:x}", h.finalize()))
-                        })();
-                        if let Ok(mut v) = hashes.lock() {
-                            v.push((
-                                f.path.clone(),
-                                r.unwrap_or_else(|e| format!("unreadable ({e})")),
-                            ));
-                        }
+        // Hash what the manifest lists and the snapshot has, chunk by chunk.
+        let present: Vec<FileEntry> = manifest
+            .files
+            .iter()
+            .filter(|f| seen.get(&f.path).is_some_and(|(size, _)| *size == f.size))
+            .cloned()
+            .collect();
+        let sizes: Vec<u64> = present.iter().map(|f| f.size).collect();
+        let work = sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(idx, size)| {
+                (0..chunks_of(*size)).map(move |chunk| {
+                    let offset = chunk as u64 * CHUNK_BYTES;
+                    Work::Range {
+                        idx,
+                        chunk,
+                        offset,
+                        len: (*size - offset.min(*size)).min(CHUNK_BYTES),
+                        copy: false,
+                        hash: true,
                     }
-                });
-            }
-        });
-        for (p, h) in hashes.into_inner().unwrap_or_default() {
-            if let Some(e) = seen.get_mut(&p) {
-                e.1 = Some(h);
+                })
+            })
+            .collect();
+        let (hashes, _) = run_work(dir, None, &present, &sizes, work)
+            .map_err(|e| corrupt(vec![format!("{e:#}")]))?;
+        for (f, h) in present.iter().zip(hashes) {
+            let h: Option<Vec<String>> = h.into_iter().collect();
+            if let Some(e) = seen.get_mut(&f.path) {
+                e.1 = h.map(Digest::Chunks);
             }
         }
     }
@@ -645,6 +808,8 @@ pub fn restore(
 mod tests {
     use super::*;
 
+    const WAL: &str = "000000010000000000000002";
+
     fn key() -> SnapshotKey {
         SnapshotKey {
             postgres_major: 15,
@@ -672,11 +837,18 @@ mod tests {
             )
             .expect("write");
         }
+        // The segment of the latest checkpoint, and a recycled one left out.
+        std::fs::write(dir.join(format!("pg_wal/{WAL}")), vec![7u8; 1 << 20]).expect("write");
         std::fs::write(
-            dir.join("pg_wal/000000010000000000000001"),
-            vec![7u8; 1 << 20],
+            dir.join("pg_wal/000000010000000000000003"),
+            vec![8u8; 1 << 20],
         )
         .expect("write");
+        // A file of three chunks.
+        let large: Vec<u8> = (0..(2 * CHUNK_BYTES + 12345))
+            .map(|i| (i % 253) as u8)
+            .collect();
+        std::fs::write(dir.join("base/5/16385"), &large).expect("write");
     }
 
     fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -696,11 +868,28 @@ mod tests {
         let data = base.join("data");
         fill(&data);
         let root = base.join("snapshots");
-        let (m, outcome) = take(&data, &root, &key(), false).expect("take");
+        let (m, outcome) = take(&data, &root, &key(), false, WAL).expect("take");
         let snap = snapshot_dir(&root, &m.id);
         assert!(snap.join(MANIFEST_FILE).exists());
         assert!(!root.join(format!("{}{PARTIAL}", m.id)).exists());
-        assert_eq!(m.files.len(), 44);
+        assert_eq!(m.files.len(), 45, "the recycled WAL segment is left out");
+        assert!(!m
+            .files
+            .iter()
+            .any(|f| f.path.ends_with("000000010000000000000003")));
+        let large = m
+            .files
+            .iter()
+            .find(|f| f.path == "base/5/16385")
+            .expect("large");
+        assert_eq!(large.chunks.len(), 3);
+        assert_eq!(
+            large.sha256,
+            format!(
+                "{:x}",
+                Sha256::digest(std::fs::read(data.join("base/5/16385")).expect("read"))
+            )
+        );
         assert!(m.files.iter().all(|f| f.sha256.len() == 64));
         verify(&snap, &m, true).expect("verify");
         assert_eq!(list(&root).len(), 1);
@@ -719,6 +908,7 @@ mod tests {
         );
         let mut want = original.clone();
         want.remove("postgresql.auto.conf");
+        want.remove("pg_wal/000000010000000000000003");
         assert_eq!(back, want);
         assert!(!restoring_dir(&data).exists());
 
@@ -741,6 +931,21 @@ mod tests {
             .expect_err("restore of a corrupt snapshot");
         let c = err.downcast_ref::<Corrupt>().expect("Corrupt");
         assert!(c.problems[0].contains("base/5/20003"), "{c}");
+        // A flipped byte in the second chunk of a large file is named with its range.
+        let fixed = snap.join("base/5/20003");
+        bytes[100] ^= 1;
+        std::fs::write(&fixed, &bytes).expect("write");
+        let big = snap.join("base/5/16385");
+        let mut large = std::fs::read(&big).expect("read");
+        large[CHUNK_BYTES as usize + 10] ^= 1;
+        std::fs::write(&big, &large).expect("write");
+        let err = verify(&snap, &m, true).expect_err("flipped byte in a chunk");
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert!(
+            err.problems[0].starts_with("base/5/16385 has sha256")
+                && err.problems[0].contains("in bytes 67108864–134217728"),
+            "{err}"
+        );
         std::fs::remove_file(snap.join("base/5/20004")).expect("rm");
         let err = restore(&snap, &m, &data, None, Hashing::WhenCopying).expect_err("missing file");
         let c = err.downcast_ref::<Corrupt>().expect("Corrupt");
@@ -772,11 +977,11 @@ mod tests {
         let id = key().id();
         std::fs::create_dir_all(root.join(format!("{id}{PARTIAL}/base"))).expect("mkdir");
         assert!(list(&root).is_empty());
-        take(&data, &root, &key(), false).expect("take");
+        take(&data, &root, &key(), false, WAL).expect("take");
         assert_eq!(list(&root).len(), 1);
         assert!(!root.join(format!("{id}{PARTIAL}")).exists());
         std::fs::write(data.join("postmaster.pid"), "1\n").expect("write");
-        let err = take(&data, &root, &key(), false).expect_err("running server");
+        let err = take(&data, &root, &key(), false, WAL).expect_err("running server");
         assert!(err.to_string().contains("postmaster.pid"), "{err}");
     }
 

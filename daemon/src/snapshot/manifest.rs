@@ -27,6 +27,20 @@ pub struct FileEntry {
     pub mode: u32,
     pub size: u64,
     pub sha256: String,
+    /// For a file larger than [`CHUNK_BYTES`]: the sha256 of each chunk of that size (a
+    /// restore checks these while several threads copy the chunks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<String>,
+}
+
+/// Size of the pieces of a large file that are copied and hashed separately.
+pub const CHUNK_BYTES: u64 = 64 << 20;
+
+/// What was read of a file: its sha256, or the sha256s of its chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Digest {
+    Whole(String),
+    Chunks(Vec<String>),
 }
 
 /// The compressed archive of a snapshot in the object store.
@@ -115,9 +129,9 @@ fn check_relative(p: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Where a snapshot's files differ from its manifest (`seen`: path → (size, sha256 when
-/// hashed)); empty when they agree.
-pub fn compare(manifest: &Manifest, seen: &BTreeMap<String, (u64, Option<String>)>) -> Vec<String> {
+/// Where a snapshot's files differ from its manifest (`seen`: path → (size, digest when
+/// the bytes were read)); empty when they agree.
+pub fn compare(manifest: &Manifest, seen: &BTreeMap<String, (u64, Option<Digest>)>) -> Vec<String> {
     let mut problems = Vec::new();
     for f in &manifest.files {
         match seen.get(&f.path) {
@@ -126,10 +140,35 @@ pub fn compare(manifest: &Manifest, seen: &BTreeMap<String, (u64, Option<String>
                 "{} has {size} bytes, the manifest {}",
                 f.path, f.size
             )),
-            Some((_, Some(sha))) if *sha != f.sha256 => problems.push(format!(
+            Some((_, Some(Digest::Whole(sha)))) if *sha != f.sha256 => problems.push(format!(
                 "{} has sha256 {sha}, the manifest {}",
                 f.path, f.sha256
             )),
+            Some((_, Some(Digest::Chunks(got)))) => {
+                let want: Vec<String> = if f.chunks.is_empty() {
+                    vec![f.sha256.clone()]
+                } else {
+                    f.chunks.clone()
+                };
+                if let Some(i) =
+                    (0..got.len().max(want.len())).find(|i| got.get(*i) != want.get(*i))
+                {
+                    let (g, w) = (
+                        got.get(i).map_or("(none)", String::as_str),
+                        want.get(i).map_or("(none)", String::as_str),
+                    );
+                    problems.push(if want.len() == 1 {
+                        format!("{} has sha256 {g}, the manifest {w}", f.path)
+                    } else {
+                        format!(
+                            "{} has sha256 {g} in bytes {}–{}, the manifest {w}",
+                            f.path,
+                            i as u64 * CHUNK_BYTES,
+                            ((i as u64 + 1) * CHUNK_BYTES).min(f.size)
+                        )
+                    });
+                }
+            }
             _ => {}
         }
     }
@@ -172,12 +211,14 @@ mod tests {
                     mode: 0o600,
                     size: 3,
                     sha256: "aa".into(),
+                    chunks: vec![],
                 },
                 FileEntry {
                     path: "base/1/1259".into(),
                     mode: 0o600,
                     size: 8192,
                     sha256: "bb".into(),
+                    chunks: vec![],
                 },
             ],
             archive: None,
@@ -209,17 +250,52 @@ mod tests {
     fn a_flipped_byte_a_missing_file_and_an_extra_one_are_named() {
         let m = manifest();
         let mut seen = BTreeMap::from([
-            ("PG_VERSION".to_string(), (3, Some("aa".to_string()))),
-            ("base/1/1259".to_string(), (8192, Some("bb".to_string()))),
+            (
+                "PG_VERSION".to_string(),
+                (3, Some(Digest::Whole("aa".to_string()))),
+            ),
+            (
+                "base/1/1259".to_string(),
+                (8192, Some(Digest::Chunks(vec!["bb".to_string()]))),
+            ),
         ]);
         assert!(compare(&m, &seen).is_empty());
-        seen.insert("base/1/1259".into(), (8192, Some("cc".into())));
+        seen.insert(
+            "base/1/1259".into(),
+            (8192, Some(Digest::Whole("cc".into()))),
+        );
+        assert_eq!(
+            compare(&m, &seen),
+            ["base/1/1259 has sha256 cc, the manifest bb"]
+        );
+        seen.insert(
+            "base/1/1259".into(),
+            (8192, Some(Digest::Chunks(vec!["cc".into()]))),
+        );
         assert_eq!(
             compare(&m, &seen),
             ["base/1/1259 has sha256 cc, the manifest bb"]
         );
         seen.insert("base/1/1259".into(), (8192, None));
         assert!(compare(&m, &seen).is_empty(), "sizes only");
+        let mut big = m.clone();
+        big.files[1].size = 3 * CHUNK_BYTES;
+        big.files[1].chunks = vec!["c0".into(), "c1".into(), "c2".into()];
+        let chunks = |c: &[&str]| Some(Digest::Chunks(c.iter().map(|s| s.to_string()).collect()));
+        let mut s2 = seen.clone();
+        s2.insert(
+            "base/1/1259".into(),
+            (3 * CHUNK_BYTES, chunks(&["c0", "c1", "c2"])),
+        );
+        assert!(compare(&big, &s2).is_empty());
+        s2.insert(
+            "base/1/1259".into(),
+            (3 * CHUNK_BYTES, chunks(&["c0", "xx", "c2"])),
+        );
+        assert_eq!(
+            compare(&big, &s2),
+            ["base/1/1259 has sha256 xx in bytes 67108864–134217728, the manifest c1"]
+        );
         seen.remove("PG_VERSION");
         seen.insert("extra".into(), (1, None));
         assert_eq!(

@@ -266,6 +266,25 @@ pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Opti
     )))
 }
 
+/// Of a stopped cluster: whether data checksums are on and the WAL segment of its
+/// shutdown checkpoint; refused unless it was stopped cleanly.
+pub async fn stopped_state(cluster: &Cluster) -> Result<(bool, String)> {
+    let text = cluster.controldata().await?;
+    let state = key::parse_cluster_state(&text).unwrap_or_default();
+    if state != "shut down" {
+        anyhow::bail!(
+            "{} is in state \"{state}\", not \"shut down\": only a cleanly stopped data directory is snapshotted",
+            cluster.data_dir().display()
+        );
+    }
+    let checksums = key::parse_controldata(&text)?
+        .get("checksum_version")
+        .is_some_and(|v| v != "0");
+    let redo = key::parse_redo_wal_file(&text)
+        .context("pg_controldata printed no \"Latest checkpoint's REDO WAL file\" line")?;
+    Ok((checksums, redo))
+}
+
 /// Keeps the freshly generated dataset as a local snapshot (server stopped meanwhile).
 pub async fn keep(cx: &mut Context, key: &SnapshotKey) -> Result<String> {
     let cluster = cx.server()?.clone();
@@ -273,11 +292,18 @@ pub async fn keep(cx: &mut Context, key: &SnapshotKey) -> Result<String> {
     crate::notify::status("dataset: taking the snapshot");
     let t0 = Instant::now();
     cluster.stop().await?;
-    let checksums = cluster.checksums_enabled().await?;
+    let (checksums, redo) = match stopped_state(&cluster).await {
+        Ok(s) => s,
+        Err(e) => {
+            cluster.start().await?;
+            return Err(e);
+        }
+    };
     let (data, k) = (cluster.data_dir(), key.clone());
-    let taken = tokio::task::spawn_blocking(move || local::take(&data, &root, &k, checksums))
-        .await
-        .context("the snapshot thread");
+    let taken =
+        tokio::task::spawn_blocking(move || local::take(&data, &root, &k, checksums, &redo))
+            .await
+            .context("the snapshot thread");
     cluster.start().await?;
     let (manifest, copy) = taken??;
     cx.journal

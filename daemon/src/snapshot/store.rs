@@ -18,11 +18,11 @@ use futures::StreamExt;
 use object_store::multipart::PartId;
 use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::{Digest as _, Sha256};
 
 use super::key::SnapshotKey;
 use super::local::{self, Corrupt, Owner, PARTIAL};
-use super::manifest::{compare, Archive, Manifest, MANIFEST_FILE};
+use super::manifest::{compare, Archive, Digest, Manifest, MANIFEST_FILE};
 use crate::upload::Store;
 
 /// Where snapshots live under the store's prefix.
@@ -371,7 +371,7 @@ fn unpack(
 ) -> Result<(u64, String)> {
     local::make_dirs(dest, &manifest.dirs, owner)?;
     let listed = manifest.by_path();
-    let mut seen: BTreeMap<String, (u64, Option<String>)> = BTreeMap::new();
+    let mut seen: BTreeMap<String, (u64, Option<Digest>)> = BTreeMap::new();
     let dec = zstd::stream::read::Decoder::new(reader).context("starting zstd")?;
     let mut archive = tar::Archive::new(dec);
     let mut buf = vec![0u8; 1 << 20];
@@ -422,7 +422,10 @@ fn unpack(
         }
         out.sync_all()
             .with_context(|| format!("syncing {}", target.display()))?;
-        seen.insert(path, (size, Some(format!("{:x}", h.finalize()))));
+        seen.insert(
+            path,
+            (size, Some(Digest::Whole(format!("{:x}", h.finalize())))),
+        );
     }
     // Whatever follows the tar's end (zstd's frame end) is read so the hash covers it all.
     let mut rest = archive.into_inner();
@@ -544,6 +547,8 @@ mod tests {
         let data = base.path().join("data");
         std::fs::create_dir_all(data.join("base/1")).expect("mkdir");
         std::fs::write(data.join("PG_VERSION"), "15\n").expect("write");
+        std::fs::create_dir_all(data.join("pg_wal")).expect("mkdir");
+        std::fs::write(data.join("pg_wal/000000010000000000000001"), [1u8; 100]).expect("write");
         std::fs::write(data.join("base/1/1259"), vec![3u8; 300_000]).expect("write");
         let key = SnapshotKey {
             postgres_major: 15,
@@ -555,7 +560,8 @@ mod tests {
             dataset: "t".into(),
         };
         let root = base.path().join("snapshots");
-        let (m, _) = local::take(&data, &root, &key, false).expect("take");
+        let (m, _) =
+            local::take(&data, &root, &key, false, "000000010000000000000001").expect("take");
         let dir = local::snapshot_dir(&root, &m.id);
         let a = write_archive(&dir, &m, Vec::new(), ZSTD_LEVEL).expect("archive");
         let b = write_archive(&dir, &m, Vec::new(), ZSTD_LEVEL).expect("archive");
