@@ -41,6 +41,10 @@ pub enum Candidate {
     PgbenchServer,
     Local,
     Store,
+    /// The floor of a restore here: stopping and starting the server with nothing done.
+    FloorRestart,
+    /// The floor of a restore here: writing and fsyncing the data directory's bytes.
+    FloorWrite,
 }
 
 impl Candidate {
@@ -50,6 +54,8 @@ impl Candidate {
             Candidate::PgbenchServer => "pgbench -i -I dtGvp (server-side)",
             Candidate::Local => "local snapshot restore",
             Candidate::Store => "object store restore",
+            Candidate::FloorRestart => "floor: server stop + start",
+            Candidate::FloorWrite => "floor: write + fsync of the data directory's bytes",
         }
     }
 }
@@ -101,6 +107,14 @@ impl RestoreReport {
     }
     pub fn store_speedup(&self) -> f64 {
         self.best_pgbench_s() / self.median_of(Candidate::Store)
+    }
+    /// The least a local restore can take here: a restart and the write of its bytes.
+    pub fn floor_s(&self) -> f64 {
+        self.median_of(Candidate::FloorRestart) + self.median_of(Candidate::FloorWrite)
+    }
+    /// The best local speedup this machine allows.
+    pub fn ceiling(&self) -> f64 {
+        self.best_pgbench_s() / self.floor_s()
     }
 }
 
@@ -338,6 +352,71 @@ async fn time_store(run: &Prepared, store: &Store, stored: &Manifest, root: &Pat
     Ok(secs)
 }
 
+/// Stop and start the server, nothing else: seconds.
+async fn time_restart(run: &Prepared) -> Result<f64> {
+    let c = run.cluster()?;
+    let t0 = Instant::now();
+    c.stop().await?;
+    c.start().await?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// Writes `bytes` (in files of one chunk, by the copy's threads) into `dir` and fsyncs
+/// them: the disk's part of any restore of that size. Seconds; the files are removed.
+fn time_write(dir: &Path, bytes: u64) -> Result<f64> {
+    use crate::snapshot::manifest::CHUNK_BYTES;
+    use std::os::unix::fs::FileExt;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    crate::fsutil::create_dir_all(dir)?;
+    let n = bytes.div_ceil(CHUNK_BYTES) as usize;
+    let block: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let next = std::sync::Mutex::new(0usize);
+    let t0 = Instant::now();
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..local::copy_threads())
+            .map(|_| {
+                s.spawn(|| -> std::io::Result<()> {
+                    loop {
+                        let i = {
+                            let mut g = next.lock().map_err(|_| std::io::Error::other("lock"))?;
+                            let i = *g;
+                            *g += 1;
+                            i
+                        };
+                        if i >= n {
+                            return Ok(());
+                        }
+                        let len = (bytes - i as u64 * CHUNK_BYTES).min(CHUNK_BYTES);
+                        let f = std::fs::File::create(dir.join(format!("{i}")))?;
+                        let mut off = 0u64;
+                        while off < len {
+                            let k = ((len - off) as usize).min(block.len());
+                            f.write_all_at(&block[..k], off)?;
+                            off += k as u64;
+                        }
+                        f.sync_all()?;
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("thread")))
+            })
+            .collect()
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    for r in results {
+        r?;
+    }
+    std::fs::remove_dir_all(dir)?;
+    Ok(secs)
+}
+
 /// The first `limit` bytes of the snapshot's uncompressed archive stream.
 fn archive_sample(dir: &Path, manifest: &Manifest, limit: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(limit);
@@ -475,7 +554,11 @@ pub async fn run(
         Candidate::PgbenchServer,
         Candidate::Local,
         Candidate::Store,
+        Candidate::FloorRestart,
+        Candidate::FloorWrite,
     ];
+    let floor_dir = c.dir.join("write-floor");
+    let data_bytes = manifest.total_bytes();
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
     for round in 0..o.rounds.max(1) {
         let n = candidates.len();
@@ -487,6 +570,13 @@ pub async fn run(
                 Candidate::PgbenchServer => time_pgbench(&run, o.scale, true).await,
                 Candidate::Local => time_local(&run, &snap, &manifest).await,
                 Candidate::Store => time_store(&run, &store, &stored, &download_root).await,
+                Candidate::FloorRestart => time_restart(&run).await,
+                Candidate::FloorWrite => {
+                    let d = floor_dir.clone();
+                    tokio::task::spawn_blocking(move || time_write(&d, data_bytes))
+                        .await
+                        .context("the write thread")?
+                }
             }
             .with_context(|| format!("{} at scale {}", cand.label(), o.scale))?;
             on_event(&RestoreEvent::Timed {
@@ -549,6 +639,8 @@ mod tests {
                 (Candidate::PgbenchServer, 9.0),
                 (Candidate::Local, 3.0),
                 (Candidate::Store, 4.5),
+                (Candidate::FloorRestart, 0.5),
+                (Candidate::FloorWrite, 1.0),
             ],
             codecs: Vec::new(),
             sample_bytes: 0,
@@ -556,5 +648,7 @@ mod tests {
         assert_eq!(r.best_pgbench_s(), 9.0);
         assert_eq!(r.local_speedup(), 3.0);
         assert_eq!(r.store_speedup(), 2.0);
+        assert_eq!(r.floor_s(), 1.5);
+        assert_eq!(r.ceiling(), 6.0);
     }
 }

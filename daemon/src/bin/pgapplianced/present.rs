@@ -91,6 +91,11 @@ pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
         println!("  {}: {m:.2} s", cand.label());
     }
     println!(
+        "restore floor here: {:.2} s (restart + write), local speedup ceiling {:.2}",
+        r.floor_s(),
+        r.ceiling()
+    );
+    println!(
         "restore speedup vs best pgbench mode: {:.2} local, {:.2} store",
         r.local_speedup(),
         r.store_speedup()
