@@ -39,7 +39,10 @@ pub struct RestoreBenchOptions {
 pub enum Candidate {
     PgbenchClient,
     PgbenchServer,
+    /// A restore as the sweep makes them (a snapshot checked before: sizes only).
     Local,
+    /// A restore as the dataset step's first one (every chunk read and hashed).
+    LocalVerified,
     Store,
     /// The floor of a restore here: stopping and starting the server with nothing done.
     FloorRestart,
@@ -53,6 +56,7 @@ impl Candidate {
             Candidate::PgbenchClient => "pgbench -i (client-side)",
             Candidate::PgbenchServer => "pgbench -i -I dtGvp (server-side)",
             Candidate::Local => "local snapshot restore",
+            Candidate::LocalVerified => "local snapshot restore, every chunk hashed",
             Candidate::Store => "object store restore",
             Candidate::FloorRestart => "floor: server stop + start",
             Candidate::FloorWrite => "floor: write + fsync of the data directory's bytes",
@@ -104,6 +108,9 @@ impl RestoreReport {
     }
     pub fn local_speedup(&self) -> f64 {
         self.best_pgbench_s() / self.median_of(Candidate::Local)
+    }
+    pub fn verified_speedup(&self) -> f64 {
+        self.best_pgbench_s() / self.median_of(Candidate::LocalVerified)
     }
     pub fn store_speedup(&self) -> f64 {
         self.best_pgbench_s() / self.median_of(Candidate::Store)
@@ -315,40 +322,42 @@ async fn time_pgbench(run: &Prepared, scale: u32, server_side: bool) -> Result<f
     Ok(t0.elapsed().as_secs_f64())
 }
 
-/// Stop, restore from the local snapshot `dir`, start and wait: seconds.
-async fn time_local(run: &Prepared, dir: &Path, manifest: &Manifest) -> Result<f64> {
+/// Stop, restore from the local snapshot `dir`, start and wait: seconds. The replaced
+/// directory is removed afterwards, untimed (as pgbench's DROP DATABASE is).
+async fn time_local(
+    run: &Prepared,
+    dir: &Path,
+    manifest: &Manifest,
+    hashing: Hashing,
+) -> Result<f64> {
     let c = run.cluster()?;
     let t0 = Instant::now();
     c.stop().await?;
     let data = c.data_dir();
     let owner = Some(Owner::of(&data)?);
     let (d, m) = (dir.to_path_buf(), manifest.clone());
-    tokio::task::spawn_blocking(move || local::restore(&d, &m, &data, owner, Hashing::WhenCopying))
-        .await??;
-    c.start().await?;
-    Ok(t0.elapsed().as_secs_f64())
-}
-
-/// Stop, download into a fresh local snapshot (streaming, checked), restore from it,
-/// start and wait: seconds. The downloaded copy is removed afterwards (not timed).
-async fn time_store(run: &Prepared, store: &Store, stored: &Manifest, root: &Path) -> Result<f64> {
-    let c = run.cluster()?;
-    let data = c.data_dir();
-    let owner = Some(Owner::of(&data)?);
-    if root.exists() {
-        std::fs::remove_dir_all(root)?;
-    }
-    nix::unistd::sync();
-    let t0 = Instant::now();
-    c.stop().await?;
-    let dir = snapstore::download(store, stored, root, owner).await?;
-    let m = Manifest::load(&dir)?;
-    let d = dir.clone();
-    tokio::task::spawn_blocking(move || local::restore(&d, &m, &data, owner, Hashing::WhenCopying))
+    let r = tokio::task::spawn_blocking(move || local::restore(&d, &m, &data, owner, hashing))
         .await??;
     c.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    std::fs::remove_dir_all(root)?;
+    local::discard(r.replaced.as_deref())?;
+    Ok(secs)
+}
+
+/// Stop, download (streaming, every file checked) into the data directory's place,
+/// exchange, start and wait: seconds. The replaced directory is removed untimed.
+async fn time_store(run: &Prepared, store: &Store, stored: &Manifest) -> Result<f64> {
+    let c = run.cluster()?;
+    let data = c.data_dir();
+    let owner = Some(Owner::of(&data)?);
+    let tmp = local::restoring_dir(&data);
+    let t0 = Instant::now();
+    c.stop().await?;
+    snapstore::download_into(store, stored, &tmp, owner).await?;
+    let replaced = local::install(&tmp, &data, &stored.dirs)?;
+    c.start().await?;
+    let secs = t0.elapsed().as_secs_f64();
+    local::discard(replaced.as_deref())?;
     Ok(secs)
 }
 
@@ -547,12 +556,12 @@ pub async fn run(
         manifest.total_bytes(),
         t0.elapsed().as_secs_f64()
     )));
-    let download_root = o.workdir.join("downloaded");
 
     let candidates = [
         Candidate::PgbenchClient,
         Candidate::PgbenchServer,
         Candidate::Local,
+        Candidate::LocalVerified,
         Candidate::Store,
         Candidate::FloorRestart,
         Candidate::FloorWrite,
@@ -568,8 +577,11 @@ pub async fn run(
             let t = match cand {
                 Candidate::PgbenchClient => time_pgbench(&run, o.scale, false).await,
                 Candidate::PgbenchServer => time_pgbench(&run, o.scale, true).await,
-                Candidate::Local => time_local(&run, &snap, &manifest).await,
-                Candidate::Store => time_store(&run, &store, &stored, &download_root).await,
+                Candidate::Local => time_local(&run, &snap, &manifest, Hashing::Never).await,
+                Candidate::LocalVerified => {
+                    time_local(&run, &snap, &manifest, Hashing::Always).await
+                }
+                Candidate::Store => time_store(&run, &store, &stored).await,
                 Candidate::FloorRestart => time_restart(&run).await,
                 Candidate::FloorWrite => {
                     let d = floor_dir.clone();
@@ -638,6 +650,7 @@ mod tests {
                 (Candidate::PgbenchClient, 12.0),
                 (Candidate::PgbenchServer, 9.0),
                 (Candidate::Local, 3.0),
+                (Candidate::LocalVerified, 4.5),
                 (Candidate::Store, 4.5),
                 (Candidate::FloorRestart, 0.5),
                 (Candidate::FloorWrite, 1.0),
@@ -648,6 +661,7 @@ mod tests {
         assert_eq!(r.best_pgbench_s(), 9.0);
         assert_eq!(r.local_speedup(), 3.0);
         assert_eq!(r.store_speedup(), 2.0);
+        assert_eq!(r.verified_speedup(), 2.0);
         assert_eq!(r.floor_s(), 1.5);
         assert_eq!(r.ceiling(), 6.0);
     }

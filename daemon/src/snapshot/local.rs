@@ -99,6 +99,9 @@ pub enum Hashing {
     Always,
     /// The files whose bytes pass through the copy anyway.
     WhenCopying,
+    /// None: sizes only (a snapshot already checked in full); copies stay in the kernel
+    /// (`copy_file_range`).
+    Never,
 }
 
 /// How many threads copy: the CPUs, at least 2 (a copy waits on the disk), at most 8.
@@ -248,6 +251,31 @@ enum Work {
     Whole { idx: usize },
 }
 
+/// Copies bytes `[offset, offset + len)` inside the kernel; None when the file system
+/// cannot (the caller copies through memory).
+fn kernel_copy(from: &File, to: &File, offset: u64, len: u64) -> std::io::Result<Option<u64>> {
+    let mut done = 0u64;
+    while done < len {
+        let (mut off_in, mut off_out) = ((offset + done) as i64, (offset + done) as i64);
+        match nix::fcntl::copy_file_range(
+            from,
+            Some(&mut off_in),
+            to,
+            Some(&mut off_out),
+            (len - done) as usize,
+        ) {
+            Ok(0) => break,
+            Ok(n) => done += n as u64,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) if done == 0 && (is_unsupported(e) || e == nix::errno::Errno::ENOSYS) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(done))
+}
+
 fn hash_range(
     from: &File,
     to: Option<&File>,
@@ -336,9 +364,16 @@ fn run_work(
                                 }
                                 _ => None,
                             };
-                            let (n, sha) =
-                                hash_range(&from, to.as_ref(), offset, len, hash, &mut buf)
-                                    .with_context(|| format!("copying {}", f.path))?;
+                            let in_kernel = match (&to, hash) {
+                                (Some(to), false) => kernel_copy(&from, to, offset, len)
+                                    .with_context(|| format!("copying {}", f.path))?,
+                                _ => None,
+                            };
+                            let (n, sha) = match in_kernel {
+                                Some(n) => (n, None),
+                                None => hash_range(&from, to.as_ref(), offset, len, hash, &mut buf)
+                                    .with_context(|| format!("copying {}", f.path))?,
+                            };
                             if n != len {
                                 bail!(
                                     "{} shrank while it was read ({} bytes short)",
@@ -460,7 +495,11 @@ pub fn copy_files(
     let mut ranges = Vec::new();
     let mut wholes = Vec::new();
     for (idx, size) in sizes.iter().enumerate() {
-        let hash = hashing == Hashing::Always || !cloned[idx];
+        let hash = match hashing {
+            Hashing::Always => true,
+            Hashing::WhenCopying => !cloned[idx],
+            Hashing::Never => false,
+        };
         if cloned[idx] && !hash {
             continue;
         }
@@ -491,11 +530,7 @@ pub fn copy_files(
     let mut out = CopyOutcome::default();
     for (idx, f) in files.iter().enumerate() {
         let hashes: Option<Vec<String>> = chunk_hashes[idx].iter().cloned().collect();
-        let digest = if cloned[idx] && hashing != Hashing::Always {
-            None
-        } else {
-            hashes.clone().map(Digest::Chunks)
-        };
+        let digest = hashes.clone().map(Digest::Chunks);
         out.seen.insert(f.path.clone(), (sizes[idx], digest));
         let whole_sha = match (&whole[idx], &hashes) {
             (Some(w), _) => Some(w.clone()),
@@ -701,6 +736,8 @@ pub fn list(root: &Path) -> Vec<(PathBuf, Result<Manifest>)> {
 #[derive(Debug)]
 pub struct Restored {
     pub copy: CopyOutcome,
+    /// Where the replaced data directory is until [`discard`] removes it.
+    pub replaced: Option<PathBuf>,
 }
 
 /// The sibling of `data` a restore is written into before it takes `data`'s place.
@@ -762,6 +799,16 @@ pub fn restore(
         }
         .into());
     }
+    let replaced = install(&tmp, data, &manifest.dirs)?;
+    Ok(Restored { copy, replaced })
+}
+
+/// Puts the complete directory `tmp` (the sibling [`restoring_dir`] of `data`) in place of
+/// `data`: the configuration files of [`KEPT_ON_RESTORE`] copied over from `data`, its
+/// directories fsynced, the two exchanged in one rename (`data` is never missing), the
+/// parent fsynced. Returns where the replaced directory now is (removed with
+/// [`discard`], which may wait until the server runs again).
+pub fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<PathBuf>> {
     for name in KEPT_ON_RESTORE {
         let current = data.join(name);
         if current.exists() {
@@ -780,28 +827,35 @@ pub fn restore(
             File::open(&target).and_then(|f| f.sync_all())?;
         }
     }
-    sync_dirs(&tmp, &manifest.dirs)?;
-    if data.exists() {
+    sync_dirs(tmp, dirs)?;
+    let replaced = if data.exists() {
         nix::fcntl::renameat2(
             nix::fcntl::AT_FDCWD,
-            &tmp,
+            tmp,
             nix::fcntl::AT_FDCWD,
             data,
             nix::fcntl::RenameFlags::RENAME_EXCHANGE,
         )
         .with_context(|| format!("exchanging {} and {}", tmp.display(), data.display()))?;
+        Some(tmp.to_path_buf())
     } else {
-        std::fs::rename(&tmp, data)
+        std::fs::rename(tmp, data)
             .with_context(|| format!("renaming {} to {}", tmp.display(), data.display()))?;
-    }
+        None
+    };
     if let Some(parent) = data.parent() {
         sync_path(parent)?;
     }
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp)
-            .with_context(|| format!("removing the replaced {}", tmp.display()))?;
+    Ok(replaced)
+}
+
+/// Removes the data directory a restore replaced.
+pub fn discard(replaced: Option<&Path>) -> Result<()> {
+    if let Some(p) = replaced.filter(|p| p.exists()) {
+        std::fs::remove_dir_all(p)
+            .with_context(|| format!("removing the replaced {}", p.display()))?;
     }
-    Ok(Restored { copy })
+    Ok(())
 }
 
 #[cfg(test)]
@@ -900,7 +954,9 @@ mod tests {
         std::fs::write(data.join("base/5/16384"), b"changed").expect("write");
         std::fs::write(data.join("base/5/99999"), b"new").expect("write");
         std::fs::write(data.join("postgresql.auto.conf"), "work_mem = '64MB'\n").expect("write");
-        restore(&snap, &m, &data, None, Hashing::WhenCopying).expect("restore");
+        let r = restore(&snap, &m, &data, None, Hashing::WhenCopying).expect("restore");
+        assert_eq!(r.replaced.as_deref(), Some(restoring_dir(&data).as_path()));
+        discard(r.replaced.as_deref()).expect("discard");
         let mut back = tree(&data);
         assert_eq!(
             back.remove("postgresql.auto.conf"),
@@ -911,6 +967,14 @@ mod tests {
         want.remove("pg_wal/000000010000000000000003");
         assert_eq!(back, want);
         assert!(!restoring_dir(&data).exists());
+        // Again, sizes only, the copy in the kernel.
+        std::fs::write(data.join("base/5/16385"), b"changed").expect("write");
+        let r = restore(&snap, &m, &data, None, Hashing::Never).expect("restore");
+        assert!(r.copy.seen.values().all(|(_, d)| d.is_none()));
+        discard(r.replaced.as_deref()).expect("discard");
+        let mut back = tree(&data);
+        back.remove("postgresql.auto.conf");
+        assert_eq!(back, want);
 
         // A flipped byte and a missing file are found by the manifest; the data directory
         // is left as it was.

@@ -142,6 +142,10 @@ pub async fn restore_local(
         s.dataset.changed_by = None;
         s.dataset.changed_by_warmup = false;
     })?;
+    let replaced = restored.replaced.clone();
+    tokio::task::spawn_blocking(move || local::discard(replaced.as_deref()))
+        .await
+        .context("the clean-up thread")??;
     let secs = t0.elapsed().as_secs_f64();
     tracing::info!(
         snapshot = id,
@@ -238,32 +242,48 @@ pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Opti
     };
     crate::notify::status(&format!("dataset: downloading snapshot {id} from {url}"));
     let t0 = Instant::now();
-    let owner = owner_for(cx.server()?)?;
-    if let Err(e) = store::download(&store, &found, &root, owner).await {
-        let text = format!("the store's snapshot {id} is not used ({e:#}): generating instead");
-        tracing::warn!("{text}");
-        crate::notify::status(&format!("dataset: {text}"));
-        return Ok(None);
-    }
-    let downloaded_s = t0.elapsed().as_secs_f64();
-    // The download checked every file against the manifest.
-    let (_, copy) = restore_local(cx, &id, Hashing::WhenCopying).await?;
+    let cluster = cx.server()?.clone();
+    let owner = owner_for(&cluster)?;
+    let data = cluster.data_dir();
+    let tmp = local::restoring_dir(&data);
+    cluster.stop().await?;
+    // Streamed straight into the restored directory's place, every file checked.
+    let unpacked = store::download_into(&store, &found, &tmp, owner).await;
+    let replaced = match unpacked.and_then(|()| local::install(&tmp, &data, &found.dirs)) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            cluster.start().await?;
+            let text = format!("the store's snapshot {id} is not used ({e:#}): generating instead");
+            tracing::warn!("{text}");
+            crate::notify::status(&format!("dataset: {text}"));
+            return Ok(None);
+        }
+    };
+    let raw = cx.raw();
+    cx.host
+        .label_data_dir(&cx.plan.storage.mount_point, "restore", &raw)
+        .await?;
+    cluster.start().await?;
+    let secs = t0.elapsed().as_secs_f64();
+    tokio::task::spawn_blocking(move || local::discard(replaced.as_deref()))
+        .await
+        .context("the clean-up thread")??;
     cx.journal.update(|s| {
-        s.dataset.snapshot = Some(id.clone());
         s.dataset.source = Some(SOURCE_STORE.into());
         s.dataset.snapshot_stored = Some(url.clone());
+        s.dataset.changed_by = None;
     })?;
+    tracing::info!(snapshot = %id, seconds = secs, bytes = found.total_bytes(), "data directory restored from the store's snapshot");
+    if cx.plan.dataset.keeps_snapshot() {
+        // The local copy the sweep restores from.
+        keep(cx, key).await?;
+    }
     let how = format!(
-        "download of snapshot {id} from {url} ({:.1} s), restore ({} files reflinked, {} copied)",
-        downloaded_s, copy.reflinked, copy.copied
+        "download of snapshot {id} from {url}, {} bytes unpacked",
+        found.total_bytes()
     );
-    Ok(Some(restored_info(
-        cx,
-        SOURCE_STORE,
-        &id,
-        t0.elapsed().as_secs_f64(),
-        how,
-    )))
+    Ok(Some(restored_info(cx, SOURCE_STORE, &id, secs, how)))
 }
 
 /// Of a stopped cluster: whether data checksums are on and the WAL segment of its
@@ -434,7 +454,8 @@ pub async fn before_point(cx: &mut Context, p: &SweepPoint) -> Result<()> {
         );
         if let Some(reason) = reason {
             tracing::info!(point = %p.id, snapshot = %id, why = %reason, "restoring the data directory");
-            match restore_local(cx, &id, Hashing::WhenCopying).await {
+            // Checked in full when it was taken or first restored: sizes only here.
+            match restore_local(cx, &id, Hashing::Never).await {
                 Ok(_) => {}
                 Err(e) if is_corrupt(&e).is_some() => {
                     let text = format!("{e:#}: generating the dataset again");

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use super::key::SnapshotKey;
-use super::local::{self, Corrupt, Owner, PARTIAL};
+use super::local::{self, Corrupt, Owner};
 use super::manifest::{compare, Archive, Digest, Manifest, MANIFEST_FILE};
 use crate::upload::Store;
 
@@ -336,7 +336,7 @@ pub async fn find(store: &Store, key: &SnapshotKey) -> Result<Option<Manifest>> 
 
 /// Reads what the download sends, hashing the compressed bytes.
 struct ChannelReader {
-    rx: Receiver<bytes::Bytes>,
+    rx: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     cur: bytes::Bytes,
     hasher: Sha256,
     size: u64,
@@ -345,13 +345,13 @@ struct ChannelReader {
 impl Read for ChannelReader {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         while self.cur.is_empty() {
-            match self.rx.recv() {
-                Ok(b) => {
+            match self.rx.blocking_recv() {
+                Some(b) => {
                     self.hasher.update(&b);
                     self.size += b.len() as u64;
                     self.cur = b;
                 }
-                Err(_) => return Ok(0),
+                None => return Ok(0),
             }
         }
         let n = out.len().min(self.cur.len());
@@ -431,7 +431,7 @@ fn unpack(
     let mut rest = archive.into_inner();
     std::io::copy(&mut rest, &mut std::io::sink()).context("reading the archive's end")?;
     let mut reader = rest.finish().into_inner();
-    while let Ok(b) = reader.rx.recv() {
+    while let Some(b) = reader.rx.blocking_recv() {
         reader.hasher.update(&b);
         reader.size += b.len() as u64;
     }
@@ -447,34 +447,26 @@ fn unpack(
     Ok((reader.size, format!("{:x}", reader.hasher.finalize())))
 }
 
-/// Downloads the store's snapshot `manifest` as the local snapshot `root/<id>` (written
-/// in `<id>.partial`, checked against the manifest and the archive's sha256, renamed).
-pub async fn download(
+/// Downloads the store's snapshot into `dest` (which must not exist), streaming:
+/// decompressed, unpacked and each file hashed and fsynced while the next bytes arrive
+/// (a bounded channel between the download and the writer); checked against the manifest
+/// and the archive's size and sha256. On error `dest` is removed.
+pub async fn download_into(
     store: &Store,
     manifest: &Manifest,
-    root: &Path,
+    dest: &Path,
     owner: Option<Owner>,
-) -> Result<std::path::PathBuf> {
+) -> Result<()> {
     let archive = manifest
         .archive
         .clone()
         .context("the store's manifest names no archive")?;
-    let id = manifest.id.clone();
-    crate::fsutil::create_dir_all(root)?;
-    let partial = root.join(format!("{id}{PARTIAL}"));
-    if partial.exists() {
-        std::fs::remove_dir_all(&partial)
-            .with_context(|| format!("removing {}", partial.display()))?;
+    if dest.exists() {
+        std::fs::remove_dir_all(dest).with_context(|| format!("removing {}", dest.display()))?;
     }
-    let path = object(store, &id, &archive.object);
-    let mut stream = store
-        .objects
-        .get(&path)
-        .await
-        .with_context(|| format!("downloading {path}"))?
-        .into_stream();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<bytes::Bytes>(16);
-    let (m, dest) = (manifest.clone(), partial.clone());
+    let path = object(store, &manifest.id, &archive.object);
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
+    let (m, d) = (manifest.clone(), dest.to_path_buf());
     let writer = tokio::task::spawn_blocking(move || {
         let reader = ChannelReader {
             rx,
@@ -482,59 +474,44 @@ pub async fn download(
             hasher: Sha256::new(),
             size: 0,
         };
-        unpack(reader, &m, &dest, owner)
+        unpack(reader, &m, &d, owner)
     });
-    let mut fed: Result<()> = Ok(());
-    while let Some(chunk) = stream.next().await {
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => {
-                fed = Err(e).with_context(|| format!("downloading {path}"));
+    let fed: Result<()> = async {
+        let mut stream = store
+            .objects
+            .get(&path)
+            .await
+            .with_context(|| format!("downloading {path}"))?
+            .into_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.with_context(|| format!("downloading {path}"))?;
+            // A full channel waits for the writer: memory stays bounded.
+            if tx.send(chunk).await.is_err() {
                 break;
             }
-        };
-        let tx2 = tx.clone();
-        // A full channel blocks: the download waits for the writer (bounded memory).
-        let sent = tokio::task::spawn_blocking(move || tx2.send(chunk).is_ok())
-            .await
-            .unwrap_or(false);
-        if !sent {
-            break;
         }
+        Ok(())
     }
+    .await;
     drop(tx);
     let unpacked = writer.await.map_err(|e| anyhow!("unpacking thread: {e}"))?;
-    let cleanup = |e: anyhow::Error| {
-        let _ = std::fs::remove_dir_all(&partial);
-        e
-    };
-    fed.map_err(cleanup)?;
-    let (size, sha256) = unpacked.map_err(cleanup)?;
-    if (size, sha256.as_str()) != (archive.size, archive.sha256.as_str()) {
-        return Err(cleanup(
-            Corrupt {
-                id: id.clone(),
+    let checked = fed.and(unpacked).and_then(|(size, sha256)| {
+        if (size, sha256.as_str()) != (archive.size, archive.sha256.as_str()) {
+            return Err(Corrupt {
+                id: manifest.id.clone(),
                 problems: vec![format!(
                     "{path} is {size} bytes sha256 {sha256}, the manifest says {} bytes sha256 {}",
                     archive.size, archive.sha256
                 )],
             }
-            .into(),
-        ));
+            .into());
+        }
+        Ok(())
+    });
+    if checked.is_err() {
+        let _ = std::fs::remove_dir_all(dest);
     }
-    let mut local_manifest = manifest.clone();
-    local_manifest.archive = None;
-    crate::fsutil::write_json(&partial.join(MANIFEST_FILE), &local_manifest)?;
-    let done = local::snapshot_dir(root, &id);
-    if done.exists() {
-        std::fs::remove_dir_all(&done).with_context(|| format!("removing {}", done.display()))?;
-    }
-    std::fs::rename(&partial, &done)
-        .with_context(|| format!("renaming {} to {}", partial.display(), done.display()))?;
-    std::fs::File::open(root)
-        .and_then(|f| f.sync_all())
-        .with_context(|| format!("syncing {}", root.display()))?;
-    Ok(done)
+    checked
 }
 
 #[cfg(test)]
@@ -570,10 +547,10 @@ mod tests {
 
         // A channel of 4 cannot hold the whole archive: feed it from a thread.
         let feed = |bytes: Vec<u8>, dest: std::path::PathBuf| {
-            let (tx, rx) = std::sync::mpsc::sync_channel(4);
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
             let t = std::thread::spawn(move || {
                 for c in bytes.chunks(1000) {
-                    if tx.send(bytes::Bytes::copy_from_slice(c)).is_err() {
+                    if tx.blocking_send(bytes::Bytes::copy_from_slice(c)).is_err() {
                         break;
                     }
                 }
@@ -600,9 +577,10 @@ mod tests {
         // A manifest that does not match the archive's contents is corruption.
         let mut other = m.clone();
         other.files[0].sha256 = "0".repeat(64);
-        let (tx, rx) = std::sync::mpsc::sync_channel(1024);
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
         for c in a.chunks(1000) {
-            tx.send(bytes::Bytes::copy_from_slice(c)).expect("send");
+            tx.blocking_send(bytes::Bytes::copy_from_slice(c))
+                .expect("send");
         }
         drop(tx);
         let reader = ChannelReader {
