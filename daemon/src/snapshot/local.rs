@@ -419,7 +419,7 @@ fn run_work(
 }
 
 /// fsyncs files under `root` on several threads.
-fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
+pub fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
     let queue = Mutex::new(files.iter().collect::<Vec<_>>());
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|s| {

@@ -420,8 +420,7 @@ fn unpack(
             )
             .with_context(|| format!("giving {} to uid {}", target.display(), o.uid))?;
         }
-        out.sync_all()
-            .with_context(|| format!("syncing {}", target.display()))?;
+        // Written back by the kernel meanwhile; fsynced together at the end.
         seen.insert(
             path,
             (size, Some(Digest::Whole(format!("{:x}", h.finalize())))),
@@ -443,6 +442,7 @@ fn unpack(
         }
         .into());
     }
+    local::sync_files(dest, &manifest.files)?;
     local::sync_dirs(dest, &manifest.dirs)?;
     Ok((reader.size, format!("{:x}", reader.hasher.finalize())))
 }
