@@ -194,3 +194,38 @@ fn bench_collect_prints_the_ratio_against_awscli_and_the_incremental_share() {
         "the benchmark removes what it made: {left:?}"
     );
 }
+
+#[test]
+fn bench_restore_prints_the_local_and_store_speedups() {
+    let w = Workdir::new("bench-restore");
+    let out = Command::new(harness::daemon_binary())
+        .args(["bench", "restore", "--scale", "1", "--rounds", "1", "--plan"])
+        .arg(harness::workspace().join("tests/plans/tiny-bench.toml"))
+        .arg("--workdir")
+        .arg(w.path())
+        .env("PGAPPLIANCE_VENV", harness::seaweed::venv())
+        .output()
+        .expect("bench restore");
+    assert!(out.status.success(), "{}", describe(&out));
+    let last = last_line(&out);
+    let rest = last
+        .strip_prefix("restore speedup vs best pgbench mode: ")
+        .unwrap_or_else(|| panic!("last line: {last}"));
+    let (local, store) = rest
+        .split_once(" local, ")
+        .and_then(|(l, s)| Some((l.parse::<f64>().ok()?, s.strip_suffix(" store")?.parse::<f64>().ok()?)))
+        .unwrap_or_else(|| panic!("last line: {last}"));
+    assert!(local > 0.0 && store > 0.0, "{last}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for label in [
+        "pgbench -i (client-side): ",
+        "local snapshot restore: ",
+        "object store restore: ",
+        "floor: write + fsync",
+        "zstd-3: ",
+        "gzip-1: ",
+    ] {
+        assert!(stdout.contains(label), "{label} missing:\n{stdout}");
+    }
+    assert!(!w.path().join("snapshots").read_dir().is_ok_and(|mut d| d.next().is_some()));
+}
