@@ -8,19 +8,22 @@ use serde::{Deserialize, Serialize};
 use crate::csv::CsvWriter;
 use crate::inventory::Inventory;
 use crate::pgbench::{InitBreakdown, LatencyStats, ProgressSample, Summary};
-use crate::plan::{Builtin, Checksums, Plan, Protocol};
+use crate::plan::{Builtin, Checksums, Plan, Protocol, WorkloadKind};
 use crate::postgres::sql::Setting;
 use crate::postgres::stats::StatsDelta;
 use crate::sampler::OsSamples;
 use crate::sweep::{Limit, SweepPoint};
+use crate::sysbench::SysbenchRun;
 
-pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+/// 2 added a point's `kind` and `sysbench` (docs/results.md); version 1 results read as
+/// pgbench points.
+pub const RESULTS_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PointStatus {
     Ok,
-    /// pgbench aborted, processed fewer transactions than asked, or could not run.
+    /// The benchmark aborted, processed fewer transactions than asked, or could not run.
     Failed,
 }
 
@@ -30,7 +33,11 @@ pub struct PointResult {
     pub schema_version: u32,
     pub id: String,
     pub workload: String,
+    /// What drove the load. Absent in schema 1, whose points are all pgbench's.
+    #[serde(default)]
+    pub kind: WorkloadKind,
     pub builtin: Builtin,
+    /// pgbench's clients; sysbench-tpcc's threads (each thread is one connection).
     pub clients: u32,
     pub threads: u32,
     pub limit: Limit,
@@ -48,8 +55,13 @@ pub struct PointResult {
     pub command: String,
     /// Raw evidence of this attempt, relative to the run dir.
     pub raw_dir: String,
+    /// pgbench's summary (pgbench points).
     pub summary: Option<Summary>,
+    /// sysbench's figures and per-second series (sysbench-tpcc points; schema 2).
+    #[serde(default)]
+    pub sysbench: Option<SysbenchRun>,
     pub latency: Option<LatencyStats>,
+    /// tps per progress interval (sysbench-tpcc: per second, from its CSV lines).
     pub tps_series: Vec<ProgressSample>,
     /// Server statistics deltas over the point and the WAL it wrote.
     pub stats: Option<StatsDelta>,
@@ -58,8 +70,45 @@ pub struct PointResult {
 }
 
 impl PointResult {
+    /// The point's throughput: pgbench's tps, or sysbench-tpcc's transactions per second.
     pub fn tps(&self) -> Option<f64> {
-        self.summary.as_ref().map(|s| s.tps)
+        match self.kind {
+            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.tps),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.tps),
+        }
+    }
+
+    /// Mean transaction latency: pgbench's `latency average`, sysbench's `avg`.
+    pub fn latency_avg_ms(&self) -> Option<f64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.latency_avg_ms),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_avg_ms),
+        }
+    }
+
+    /// The 95th percentile of transaction latency: from pgbench's latency log, or
+    /// sysbench's own summary.
+    pub fn latency_p95_ms(&self) -> Option<f64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.latency.as_ref().and_then(|l| l.p95_ms),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_p95_ms),
+        }
+    }
+
+    /// The largest transaction latency.
+    pub fn latency_max_ms(&self) -> Option<f64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.latency.as_ref().and_then(|l| l.max_ms),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_max_ms),
+        }
+    }
+
+    /// Transactions the point completed.
+    pub fn transactions(&self) -> Option<u64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.transactions_processed),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.transactions),
+        }
     }
 
     pub fn matches(&self, p: &SweepPoint) -> bool {
@@ -152,10 +201,15 @@ pub fn summary_csv(r: &RunResults) -> String {
         "transactions",
         "failed_transactions",
         "tps_per_dollar_hour",
+        "kind",
+        "qps",
+        "ignored_errors",
+        "reconnects",
     ]);
     for p in &r.points {
         let s = p.summary.as_ref();
         let l = p.latency.as_ref();
+        let sb = p.sysbench.as_ref();
         let tps_per_dollar_hour = match (p.tps(), r.hourly_price_usd) {
             (Some(t), price) if price > 0.0 => format!("{}", t / price),
             _ => String::new(),
@@ -175,20 +229,23 @@ pub fn summary_csv(r: &RunResults) -> String {
             }
             .to_string(),
             opt(p.tps()),
-            opt(s.map(|s| s.latency_avg_ms)),
+            opt(p.latency_avg_ms()),
             opt(s.and_then(|s| s.latency_stddev_ms)),
             opt(l.and_then(|l| l.p50_ms)),
             opt(l.and_then(|l| l.p90_ms)),
-            opt(l.and_then(|l| l.p95_ms)),
+            opt(p.latency_p95_ms()),
             opt(l.and_then(|l| l.p99_ms)),
             opt(l.and_then(|l| l.p99_9_ms)),
-            opt(l.and_then(|l| l.max_ms)),
-            s.map(|s| s.transactions_processed.to_string())
-                .unwrap_or_default(),
+            opt(p.latency_max_ms()),
+            p.transactions().map(|t| t.to_string()).unwrap_or_default(),
             s.and_then(|s| s.failed_transactions)
                 .map(|f| f.to_string())
                 .unwrap_or_default(),
             tps_per_dollar_hour,
+            p.kind.as_str().to_string(),
+            opt(sb.map(|s| s.qps)),
+            sb.map(|s| s.ignored_errors.to_string()).unwrap_or_default(),
+            sb.map(|s| s.reconnects.to_string()).unwrap_or_default(),
         ]);
     }
     w.finish()
