@@ -51,7 +51,7 @@ pub struct PointResult {
     pub started_at: String,
     pub finished_at: String,
     pub wall_s: f64,
-    /// The pgbench command line as run.
+    /// The pgbench (or sysbench) command line as run.
     pub command: String,
     /// Raw evidence of this attempt, relative to the run dir.
     pub raw_dir: String,
@@ -218,7 +218,10 @@ pub fn summary_csv(r: &RunResults) -> String {
             r.run_id.clone(),
             r.appliance.clone(),
             p.workload.clone(),
-            p.builtin.pgbench_name().to_string(),
+            match p.kind {
+                WorkloadKind::Pgbench => p.builtin.pgbench_name().to_string(),
+                WorkloadKind::SysbenchTpcc => String::new(),
+            },
             Checksums::label(p.checksums).to_string(),
             p.clients.to_string(),
             p.threads.to_string(),
