@@ -30,5 +30,6 @@ pub mod storage;
 pub mod sweep;
 pub mod synthetic;
 pub mod sys;
+pub mod sysbench;
 pub mod systemd;
 pub mod upload;
