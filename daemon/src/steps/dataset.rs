@@ -1,6 +1,8 @@
-//! Dataset: the pgbench tables at the planned scale, in the planned database. Present when
-//! the journal says this dataset was initialised and pgbench_branches has `scale` rows;
-//! otherwise (first run, or an interrupted `pgbench -i`) it is (re)initialised.
+//! Dataset: the pgbench tables at the planned scale, in the planned database (when a
+//! workload runs pgbench), and each sysbench-tpcc dataset the workloads name
+//! ([`super::tpcc`]). pgbench's is present when the journal says it was initialised and
+//! pgbench_branches has `scale` rows; otherwise (first run, or an interrupted `pgbench -i`)
+//! it is (re)initialised.
 
 use std::time::Instant;
 
@@ -73,6 +75,21 @@ impl Step for Dataset {
         if state.load_degree.is_some() {
             return Ok(Check::Todo("a parallel load was interrupted".into()));
         }
+        if let Some(db) = &state.tpcc_preparing {
+            return Ok(Check::Todo(format!(
+                "the sysbench-tpcc prepare of {db} was interrupted"
+            )));
+        }
+        let tpcc_missing = super::tpcc::missing(cx).await?;
+        if let Some(ds) = tpcc_missing.first() {
+            return Ok(Check::Todo(format!(
+                "sysbench-tpcc dataset {} not prepared yet",
+                ds.database()
+            )));
+        }
+        if !cx.plan.has_pgbench() {
+            return Ok(Check::Done);
+        }
         if state.spec.as_deref() != Some(spec(cx).as_str()) {
             return Ok(Check::Todo("not initialised yet".into()));
         }
@@ -86,6 +103,7 @@ impl Step for Dataset {
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
+        super::tpcc::recover(cx).await?;
         if cx.journal.state.state.dataset.load_degree.is_some() {
             // A parallel load was interrupted: the plan's settings come back first.
             tracing::warn!("restoring the plan's settings after an interrupted parallel load");
@@ -94,33 +112,45 @@ impl Step for Dataset {
             loader::restore_settings(cx.server()?, cores, ram, cx.settings()?).await?;
             cx.journal.update(|s| s.dataset.load_degree = None)?;
         }
-        cx.journal.update(|s| s.dataset.spec = None)?;
-        let c = cx.server()?.clone();
-        let d = cx.plan.dataset.clone();
-        let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
-        let exists = admin
-            .value(&format!(
-                "SELECT 1 FROM pg_database WHERE datname = {}",
-                literal(&d.database)
-            ))
-            .await?
-            .is_some();
-        if !exists {
-            admin
-                .execute(&format!("CREATE DATABASE {}", ident(&d.database)))
-                .await?;
+        if cx.plan.has_pgbench()
+            && (cx.journal.state.state.dataset.spec.as_deref() != Some(spec(cx).as_str())
+                || !present(cx).await?)
+        {
+            pgbench_dataset(cx).await?;
         }
-        drop(admin);
-        let info = match d.init {
-            InitMode::Parallel => parallel(cx).await?,
-            InitMode::Client | InitMode::Server => with_pgbench(cx).await?,
-        };
-        crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
-        let spec = spec(cx);
-        cx.journal.update(|s| s.dataset.spec = Some(spec))?;
-        tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
+        super::tpcc::prepare_missing(cx).await?;
         Ok(())
     }
+}
+
+/// pgbench's tables, (re)initialised.
+async fn pgbench_dataset(cx: &mut Context) -> Result<()> {
+    cx.journal.update(|s| s.dataset.spec = None)?;
+    let c = cx.server()?.clone();
+    let d = cx.plan.dataset.clone();
+    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
+    let exists = admin
+        .value(&format!(
+            "SELECT 1 FROM pg_database WHERE datname = {}",
+            literal(&d.database)
+        ))
+        .await?
+        .is_some();
+    if !exists {
+        admin
+            .execute(&format!("CREATE DATABASE {}", ident(&d.database)))
+            .await?;
+    }
+    drop(admin);
+    let info = match d.init {
+        InitMode::Parallel => parallel(cx).await?,
+        InitMode::Client | InitMode::Server => with_pgbench(cx).await?,
+    };
+    crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
+    let spec = spec(cx);
+    cx.journal.update(|s| s.dataset.spec = Some(spec))?;
+    tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
+    Ok(())
 }
 
 async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
