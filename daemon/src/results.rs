@@ -253,3 +253,41 @@ pub fn summary_csv(r: &RunResults) -> String {
     }
     w.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point as schema 1 wrote it: no `kind`, no `sysbench`.
+    const V1_POINT: &str = r#"{"schema_version": 1, "id": "p001-rw-c00004-r1", "workload": "rw",
+        "builtin": "tpcb-like", "clients": 4, "threads": 2, "limit": {"duration_s": 2},
+        "protocol": "simple", "repeat": 1, "checksums": null, "status": "ok", "error": null,
+        "attempt": 1, "started_at": "t", "finished_at": "t", "wall_s": 2.1, "command": "pgbench",
+        "raw_dir": "raw/points/p001-rw-c00004-r1/attempt-1",
+        "summary": {"output_format": "15+", "client_version": "15.8", "client_version_full": "15.8",
+            "server_version": null, "transaction_type": null, "scaling_factor": 2, "query_mode": null,
+            "clients": 4, "threads": 2, "max_tries": 1, "transactions_per_client": null,
+            "duration_s": 2.0, "transactions_processed": 1000, "transactions_expected": null,
+            "failed_transactions": 0, "latency_avg_ms": 8.0, "latency_stddev_ms": null,
+            "initial_connection_ms": 3.0, "tps": 500.5, "tps_including_connections": null,
+            "statement_latencies": []},
+        "latency": null, "tps_series": [], "stats": null, "os": null}"#;
+
+    #[test]
+    fn a_schema_1_point_reads_as_pgbench_and_answers_its_figures() {
+        let p: PointResult = serde_json::from_str(V1_POINT).expect("schema 1 point");
+        assert_eq!(p.kind, WorkloadKind::Pgbench);
+        assert_eq!(p.sysbench, None);
+        assert_eq!(p.tps(), Some(500.5));
+        assert_eq!(p.latency_avg_ms(), Some(8.0));
+        assert_eq!(p.transactions(), Some(1000));
+        assert_eq!(p.latency_p95_ms(), None, "no latency log");
+        // The kind decides where the figures come from: a TPC-C point without sysbench's
+        // figures (a failed one) has none, whatever else it carries.
+        let tpcc = PointResult {
+            kind: WorkloadKind::SysbenchTpcc,
+            ..p
+        };
+        assert_eq!((tpcc.tps(), tpcc.transactions()), (None, None));
+    }
+}
