@@ -161,6 +161,20 @@ fn a_csv_line_cut_off_is_an_error_naming_it() {
     );
     let err = parse_output(&cut).expect_err("cut");
     assert!(err.to_string().contains("5 of 10 fields"), "{err}");
+    // Cut right after the first digit of a line.
+    let at = text.find("5,2,165.11,").expect("fifth line") + 1;
+    let err = parse_output(&text[..at]).expect_err("cut");
+    assert!(err.to_string().contains("1 of 10 fields"), "{err}");
+}
+
+#[test]
+fn a_late_report_sharing_its_rounded_second_is_kept() {
+    // sysbench prints the time rounded to whole seconds (`%.0f`): a report half a second
+    // late and the next one on time print the same second.
+    let text = fixture(CAPTURED).replacen("4,2,191.94", "3,2,191.94", 1);
+    let r = parse_output(&text).expect("parses");
+    assert_eq!(r.series.len(), 10);
+    assert_eq!((r.series[2].time_s, r.series[3].time_s), (3.0, 3.0));
 }
 
 /// The summary's lines, each of which the parser needs.
@@ -263,7 +277,7 @@ fn figures_that_contradict_each_other_are_refused() {
             "differ from the total queries",
         ),
         ("3,2,194.00", "3,3,194.00", "more than the 2"),
-        ("3,2,194.00", "1,2,194.00", "not after line"),
+        ("3,2,194.00", "1,2,194.00", "is before line"),
         ("3,2,194.00,5422.00", "3,2,NaN,5422.00", "the CSV tps"),
         ("3,2,194.00,5422.00", "3,2,-194.00,5422.00", "the CSV tps"),
         ("10,2,220.05", "99,2,220.05", "after the run's end"),

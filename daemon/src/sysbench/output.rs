@@ -480,12 +480,15 @@ fn read_preamble_line<'a>(
             "Report intermediate results",
         );
     }
-    if t.starts_with(|c: char| c.is_ascii_digit()) && t.contains(',') {
+    // A CSV line; at the very end of a cut output even its first field alone.
+    if t.starts_with(|c: char| c.is_ascii_digit()) && (t.contains(',') || last_unterminated) {
         let second = csv_line(line, t, last_unterminated)?;
+        // Times are printed rounded to whole seconds: a late report may share its second
+        // with the next one, but time never goes back.
         if let Some((prev_line, prev)) = f.series.last() {
-            if second.time_s <= prev.time_s {
+            if second.time_s < prev.time_s {
                 return Err(line.impossible(format!(
-                    "time {} s is not after line {}'s {} s",
+                    "time {} s is before line {}'s {} s",
                     second.time_s, prev_line.no, prev.time_s
                 )));
             }
