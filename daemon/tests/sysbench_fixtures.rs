@@ -168,6 +168,25 @@ fn a_csv_line_cut_off_is_an_error_naming_it() {
 }
 
 #[test]
+fn every_cut_of_the_captured_output_before_its_last_line_is_refused() {
+    let text = fixture(CAPTURED);
+    let last = "execution time (avg/stddev):   10.0381/0.02\n";
+    let complete = text.find(last).expect("last line") + last.len();
+    for end in 0..text.len() {
+        let cut = &text[..end];
+        match parse_output(cut) {
+            Ok(_) => assert!(end >= complete, "cut at byte {end} parsed"),
+            Err(e) => assert!(end < complete, "cut at byte {end}: {e}"),
+        }
+    }
+    let err = parse_output(&text[..complete - 2]).expect_err("cut in the last line");
+    assert!(
+        matches!(&err, SysbenchParseError::CutLine { line, .. } if line.ends_with("10.0381/0.0")),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn a_late_report_sharing_its_rounded_second_is_kept() {
     // sysbench prints the time rounded to whole seconds (`%.0f`): a report half a second
     // late and the next one on time print the same second.

@@ -132,6 +132,9 @@ pub enum SysbenchParseError {
         problem: String,
         line: String,
     },
+    /// sysbench ends every line it prints: text that stops inside one was cut short.
+    #[error("line {line_no}: the output ends inside this line, without a line end: cut short: \"{line}\"")]
+    CutLine { line_no: usize, line: String },
     #[error("line {line_no}: cannot read {what} from \"{line}\"")]
     Malformed {
         line_no: usize,
@@ -308,6 +311,12 @@ pub fn parse_output(text: &str) -> Result<SysbenchRun, SysbenchParseError> {
     }
     if let Some(e) = line_error {
         return Err(e);
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(SysbenchParseError::CutLine {
+            line_no: lines.len(),
+            line: lines.last().map(|l| l.to_string()).unwrap_or_default(),
+        });
     }
     assemble(f)
 }
