@@ -334,7 +334,11 @@ fn collect_shows_tpcc_as_its_own_workload_and_reads_version_1_results() {
         .expect("collect");
     assert_eq!(run.status.code(), Some(0), "{}", describe(&run));
     let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(stdout.contains("collected 3 run(s), skipped 0"), "{stdout}");
+    assert!(
+        stdout.contains("collected 3 run(s), skipped 0"),
+        "{}",
+        describe(&run)
+    );
 
     let html = std::fs::read_to_string(out.path().join("index.html")).expect("index");
     let geo = ((1.155f64 * 1.08).sqrt() - 1.0) * 100.0;

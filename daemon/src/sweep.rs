@@ -48,6 +48,16 @@ pub struct SweepPoint {
     pub progress_interval_s: u32,
 }
 
+impl SweepPoint {
+    /// The database the point runs in: its sysbench-tpcc dataset's, else pgbench's.
+    pub fn database(&self, plan: &Plan) -> String {
+        match &self.tpcc {
+            Some(t) => t.dataset.database(),
+            None => plan.dataset.database.clone(),
+        }
+    }
+}
+
 /// What a sysbench-tpcc point runs beyond its thread count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TpccRun {

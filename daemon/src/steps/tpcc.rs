@@ -227,3 +227,49 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
     tracing::info!(database = %db, seconds = info.wall_s, bytes, "sysbench-tpcc dataset ready");
     Ok(info)
 }
+
+/// The sysbench command of a sweep point (a warm-up runs the same one for its own time),
+/// run from the scripts' directory so tpcc.lua finds its modules; output into `raw`.
+pub fn point_command(
+    cx: &Context,
+    p: &crate::sweep::SweepPoint,
+    raw: &Path,
+    scripts_dir: &Path,
+) -> Result<CommandSpec> {
+    let c = cx.server()?;
+    let args = tpcc::run_args(Path::new(&format!("./{}", scripts::ENTRY)), p, &conn(c))
+        .with_context(|| format!("point {} is not a timed sysbench-tpcc point", p.id))?;
+    let mut spec = CommandSpec::new(tpcc::SYSBENCH)
+        .args(args)
+        .cwd(scripts_dir)
+        .user(cx.host.bench_user())
+        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
+        .limit_nofile((u64::from(p.threads) * 2 + 256).max(4096));
+    if let crate::sweep::Limit::DurationS(s) = p.limit {
+        spec = spec.timeout(std::time::Duration::from_secs(s + 600));
+    }
+    Ok(spec)
+}
+
+/// sysbench's run parsed, and the point's error: the command's failure, else what the
+/// parser found missing (an aborted run ends without its summary).
+pub fn read_output(
+    stdout: &str,
+    stderr: &str,
+    command_error: Option<String>,
+) -> (Option<crate::sysbench::SysbenchRun>, Option<String>) {
+    match crate::sysbench::parse_output(stdout) {
+        Ok(run) => (Some(run), command_error),
+        Err(e) => {
+            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let mut msg = format!("sysbench output: {e}");
+            if let Some(cmd) = command_error {
+                msg = format!("{msg}; {cmd}");
+            } else if !tail.is_empty() {
+                msg = format!("{msg}; stderr: {}", tail.join(" | "));
+            }
+            (None, Some(msg))
+        }
+    }
+}
