@@ -78,6 +78,10 @@ shared_buffers = "128MB"
 max_wal_size = "1GB"
 huge_pages = "off"
 
+[dataset]
+# Scenario B: every test starts from the prepared data directory.
+restore = "each-point"
+
 [sysbench]
 tpcc_source = "{source}"
 tpcc_sha256 = "{sha}"
@@ -193,6 +197,14 @@ fn tpcc_plan_prepares_resumes_a_killed_prepare_and_matches_sysbench_output() {
         log.contains("sysbench-tpcc prepare was interrupted"),
         "the resume says what it redoes: {log}"
     );
+    // The data directory was put back from the snapshot before the second test (after the
+    // first one wrote to it), not between a warm-up and its run.
+    let restores: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("restoring the data directory"))
+        .collect();
+    assert_eq!(restores.len(), 1, "{restores:?}");
+    assert!(restores[0].contains("w003-tpcc-t00002-r1"), "{restores:?}");
     assert!(
         served.load(std::sync::atomic::Ordering::SeqCst) >= 1,
         "the scripts came over HTTP"

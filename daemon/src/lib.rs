@@ -25,6 +25,7 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod sampler;
+pub mod snapshot;
 pub mod steps;
 pub mod storage;
 pub mod sweep;

@@ -140,6 +140,13 @@ pub struct DatasetInfo {
     pub command: String,
     pub wall_s: f64,
     pub init: Option<InitBreakdown>,
+    /// `generated`, `snapshot:local` or `snapshot:store` (absent in runs recorded before
+    /// snapshots: generated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The id of the snapshot the dataset was restored from or kept in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -119,6 +119,16 @@ impl Host {
         }
     }
 
+    /// Where the dataset's snapshots are kept: on the data directory's volume, outside
+    /// what a reset of the run removes (local mode: `<workdir>/snapshots`; the appliance:
+    /// `<data volume>/snapshots`).
+    pub fn snapshot_root(&self, cluster: &Cluster) -> PathBuf {
+        match self {
+            Host::Local(h) => h.workdir().join("snapshots"),
+            Host::Appliance(_) => cluster.dir.join("snapshots"),
+        }
+    }
+
     /// Writes what the server needs before initdb (directories, unit files and drop-ins).
     pub async fn install_server(&self, cluster: &Cluster, plan: &Plan) -> Result<()> {
         match self {

@@ -413,6 +413,60 @@ pub struct Dataset {
     /// Connections for `init = "parallel"` (default: `loader::default_degree`, 1 below 8 CPUs, else half the CPUs).
     #[serde(default)]
     pub parallel_degree: Option<u32>,
+    /// When the data directory is put back from the dataset's snapshot.
+    #[serde(default)]
+    pub restore: RestorePolicy,
+    /// Keep a local snapshot of the stopped data directory after the dataset step (default:
+    /// when `restore` is not `never` or `snapshot_store` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<bool>,
+    /// Share the snapshot through an object store: `true` (the `[upload]` store) or a store
+    /// URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_store: Option<SnapshotStore>,
+}
+
+/// When the dataset's snapshot is put back as the data directory.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestorePolicy {
+    /// Before each workload that follows another one on the same data.
+    EachWorkload,
+    /// Before each point (a warm-up and the point after it share one restore).
+    EachPoint,
+    /// Never: every point runs on what the earlier ones left.
+    #[default]
+    Never,
+}
+
+/// `snapshot_store = true | "s3://…"`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SnapshotStore {
+    Enabled(bool),
+    Url(String),
+}
+
+impl Dataset {
+    /// The store URL snapshots are shared through, if any (`upload_store`: `[upload]`'s).
+    pub fn snapshot_store_url(&self, upload_store: &str) -> Option<String> {
+        match &self.snapshot_store {
+            None | Some(SnapshotStore::Enabled(false)) => None,
+            Some(SnapshotStore::Enabled(true)) => Some(upload_store.to_string()),
+            Some(SnapshotStore::Url(u)) => Some(u.clone()),
+        }
+    }
+
+    /// Whether the dataset step keeps a local snapshot.
+    pub fn keeps_snapshot(&self) -> bool {
+        self.snapshot.unwrap_or(
+            self.restore != RestorePolicy::Never
+                || matches!(
+                    self.snapshot_store,
+                    Some(SnapshotStore::Enabled(true)) | Some(SnapshotStore::Url(_))
+                ),
+        )
+    }
 }
 
 impl Default for Dataset {
@@ -423,6 +477,9 @@ impl Default for Dataset {
             fillfactor: Dataset::default_fillfactor(),
             database: Dataset::default_database(),
             parallel_degree: None,
+            restore: RestorePolicy::default(),
+            snapshot: None,
+            snapshot_store: None,
         }
     }
 }

@@ -647,6 +647,25 @@ fn dataset(plan: &Plan, p: &mut Problems) {
             ));
         }
     }
+    if d.snapshot == Some(false) {
+        if d.restore != super::RestorePolicy::Never {
+            p.push((
+                at.key("snapshot"),
+                "snapshot = false, but restore puts the data directory back from the snapshot: set restore = \"never\" or keep the snapshot".into(),
+            ));
+        }
+        if d.snapshot_store_url("").is_some() {
+            p.push((
+                at.key("snapshot"),
+                "snapshot = false, but snapshot_store shares the local snapshot: keep the snapshot or drop snapshot_store".into(),
+            ));
+        }
+    }
+    if let Some(super::SnapshotStore::Url(url)) = &d.snapshot_store {
+        if let Err(e) = check_store_url(url) {
+            p.push((at.key("snapshot_store"), e));
+        }
+    }
     if !(10..=100).contains(&d.fillfactor) {
         p.push((
             at.key("fillfactor"),

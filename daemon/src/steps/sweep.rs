@@ -73,6 +73,7 @@ impl Step for Sweep {
                 p.workload,
                 if p.warmup { ", warm-up" } else { "" }
             ));
+            crate::snapshot::before_point(cx, p).await?;
             ensure_checksums(cx, p.checksums).await?;
             let result = run_point(cx, p).await?;
             if result.status == PointStatus::Failed {

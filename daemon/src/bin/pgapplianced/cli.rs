@@ -181,6 +181,27 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "1,2")]
         workers: Vec<u32>,
     },
+    /// Generating a dataset (pgbench -i) vs restoring its snapshot, locally and from an
+    /// object store: medians and the speedups.
+    Restore {
+        /// The plan whose cluster configuration is used (examples/quick.toml in the source
+        /// tree is a small one).
+        #[command(flatten)]
+        plan: PlanArg,
+        /// pgbench scale factor of the dataset.
+        #[arg(long)]
+        scale: u32,
+        /// Where the benchmark's cluster and snapshot live.
+        #[arg(long, default_value = "/var/tmp/pgappliance-bench-restore")]
+        workdir: PathBuf,
+        /// Rounds over all candidates (the order rotates each round).
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// s3://bucket/prefix (credentials and endpoint from AWS_* variables); without it
+        /// the test object store (SeaweedFS on loopback) is started.
+        #[arg(long)]
+        store: Option<String>,
+    },
     /// Upload throughput and peak memory vs `aws s3 cp` to the same S3 store.
     Upload {
         /// Size of the random file uploaded, in MiB.
@@ -327,6 +348,27 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             )
             .await?;
             crate::present::init(&report);
+            Ok(0)
+        }
+        Command::Bench(BenchCommand::Restore {
+            plan,
+            scale,
+            workdir,
+            rounds,
+            store,
+        }) => {
+            let report = pgappliance::bench::restore::run(
+                pgappliance::bench::restore::RestoreBenchOptions {
+                    plan: plan.path(),
+                    workdir,
+                    scale,
+                    rounds,
+                    store,
+                },
+                &mut crate::present::restore_event,
+            )
+            .await?;
+            crate::present::restore(&report);
             Ok(0)
         }
         Command::Bench(BenchCommand::Upload {
