@@ -894,11 +894,18 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
         "{}",
         c.stdout
     );
-    // Scenario B: four points of -T 600 s, 40 minutes before anything else.
+    // Scenario B: four pgbench points of 600 s (40 min) and eight TPC-C tests of 1 h, each
+    // after a 600 s warm-up (9 h 20 min): 10 h before anything else.
     assert!(
         c.stdout.contains(
-            ": run time: at least 40 min of -T over 4 point(s); plus the dataset init (scale 200"
+            ": run time: at least 10 h 0 min of -T over 12 point(s) and 8 warm-up(s); plus the dataset init (scale 200"
         ),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout.contains("up to 128 connections, sysbench-tpcc datasets: 10 x 10 warehouses (sbtest_w10_t10), 10 x 200 warehouses (sbtest_w200_t10)")
+            && c.stdout.contains("2 sysbench-tpcc prepare(s)"),
         "{}",
         c.stdout
     );

@@ -1097,11 +1097,12 @@ impl Plan {
         location::locate(text, path, message)
     }
 
-    /// The largest client count of any workload (sizes max_connections).
+    /// The most connections any workload opens: pgbench's clients, sysbench-tpcc's threads
+    /// (sizes max_connections).
     pub fn max_clients(&self) -> u32 {
         self.workloads
             .iter()
-            .flat_map(|w| w.clients.iter().copied())
+            .flat_map(|w| w.connections())
             .max()
             .unwrap_or(1)
     }
