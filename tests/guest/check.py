@@ -7,6 +7,8 @@
     check.py vm-refuse OUT NVME0_IMAGE
     check.py el8-tools OUT
     check.py el8-refuse OUT NVME0_IMAGE
+    check.py cloud-init DIR                 (DIR: the scenario's directory, out/ in share/)
+    check.py cloud-refuse DIR expired|corrupt
 
 Prints one line per check and exits non-zero when any fails.
 """
@@ -194,6 +196,91 @@ def boots(out):
     return len([l for l in read(out, "boots").splitlines() if l.strip()])
 
 
+def cloud_common(d):
+    """What every cloud scenario shows: the guest got exactly the user-data launch built."""
+    out = os.path.join(d, "share", "out")
+    built = read(d, "build/user-data.yaml")
+    ok(built.startswith("#cloud-config") and read(d, "seed/user-data") == built,
+       "the instance's UserData read back from moto is the user-data the build wrote")
+    log = read(out, "cloud-init.log")
+    ok("DataSourceNoCloud" in log and "cidata" in read(out, "cloud-init-status.txt") + log,
+       "cloud-init read the NoCloud seed (cidata)", log[-600:])
+    return out
+
+
+def cloud_run_checks(d):
+    out = cloud_common(d)
+    instance = read(d, "instance-id").strip()
+    ok("status: done" in read(out, "cloud-init-status.txt"), "cloud-init finished without error",
+       read(out, "cloud-init-status.txt"))
+    ok(read(out, "outcome").strip() == "done", "the daemon cloud-init started finished the plan",
+       read(out, "outcome") + read(out, "daemon.log")[-800:])
+    ok("UnitFileState=enabled" in read(out, "daemon-unit.txt"), "pgapplianced.service enabled",
+       read(out, "daemon-unit.txt"))
+    ok("store.credentials" in read(out, "etc-pgappliance.txt")
+       and "-rw-------" in read(out, "etc-pgappliance.txt"),
+       "the store credentials from the user-data, 0600", read(out, "etc-pgappliance.txt"))
+    rd = run_dir(out)
+    results = {}
+    if ok(rd is not None, "one run directory"):
+        try:
+            with open(os.path.join(rd, "results.json")) as f:
+                results = json.load(f)
+        except (OSError, ValueError) as e:
+            ok(False, "results.json readable", str(e))
+    points = results.get("points", [])
+    ok(len(points) == 2 and all(p.get("status") == "ok" for p in points), "2 points, each ok",
+       str([(p.get("id"), p.get("status")) for p in points]))
+    cloud = (results.get("inventory") or {}).get("cloud") or {}
+    if not cloud and rd is not None:
+        try:
+            with open(os.path.join(rd, "inventory.json")) as f:
+                cloud = json.load(f).get("cloud") or {}
+        except (OSError, ValueError):
+            cloud = {}
+    ok(cloud.get("instance_id") == instance, f"the daemon knows itself as {instance} (IMDSv2)", str(cloud))
+    wait_log = read(d, "wait.log")
+    ok(read(d, "wait-status").strip() == "0", "pgappliance wait --teardown exited 0", wait_log[-1500:])
+    ok(instance in wait_log, "wait followed the instance by its id", wait_log[-800:])
+    ok(read(d, "instance-state").strip() in ("terminated", "shutting-down"),
+       "the instance is terminated in the emulator", read(d, "instance-state"))
+    csv = read(os.path.join(d, "collected"), "summary.csv")
+    run_id = results.get("run_id", "?")
+    ok(len([l for l in csv.splitlines()[1:] if run_id in l]) == 2,
+       "wait collected the run: its 2 rows in summary.csv", csv[:400])
+    ok(os.path.exists(os.path.join(d, "collected", "index.html")), "the comparison page was rendered")
+
+
+def cloud_refuse_checks(d, mode):
+    out = cloud_common(d)
+    status = read(out, "cloud-init-status.txt")
+    ok(re.search(r"^status: (done|error)", status, re.M) is not None, "cloud-init finished", status)
+    ok("status: error" in status, "cloud-init reports the failed runcmd", status)
+    ok(read(out, "outcome").strip() == "not-started", "the daemon was not started",
+       read(out, "outcome"))
+    ok(read(out, "daemon-binary").strip() == "absent", "nothing of the payload unpacked",
+       read(out, "daemon-binary"))
+    ok("ActiveState=inactive" in read(out, "daemon-unit.txt"), "pgapplianced.service inactive",
+       read(out, "daemon-unit.txt"))
+    why = {
+        "expired": r"pgappliance: the payload could not be fetched from \S+/payload\.tar\.gz \(curl exit status 22",
+        "corrupt": r"pgappliance: the payload's sha256 is [0-9a-f]{64}, not [0-9a-f]{64}; the daemon is not started",
+    }[mode]
+    log = read(out, "cloud-init-output.log")
+    ok(re.search(why, log) is not None, "cloud-init's output log says why", log[-1200:])
+    if mode == "expired":
+        ok("403" in log, "curl's error shows the store refused the expired URL (403)", log[-600:])
+    report = read(d, "install-failed.txt")
+    ok(re.search(why.replace("pgappliance: ", "pgappliance install failed on pga-cloud .*: "), report) is not None,
+       "the failure report is in the store under <appliance>/failed/<launch id>/", report)
+    wait_log = read(d, "wait-status") and read(d, "wait.log")
+    ok(read(d, "wait-status").strip() == "1", "pgappliance wait exited 1", wait_log[-1200:])
+    ok("the install failed" in wait_log and "install-failed.txt" in wait_log,
+       "wait names the install failure", wait_log[-1200:])
+    ok(read(d, "instance-state").strip() in ("terminated", "shutting-down"),
+       "wait --teardown terminated the instance", read(d, "instance-state"))
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     print(f"checks for {kind}:")
@@ -247,6 +334,10 @@ def main():
         ok("precious data" in cat.stdout, "the marker file on the drive is intact", cat.stderr[-300:])
         fsck = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
         ok(fsck.returncode == 0, "the filesystem on the drive is clean", fsck.stdout[-300:])
+    elif kind == "cloud-init":
+        cloud_run_checks(out)
+    elif kind == "cloud-refuse":
+        cloud_refuse_checks(out, sys.argv[3])
     else:
         ok(False, f"known scenario {kind}")
     if failures:
