@@ -9,10 +9,12 @@
     check.py el8-refuse OUT NVME0_IMAGE
     check.py cloud-init DIR                 (DIR: the scenario's directory, out/ in share/)
     check.py cloud-refuse DIR expired|corrupt
+    check.py kickstart-post DIR medium|url
 
 Prints one line per check and exits non-zero when any fails.
 """
 import glob
+import hashlib
 import json
 import os
 import re
@@ -281,6 +283,44 @@ def cloud_refuse_checks(d, mode):
        "wait --teardown terminated the instance", read(d, "instance-state"))
 
 
+def kickstart_checks(d, mode):
+    inst = os.path.join(d, "install-share", "out")
+    out = os.path.join(d, "share", "out")
+    ok(read(inst, "post-status").split("\n")[:2] == ["01 nochroot 0", "02 chroot 0"],
+       "both %post sections ran as anaconda runs them and exited 0 (--nochroot, then chrooted)",
+       read(inst, "post-status") + read(inst, "kickstart-post.log")[-600:])
+    nochroot = read(inst, "pgappliance-ks-nochroot.log")
+    chroot = read(inst, "pgappliance-ks.log")
+    if mode == "medium":
+        ok("not on the install medium" not in nochroot, "the payload came from the medium", nochroot)
+    else:
+        ok("payload not on the install medium: it is fetched in the chroot from http://10.0.2.100:8333/payload.tar.gz"
+           in nochroot, "the --nochroot part found no payload on the medium and said so", nochroot)
+        ok("GET /payload.tar.gz" in read(d, "http.log"), "the chrooted part fetched the payload URL",
+           read(d, "http.log"))
+    ok("payload.tar.gz: OK" in chroot, "sha256sum -c passed in the chroot", chroot)
+    built = read(d, "build/payload.tar.gz.sha256").split()[:1]
+    ok(built and read(inst, "installed-payload.sha256").split()[:1] == built,
+       "the installed system holds the built payload", read(inst, "installed-payload.sha256"))
+    ok(read(inst, "daemon-binary").strip() == "present", "the daemon unpacked, executable")
+    ok("pgapplianced.service -> " in read(inst, "wants.txt"), "%post enabled pgapplianced.service",
+       read(inst, "wants.txt"))
+    sshd = read(inst, "sshd_config")
+    ok("PermitRootLogin prohibit-password" in sshd and "PermitRootLogin yes" not in sshd,
+       "root logs in with keys only (sshd_config rewritten)", sshd)
+    ok(read(out, "outcome").strip() == "stopped-after-inventory",
+       "on its boot the installed system's daemon started the plan (its first step done)",
+       read(out, "outcome") + read(out, "hook.log"))
+    ok("payload installed" not in read(out, "hook.log"), "the test hook installed nothing", read(out, "hook.log"))
+    show = read(out, "systemctl-show.txt")
+    ok("UnitFileState=enabled" in show, "pgapplianced.service enabled at boot",
+       " ".join(l for l in show.splitlines() if l.startswith("UnitFileState")))
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "plans", "kickstart.toml"), "rb") as f:
+        plan_sha = hashlib.sha256(f.read()).hexdigest()
+    ok(state(out).get("plan_sha256") == plan_sha, "the run is of the kickstart's plan (its sha256)",
+       str(state(out).get("plan_sha256")))
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     print(f"checks for {kind}:")
@@ -336,6 +376,8 @@ def main():
         ok(fsck.returncode == 0, "the filesystem on the drive is clean", fsck.stdout[-300:])
     elif kind == "cloud-init":
         cloud_run_checks(out)
+    elif kind == "kickstart-post":
+        kickstart_checks(out, sys.argv[3])
     elif kind == "cloud-refuse":
         cloud_refuse_checks(out, sys.argv[3])
     else:

@@ -19,7 +19,14 @@ ip addr add 169.254.169.254/32 dev lo
 socat TCP-LISTEN:80,bind=169.254.169.254,fork,reuseaddr TCP:10.0.2.101:80 &
 say "store forwarded at 127.0.0.1:$STORE_PORT, metadata at 169.254.169.254"
 
-timeout "${PGA_HOOK_TIMEOUT:-1500}" cloud-init status --wait > /dev/null 2>&1
+# cloud-init has finished when its last stage has: `cloud-init status --wait` alone returns
+# between two stages when an earlier one reported an error.
+deadline=$(( $(date +%s) + ${PGA_HOOK_TIMEOUT:-1500} ))
+while [ "$(date +%s)" -lt "$deadline" ] && [ ! -e /var/lib/cloud/instance/boot-finished ] \
+    && ! systemctl is-failed -q cloud-final.service; do
+    sleep 2
+done
+cloud-init status --wait > /dev/null 2>&1
 cloud-init status --long > "$out/cloud-init-status.txt" 2>&1
 say "cloud-init: $(sed -n 's/^status: //p' "$out/cloud-init-status.txt")"
 
