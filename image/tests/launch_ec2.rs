@@ -220,6 +220,12 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
     // at once, naming it, instead of waiting for a status object that never comes.
     let failure_object = format!("lab/altra-q80/failed/{id}/install-failed.txt");
     assert_eq!(rec["failure_object"], failure_object, "{rec}");
+    // It outlives the payload URL (24 h by default): an expired payload URL is reported.
+    assert!(url.contains("X-Amz-Expires=86400"), "{url}");
+    assert!(
+        presigned("install-failed.txt").contains("X-Amz-Expires=604800"),
+        "{built}"
+    );
     let report = "pgappliance install failed on ip-10-0-0-5 (machine 0f1e): the payload's sha256 is 00, not 11";
     let c = Command::new("curl")
         .args([

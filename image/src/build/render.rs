@@ -242,7 +242,7 @@ pub fn user_data(
     // The report's PUT: Content-Type is not part of a presigned URL's signature.
     let report = match failure_url {
         Some(url) => format!(
-            "curl -sS --retry 3 -X PUT -H 'Content-Type: text/plain' --data-binary \"pgappliance install failed on $(hostname) (machine $(cat /etc/machine-id)): $1\" '{url}' || echo 'pgappliance: the failure report could not be stored' >&2; "
+            "curl -fsS --retry 3 -X PUT -H 'Content-Type: text/plain' --data-binary \"pgappliance install failed on $(hostname) (machine $(cat /etc/machine-id)): $1\" '{url}' || echo 'pgappliance: the failure report could not be stored' >&2; "
         ),
         None => String::new(),
     };
@@ -425,7 +425,7 @@ mod tests {
                 ud.find("systemctl enable").expect("enable") > ud.find("tar -xzf").expect("tar")
             );
         }
-        assert!(with.contains(&format!("-X PUT -H 'Content-Type: text/plain' --data-binary \"pgappliance install failed on $(hostname) (machine $(cat /etc/machine-id)): $1\" '{put}'")), "{with}");
+        assert!(with.contains(&format!("curl -fsS --retry 3 -X PUT -H 'Content-Type: text/plain' --data-binary \"pgappliance install failed on $(hostname) (machine $(cat /etc/machine-id)): $1\" '{put}'")), "{with}");
         assert!(!without.contains("PUT"), "{without}");
         let e = user_data(&plan, &sha, get, None, Some("ftp://h/p"))
             .expect_err("an ftp failure URL")

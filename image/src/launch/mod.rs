@@ -101,6 +101,11 @@ pub struct LaunchArgs {
 /// `<appliance>/failed/<launch id>/` in the store.
 pub const INSTALL_FAILURE: &str = "install-failed.txt";
 
+/// How long the presigned failure report URL stays valid at least: longer than the payload
+/// URL's, so that an instance whose payload URL expired can still say so (7 days, the most
+/// a SigV4 presigned URL allows). It can only write that one object.
+pub const FAILURE_URL_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// EC2 instances booting a stock Rocky 8 image with the build's user-data.
 #[derive(Debug, clap::Args)]
 pub struct Ec2Args {
@@ -323,7 +328,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
                     &id,
                     INSTALL_FAILURE,
                 ],
-                url_lifetime,
+                FAILURE_URL_LIFETIME.max(url_lifetime),
                 "the install failure report",
             ))?;
             build.failure_url = Some(url);
