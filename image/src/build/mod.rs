@@ -38,6 +38,11 @@ pub struct BuildArgs {
     /// user-data.yaml.
     #[arg(long)]
     pub payload_url: Option<String>,
+    /// An http(s) URL taking a PUT (e.g. a presigned one) where an instance reports an
+    /// install that failed (payload not fetched, sha256 mismatch); `launch --ec2` presigns
+    /// one under `<appliance>/failed/<launch id>/` in the store.
+    #[arg(long, requires = "payload_url")]
+    pub failure_url: Option<String>,
     /// The Rocky 8 DVD ISO of the plan's arch (the install source: the kickstart names no
     /// network one) to remaster into appliance.iso (BMC virtual media).
     #[arg(long)]
@@ -183,7 +188,13 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         None => None,
     };
     let user_data = match &args.payload_url {
-        Some(url) => Some(render::user_data(&plan, &sha, url, in_user_data)?),
+        Some(url) => Some(render::user_data(
+            &plan,
+            &sha,
+            url,
+            in_user_data,
+            args.failure_url.as_deref(),
+        )?),
         None => None,
     };
     let mut enabled = ks.as_deref().map(render::enabled_units).unwrap_or_default();
