@@ -158,6 +158,12 @@ pub struct DatasetState {
     pub spec: Option<String>,
     /// Present (the loader's degree) while the parallel loader's load settings are in force.
     pub load_degree: Option<u32>,
+    /// The sysbench-tpcc datasets prepared (their [`crate::steps::tpcc::dataset_spec`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tpcc: Vec<String>,
+    /// The sysbench-tpcc database being prepared (its load settings in force).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpcc_preparing: Option<String>,
     /// Where the dataset came from: `generated`, `snapshot:local` or `snapshot:store`.
     #[serde(default)]
     pub source: Option<String>,

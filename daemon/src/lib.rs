@@ -31,5 +31,6 @@ pub mod storage;
 pub mod sweep;
 pub mod synthetic;
 pub mod sys;
+pub mod sysbench;
 pub mod systemd;
 pub mod upload;

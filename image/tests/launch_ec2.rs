@@ -1,7 +1,8 @@
 //! `pgappliance launch --ec2` against moto_server (moto 5.2.5) with request authentication
 //! on: the payload is uploaded to the store and presigned, RunInstances carries the
 //! build's user-data, the tags and terminate on shutdown, and the launch waits until the
-//! instance runs; a wrong secret is refused.
+//! instance runs; the user-data's presigned PUT takes an install failure report, which
+//! `wait` names; a wrong secret is refused.
 //!
 //! The store is SeaweedFS holding the same key pair as moto's IAM user (one account, as on
 //! AWS): moto 5.2.5's S3 answers 500 to every presigned GET while authentication is on
@@ -188,12 +189,19 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
     assert_eq!(String::from_utf8_lossy(&decoded.stdout), built);
 
     // The presigned payload URL in the user-data downloads the exact payload, unsigned.
-    let url = built
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c| matches!(c, '"' | '\'' | ';')))
-        .find(|w| w.starts_with(&weed.endpoint()) && w.contains("X-Amz-Signature="))
-        .unwrap_or_else(|| panic!("no presigned URL in the user-data:\n{built}"))
-        .to_string();
+    let presigned = |name: &str| {
+        built
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c| matches!(c, '"' | '\'' | ';')))
+            .find(|w| {
+                w.starts_with(&weed.endpoint())
+                    && w.contains(&format!("/{name}?"))
+                    && w.contains("X-Amz-Signature=")
+            })
+            .unwrap_or_else(|| panic!("no presigned URL of {name} in the user-data:\n{built}"))
+            .to_string()
+    };
+    let url = presigned("payload.tar.gz");
     let fetched = dir.path().join("fetched.tar.gz");
     let c = Command::new("curl")
         .args(["-sS", "--fail", "-o"])
@@ -205,6 +213,72 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
     assert_eq!(
         std::fs::read(&fetched).expect("fetched"),
         std::fs::read(dir.path().join("out/payload.tar.gz")).expect("built")
+    );
+
+    // An instance whose install fails PUTs its report through the other presigned URL, to
+    // the record's failure object beside the appliance's failure bundles; `wait` then ends
+    // at once, naming it, instead of waiting for a status object that never comes.
+    let failure_object = format!("lab/altra-q80/failed/{id}/install-failed.txt");
+    assert_eq!(rec["failure_object"], failure_object, "{rec}");
+    // It outlives the payload URL (24 h by default): an expired payload URL is reported.
+    assert!(url.contains("X-Amz-Expires=86400"), "{url}");
+    assert!(
+        presigned("install-failed.txt").contains("X-Amz-Expires=604800"),
+        "{built}"
+    );
+    let report = "pgappliance install failed on ip-10-0-0-5 (machine 0f1e): the payload's sha256 is 00, not 11";
+    let c = Command::new("curl")
+        .args([
+            "-sS",
+            "--fail",
+            "-X",
+            "PUT",
+            "-H",
+            "Content-Type: text/plain",
+        ])
+        .args(["--data-binary", report])
+        .arg(presigned("install-failed.txt"))
+        .output()
+        .expect("curl");
+    assert!(c.status.success(), "{}", describe(&c));
+    let stored = runtime()
+        .block_on(async {
+            use object_store::ObjectStoreExt;
+            store
+                .objects
+                .get(&object_store::path::Path::from(failure_object.as_str()))
+                .await?
+                .bytes()
+                .await
+        })
+        .expect("the report in the store");
+    assert_eq!(String::from_utf8_lossy(&stored), report);
+    let started = std::time::Instant::now();
+    let w = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .args([
+            "wait",
+            &id,
+            "--store",
+            &format!("s3://{}/lab", seaweed::BUCKET),
+        ])
+        .args(["--endpoint", &weed.endpoint(), "--region", "us-east-1"])
+        .arg("--credentials-file")
+        .arg(&creds)
+        .args(["--interval", "1s", "--timeout", "60s"])
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .expect("wait");
+    let text = describe(&w);
+    assert_eq!(w.status.code(), Some(1), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{instance}: FAILED the install failed ({failure_object}): {report}"
+        )),
+        "{text}"
     );
 }
 

@@ -7,10 +7,14 @@
     check.py vm-refuse OUT NVME0_IMAGE
     check.py el8-tools OUT
     check.py el8-refuse OUT NVME0_IMAGE
+    check.py cloud-init DIR                 (DIR: the scenario's directory, out/ in share/)
+    check.py cloud-refuse DIR expired|corrupt
+    check.py kickstart-post DIR medium|url
 
 Prints one line per check and exits non-zero when any fails.
 """
 import glob
+import hashlib
 import json
 import os
 import re
@@ -194,6 +198,130 @@ def boots(out):
     return len([l for l in read(out, "boots").splitlines() if l.strip()])
 
 
+def cloud_common(d):
+    """What every cloud scenario shows: the guest got exactly the user-data launch built."""
+    out = os.path.join(d, "share", "out")
+    built = read(d, "build/user-data.yaml")
+    ok(built.startswith("#cloud-config") and read(d, "seed/user-data") == built,
+       "the instance's UserData read back from moto is the user-data the build wrote")
+    log = read(out, "cloud-init.log")
+    ok("DataSourceNoCloud" in log and "cidata" in read(out, "cloud-init-status.txt") + log,
+       "cloud-init read the NoCloud seed (cidata)", log[-600:])
+    return out
+
+
+def cloud_run_checks(d):
+    out = cloud_common(d)
+    instance = read(d, "instance-id").strip()
+    ok("status: done" in read(out, "cloud-init-status.txt"), "cloud-init finished without error",
+       read(out, "cloud-init-status.txt"))
+    ok(read(out, "outcome").strip() == "done", "the daemon cloud-init started finished the plan",
+       read(out, "outcome") + read(out, "daemon.log")[-800:])
+    ok("UnitFileState=enabled" in read(out, "daemon-unit.txt"), "pgapplianced.service enabled",
+       read(out, "daemon-unit.txt"))
+    ok("store.credentials" in read(out, "etc-pgappliance.txt")
+       and "-rw-------" in read(out, "etc-pgappliance.txt"),
+       "the store credentials from the user-data, 0600", read(out, "etc-pgappliance.txt"))
+    rd = run_dir(out)
+    results = {}
+    if ok(rd is not None, "one run directory"):
+        try:
+            with open(os.path.join(rd, "results.json")) as f:
+                results = json.load(f)
+        except (OSError, ValueError) as e:
+            ok(False, "results.json readable", str(e))
+    points = results.get("points", [])
+    ok(len(points) == 2 and all(p.get("status") == "ok" for p in points), "2 points, each ok",
+       str([(p.get("id"), p.get("status")) for p in points]))
+    cloud = (results.get("inventory") or {}).get("cloud") or {}
+    if not cloud and rd is not None:
+        try:
+            with open(os.path.join(rd, "inventory.json")) as f:
+                cloud = json.load(f).get("cloud") or {}
+        except (OSError, ValueError):
+            cloud = {}
+    ok(cloud.get("instance_id") == instance, f"the daemon knows itself as {instance} (IMDSv2)", str(cloud))
+    wait_log = read(d, "wait.log")
+    ok(read(d, "wait-status").strip() == "0", "pgappliance wait --teardown exited 0", wait_log[-1500:])
+    ok(instance in wait_log, "wait followed the instance by its id", wait_log[-800:])
+    ok(read(d, "instance-state").strip() in ("terminated", "shutting-down"),
+       "the instance is terminated in the emulator", read(d, "instance-state"))
+    csv = read(os.path.join(d, "collected"), "summary.csv")
+    run_id = results.get("run_id", "?")
+    ok(len([l for l in csv.splitlines()[1:] if run_id in l]) == 2,
+       "wait collected the run: its 2 rows in summary.csv", csv[:400])
+    ok(os.path.exists(os.path.join(d, "collected", "index.html")), "the comparison page was rendered")
+
+
+def cloud_refuse_checks(d, mode):
+    out = cloud_common(d)
+    status = read(out, "cloud-init-status.txt")
+    ok(re.search(r"^status: (done|error)", status, re.M) is not None, "cloud-init finished", status)
+    ok("status: error" in status, "cloud-init reports the failed runcmd", status)
+    ok(read(out, "outcome").strip() == "not-started", "the daemon was not started",
+       read(out, "outcome"))
+    ok(read(out, "daemon-binary").strip() == "absent", "nothing of the payload unpacked",
+       read(out, "daemon-binary"))
+    ok("ActiveState=inactive" in read(out, "daemon-unit.txt"), "pgapplianced.service inactive",
+       read(out, "daemon-unit.txt"))
+    why = {
+        "expired": r"the payload could not be fetched from \S+/payload\.tar\.gz \(curl exit status 22",
+        "corrupt": r"the payload's sha256 is [0-9a-f]{64}, not [0-9a-f]{64}",
+    }[mode]
+    log = read(out, "cloud-init-output.log")
+    ok(re.search("pgappliance: " + why + ".*; the daemon is not started", log) is not None,
+       "cloud-init's output log says why", log[-1200:])
+    if mode == "expired":
+        ok("403" in log, "curl's error shows the store refused the expired URL (403)", log[-600:])
+    report = read(d, "install-failed.txt")
+    ok(re.search(r"^pgappliance install failed on pga-cloud \(machine [0-9a-f]{32}\): " + why, report) is not None,
+       "the failure report is in the store under <appliance>/failed/<launch id>/", report)
+    wait_log = read(d, "wait.log")
+    ok(read(d, "wait-status").strip() == "1", "pgappliance wait exited 1", wait_log[-1200:])
+    ok("the install failed" in wait_log and "install-failed.txt" in wait_log,
+       "wait names the install failure", wait_log[-1200:])
+    ok(read(d, "instance-state").strip() in ("terminated", "shutting-down"),
+       "wait --teardown terminated the instance", read(d, "instance-state"))
+
+
+def kickstart_checks(d, mode):
+    inst = os.path.join(d, "install-share", "out")
+    out = os.path.join(d, "share", "out")
+    ok(read(inst, "post-status").split("\n")[:2] == ["01 nochroot 0", "02 chroot 0"],
+       "both %post sections ran as anaconda runs them and exited 0 (--nochroot, then chrooted)",
+       read(inst, "post-status") + read(inst, "kickstart-post.log")[-600:])
+    nochroot = read(inst, "pgappliance-ks-nochroot.log")
+    chroot = read(inst, "pgappliance-ks.log")
+    if mode == "medium":
+        ok("not on the install medium" not in nochroot, "the payload came from the medium", nochroot)
+    else:
+        ok("payload not on the install medium: it is fetched in the chroot from http://10.0.2.100:8333/payload.tar.gz"
+           in nochroot, "the --nochroot part found no payload on the medium and said so", nochroot)
+        ok("GET /payload.tar.gz" in read(d, "http.log"), "the chrooted part fetched the payload URL",
+           read(d, "http.log"))
+    ok("payload.tar.gz: OK" in chroot, "sha256sum -c passed in the chroot", chroot)
+    built = read(d, "build/payload.tar.gz.sha256").split()[:1]
+    ok(built and read(inst, "installed-payload.sha256").split()[:1] == built,
+       "the installed system holds the built payload", read(inst, "installed-payload.sha256"))
+    ok(read(inst, "daemon-binary").strip() == "present", "the daemon unpacked, executable")
+    ok("pgapplianced.service -> " in read(inst, "wants.txt"), "%post enabled pgapplianced.service",
+       read(inst, "wants.txt"))
+    sshd = read(inst, "sshd_config")
+    ok("PermitRootLogin prohibit-password" in sshd and "PermitRootLogin yes" not in sshd,
+       "root logs in with keys only (sshd_config rewritten)", sshd)
+    ok(read(out, "outcome").strip() == "stopped-after-inventory",
+       "on its boot the installed system's daemon started the plan (its first step done)",
+       read(out, "outcome") + read(out, "hook.log"))
+    ok("payload installed" not in read(out, "hook.log"), "the test hook installed nothing", read(out, "hook.log"))
+    show = read(out, "systemctl-show.txt")
+    ok("UnitFileState=enabled" in show, "pgapplianced.service enabled at boot",
+       " ".join(l for l in show.splitlines() if l.startswith("UnitFileState")))
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "plans", "kickstart.toml"), "rb") as f:
+        plan_sha = hashlib.sha256(f.read()).hexdigest()
+    ok(state(out).get("plan_sha256") == plan_sha, "the run is of the kickstart's plan (its sha256)",
+       str(state(out).get("plan_sha256")))
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     print(f"checks for {kind}:")
@@ -247,6 +375,12 @@ def main():
         ok("precious data" in cat.stdout, "the marker file on the drive is intact", cat.stderr[-300:])
         fsck = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
         ok(fsck.returncode == 0, "the filesystem on the drive is clean", fsck.stdout[-300:])
+    elif kind == "cloud-init":
+        cloud_run_checks(out)
+    elif kind == "kickstart-post":
+        kickstart_checks(out, sys.argv[3])
+    elif kind == "cloud-refuse":
+        cloud_refuse_checks(out, sys.argv[3])
     else:
         ok(False, f"known scenario {kind}")
     if failures:

@@ -469,6 +469,7 @@ pub async fn before_point(cx: &mut Context, p: &SweepPoint) -> Result<()> {
                     cx.journal.update(|s| {
                         s.dataset.snapshot = None;
                         s.dataset.spec = None;
+                        s.dataset.tpcc.clear();
                     })?;
                     use crate::engine::Step as _;
                     crate::steps::dataset::Dataset.apply(cx).await?;

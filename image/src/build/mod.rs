@@ -38,6 +38,11 @@ pub struct BuildArgs {
     /// user-data.yaml.
     #[arg(long)]
     pub payload_url: Option<String>,
+    /// An http(s) URL taking a PUT (e.g. a presigned one) where an instance reports an
+    /// install that failed (payload not fetched, sha256 mismatch); `launch --ec2` presigns
+    /// one under `<appliance>/failed/<launch id>/` in the store.
+    #[arg(long, requires = "payload_url")]
+    pub failure_url: Option<String>,
     /// The Rocky 8 DVD ISO of the plan's arch (the install source: the kickstart names no
     /// network one) to remaster into appliance.iso (BMC virtual media).
     #[arg(long)]
@@ -156,7 +161,21 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         .as_ref()
         .map(|d| (d.target.as_str(), d.text.as_str()));
 
-    let members = members(&plan_text, &plan, &daemon);
+    let mut members = members(&plan_text, &plan, &daemon);
+    if let Some(sb) = &plan.sysbench {
+        // The appliance must not need the network for its benchmark's scripts.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let archive = runtime.block_on(pgappliance::sysbench::scripts::fetch(sb))?;
+        members.insert(
+            pgappliance::sysbench::scripts::PAYLOAD_ARCHIVE.to_string(),
+            Member {
+                mode: 0o644,
+                data: archive,
+            },
+        );
+    }
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
     let ks = match plan.install {
@@ -169,7 +188,13 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         None => None,
     };
     let user_data = match &args.payload_url {
-        Some(url) => Some(render::user_data(&plan, &sha, url, in_user_data)?),
+        Some(url) => Some(render::user_data(
+            &plan,
+            &sha,
+            url,
+            in_user_data,
+            args.failure_url.as_deref(),
+        )?),
         None => None,
     };
     let mut enabled = ks.as_deref().map(render::enabled_units).unwrap_or_default();

@@ -209,13 +209,26 @@ pub fn enabled_units(script: &str) -> Vec<String> {
 
 /// The cloud-config; `credentials` (the plan's credentials file and its text) adds a
 /// `write_files` entry that writes it 0600 root:root before the daemon starts.
+/// `failure_url` is an http(s) URL that takes a PUT (a presigned one: `launch --ec2` makes
+/// it): when the payload cannot be fetched, does not match its sha256 or does not unpack,
+/// the instance PUTs one line saying why there and the daemon is not started. Either way the
+/// reason is in cloud-init's log (`/var/log/cloud-init-output.log`).
 pub fn user_data(
     plan: &Plan,
     payload_sha256: &str,
     payload_url: &str,
     credentials: Option<(&str, &str)>,
+    failure_url: Option<&str>,
 ) -> Result<String> {
     check_payload_url(payload_url)?;
+    if let Some(url) = failure_url {
+        check_payload_url(url).map_err(|e| {
+            anyhow::anyhow!(
+                "{}",
+                e.to_string().replace("--payload-url", "--failure-url")
+            )
+        })?;
+    }
     let credentials_entry = match credentials {
         Some((target, text)) => {
             let body: String = text.lines().map(|l| format!("      {l}\n")).collect();
@@ -226,10 +239,20 @@ pub fn user_data(
         }
         None => String::new(),
     };
+    // The report's PUT: Content-Type is not part of a presigned URL's signature.
+    let report = match failure_url {
+        Some(url) => format!(
+            "curl -fsS --retry 3 -X PUT -H 'Content-Type: text/plain' --data-binary \"pgappliance install failed on $(hostname) (machine $(cat /etc/machine-id)): $1\" '{url}' || echo 'pgappliance: the failure report could not be stored' >&2; "
+        ),
+        None => String::new(),
+    };
+    let shown_url = crate::launch::record::without_query(payload_url);
     let text = format!(
         r#"#cloud-config
 # pgappliance {name}: fetch the payload, verify it, unpack it, start the daemon without
-# holding up cloud-init (the benchmark runs for hours).
+# holding up cloud-init (the benchmark runs for hours). A payload that cannot be fetched,
+# does not match its sha256 or does not unpack leaves the daemon not started and says why
+# in cloud-init's output log{report_note}.
 write_files:
   - path: /var/lib/pgappliance/install/payload.tar.gz.sha256
     permissions: '0644'
@@ -241,15 +264,24 @@ write_files:
     - >-
       set -eu;
       cd /var/lib/pgappliance/install;
-      curl -fsSL --retry 10 --retry-delay 5 -o payload.tar.gz '{url}';
-      sha256sum -c payload.tar.gz.sha256;
-      tar -xzf payload.tar.gz -C / --no-same-owner;
+      fail() {{ echo "pgappliance: $1; the daemon is not started" >&2; {report}exit 1; }};
+      curl -fsSL --retry 10 --retry-delay 5 -o payload.tar.gz '{url}'
+      || fail 'the payload could not be fetched from {shown_url}'" (curl exit status $?; an expired or revoked presigned URL answers 403)";
+      sha256sum -c payload.tar.gz.sha256
+      || fail "the payload's sha256 is $(sha256sum payload.tar.gz | cut -d' ' -f1), not {sha}";
+      tar -xzf payload.tar.gz -C / --no-same-owner
+      || fail "the payload did not unpack (tar exit status $?)";
       systemctl daemon-reload;
       systemctl enable --now --no-block pgapplianced.service
 "#,
         name = plan.appliance.name,
         sha = payload_sha256,
-        url = payload_url
+        url = payload_url,
+        report_note = if failure_url.is_some() {
+            " and in a report it PUTs to the store"
+        } else {
+            ""
+        },
     );
     if text.len() > USER_DATA_LIMIT {
         bail!(
@@ -339,7 +371,7 @@ mod tests {
                 vec!["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTests0000000 a@b".into()];
         }
         let ks = kickstart(&plan, &sha, Some(url), None).expect("ks.cfg");
-        let ud = user_data(&plan, &sha, url, None).expect("user-data");
+        let ud = user_data(&plan, &sha, url, None, Some(url)).expect("user-data");
         let mut seen = 0;
         for (what, text) in [("ks.cfg", &ks), ("user-data", &ud)] {
             for line in text.lines() {
@@ -352,7 +384,56 @@ mod tests {
                 }
             }
         }
-        assert!(seen >= 3, "the URL appears {seen} times");
+        assert!(seen >= 4, "the URL appears {seen} times");
+        // The URL without its query, as the failure message shows it, is quoted as well.
+        let path_url = "https://h.example/b/$(reboot)/p.tar.gz?X-Amz-Signature=`id`";
+        let ud = user_data(&plan, &sha, path_url, None, None).expect("user-data");
+        let shown = "https://h.example/b/$(reboot)/p.tar.gz";
+        let mut shown_seen = 0;
+        for line in ud.lines() {
+            for (at, _) in line.match_indices(shown) {
+                shown_seen += 1;
+                assert!(
+                    single_quoted_at(line, at),
+                    "user-data: {shown:?} is not single-quoted in {line:?}"
+                );
+            }
+        }
+        assert_eq!(shown_seen, 2, "{ud}");
+    }
+
+    #[test]
+    fn a_failed_install_is_reported_only_where_the_user_data_is_told() {
+        let plan = Plan::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/m5d-8xlarge.toml"),
+        )
+        .expect("the example plan");
+        let sha = "ab".repeat(32);
+        let get = "https://s3.example/b/launches/x/payload.tar.gz?X-Amz-Signature=1";
+        let put = "https://s3.example/b/m5d/failed/x/install-failed.txt?X-Amz-Signature=2";
+        let with = user_data(&plan, &sha, get, None, Some(put)).expect("user-data");
+        let without = user_data(&plan, &sha, get, None, None).expect("user-data");
+        for ud in [&with, &without] {
+            // Each check names what failed, and every failure goes through fail(), which
+            // exits before the daemon is enabled.
+            assert!(ud.contains("|| fail 'the payload could not be fetched from https://s3.example/b/launches/x/payload.tar.gz'"), "{ud}");
+            assert!(ud.contains(&format!("not {sha}\";")), "{ud}");
+            assert!(ud.contains("|| fail \"the payload did not unpack"), "{ud}");
+            let fail = ud.find("fail() {").expect("fail()");
+            assert!(fail < ud.find("curl -fsSL").expect("fetch"), "{ud}");
+            assert!(
+                ud.find("systemctl enable").expect("enable") > ud.find("tar -xzf").expect("tar")
+            );
+        }
+        assert!(with.contains(&format!("curl -fsS --retry 3 -X PUT -H 'Content-Type: text/plain' --data-binary \"pgappliance install failed on $(hostname) (machine $(cat /etc/machine-id)): $1\" '{put}'")), "{with}");
+        assert!(!without.contains("PUT"), "{without}");
+        let e = user_data(&plan, &sha, get, None, Some("ftp://h/p"))
+            .expect_err("an ftp failure URL")
+            .to_string();
+        assert!(
+            e.contains("--failure-url") && !e.contains("--payload-url"),
+            "{e}"
+        );
     }
 
     #[test]

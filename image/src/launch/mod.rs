@@ -97,6 +97,15 @@ pub struct LaunchArgs {
     pub store: pgappliance::upload::StoreOverrides,
 }
 
+/// The name of an EC2 instance's install failure report, under
+/// `<appliance>/failed/<launch id>/` in the store.
+pub const INSTALL_FAILURE: &str = "install-failed.txt";
+
+/// How long the presigned failure report URL stays valid at least: longer than the payload
+/// URL's, so that an instance whose payload URL expired can still say so (7 days, the most
+/// a SigV4 presigned URL allows). It can only write that one object.
+pub const FAILURE_URL_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// EC2 instances booting a stock Rocky 8 image with the build's user-data.
 #[derive(Debug, clap::Args)]
 pub struct Ec2Args {
@@ -306,6 +315,27 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     } else {
         None
     };
+    // An instance whose install fails says why in the store, under the appliance's failure
+    // bundles (`<appliance>/failed/`), keyed by the launch (instances have no run yet).
+    let failure_object =
+        if ec2_client.is_some() && build.failure_url.is_none() && store.signer.is_some() {
+            let (object, url) = rt.block_on(presign::presign_method(
+                &store,
+                reqwest::Method::PUT,
+                &[
+                    &plan.appliance.name,
+                    pgappliance::engine::reset::FAILED_PREFIX,
+                    &id,
+                    INSTALL_FAILURE,
+                ],
+                FAILURE_URL_LIFETIME.max(url_lifetime),
+                "the install failure report",
+            ))?;
+            build.failure_url = Some(url);
+            Some(object)
+        } else {
+            None
+        };
     let payload_url = build.payload_url.clone();
     crate::build::run(build)?;
 
@@ -397,6 +427,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             iso_url: iso_url.as_deref().map(record::without_query),
             iso_object,
             payload_object,
+            failure_object,
             targets,
         };
         let key = record::write(&store, &rec).await?;

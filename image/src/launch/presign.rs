@@ -19,6 +19,18 @@ pub async fn presign(
     lifetime: Duration,
     what: &str,
 ) -> Result<(String, String)> {
+    presign_method(store, reqwest::Method::GET, parts, lifetime, what).await
+}
+
+/// A presigned URL for `method` (GET to fetch, PUT to write) on `parts` under the store's
+/// prefix; returns (object path, URL).
+pub async fn presign_method(
+    store: &pgappliance::upload::Store,
+    method: reqwest::Method,
+    parts: &[&str],
+    lifetime: Duration,
+    what: &str,
+) -> Result<(String, String)> {
     let Some(signer) = store.signer.clone() else {
         bail!(
             "the store {} cannot presign URLs (only s3:// stores can): serve {what} yourself and give its URL",
@@ -27,7 +39,7 @@ pub async fn presign(
     };
     let path = store.path(parts);
     let url = signer
-        .signed_url(reqwest::Method::GET, &path, lifetime)
+        .signed_url(method, &path, lifetime)
         .await
         .with_context(|| format!("presigning {path}"))?;
     Ok((path.to_string(), url.to_string()))

@@ -25,6 +25,10 @@ pub struct LaunchRecord {
     pub iso_object: Option<String>,
     /// The payload uploaded for EC2 instances.
     pub payload_object: Option<String>,
+    /// Where an EC2 instance whose install failed (payload not fetched, sha256 mismatch)
+    /// PUTs its report, through a presigned URL in the user-data.
+    #[serde(default)]
+    pub failure_object: Option<String>,
     pub targets: Vec<Target>,
 }
 

@@ -633,6 +633,7 @@ async fn poll(
             }
             Err(e) => problems.push(format!("{e:#} (trying again)")),
         }
+        install_failure(store, record, units, &mut views, display, &mut problems).await;
         for p in problems {
             if !reported.contains(&p) {
                 display.warn(&p);
@@ -647,6 +648,48 @@ async fn poll(
             return views;
         }
         tokio::time::sleep(args.interval.min(deadline - now)).await;
+    }
+}
+
+/// An EC2 instance whose install failed never writes a status object: the report it PUT
+/// (the launch record's `failure_object`) ends the wait of every instance still without one.
+async fn install_failure(
+    store: &Store,
+    record: &LaunchRecord,
+    units: &[Unit],
+    views: &mut [View],
+    display: &Display,
+    problems: &mut Vec<String>,
+) {
+    let Some(key) = &record.failure_object else {
+        return;
+    };
+    let waiting =
+        |u: &Unit, v: &View| matches!(u.matcher, Matcher::Instance(_)) && *v == View::NoStatus;
+    if !units.iter().zip(views.iter()).any(|(u, v)| waiting(u, v)) {
+        return;
+    }
+    let path = object_store::path::Path::from(key.as_str());
+    let text = match store.objects.get(&path).await {
+        Ok(r) => match r.bytes().await {
+            Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+            Err(e) => {
+                problems.push(format!("reading {key}: {e} (trying again)"));
+                return;
+            }
+        },
+        Err(object_store::Error::NotFound { .. }) => return,
+        Err(e) => {
+            problems.push(format!("reading {key}: {e} (trying again)"));
+            return;
+        }
+    };
+    for (i, u) in units.iter().enumerate() {
+        if waiting(u, &views[i]) {
+            let v = View::Failed(format!("the install failed ({key}): {text}"));
+            display.show(i, u, &v);
+            views[i] = v;
+        }
     }
 }
 

@@ -250,6 +250,12 @@ pub enum ParseCommand {
         /// The file holding the output.
         file: PathBuf,
     },
+    /// A sysbench-tpcc run's stdout (`--report-interval=1 --report_csv=yes`): the summary
+    /// (1.0.x or 1.1 layout) and the per-second CSV lines as `series`.
+    Sysbench {
+        /// The file holding the output.
+        file: PathBuf,
+    },
 }
 
 /// The largest program output `parse` reads (a pgbench run's stdout with a progress line
@@ -276,6 +282,13 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             let b = pgappliance::pgbench::parse_init(&text)
                 .with_context(|| format!("{}", file.display()))?;
             println!("{}", serde_json::to_string_pretty(&b)?);
+            Ok(0)
+        }
+        Command::Parse(ParseCommand::Sysbench { file }) => {
+            let text = read(&file)?;
+            let run = pgappliance::sysbench::parse_output(&text)
+                .with_context(|| format!("{}", file.display()))?;
+            println!("{}", serde_json::to_string_pretty(&run)?);
             Ok(0)
         }
         Command::Status { workdir } => crate::present::status(&workdir.workdir),
