@@ -199,7 +199,9 @@ fn bench_collect_prints_the_ratio_against_awscli_and_the_incremental_share() {
 fn bench_restore_prints_the_local_and_store_speedups() {
     let w = Workdir::new("bench-restore");
     let out = Command::new(harness::daemon_binary())
-        .args(["bench", "restore", "--scale", "1", "--rounds", "1", "--plan"])
+        .args([
+            "bench", "restore", "--scale", "1", "--rounds", "1", "--plan",
+        ])
         .arg(harness::workspace().join("tests/plans/tiny-bench.toml"))
         .arg("--workdir")
         .arg(w.path())
@@ -213,7 +215,12 @@ fn bench_restore_prints_the_local_and_store_speedups() {
         .unwrap_or_else(|| panic!("last line: {last}"));
     let (local, store) = rest
         .split_once(" local, ")
-        .and_then(|(l, s)| Some((l.parse::<f64>().ok()?, s.strip_suffix(" store")?.parse::<f64>().ok()?)))
+        .and_then(|(l, s)| {
+            Some((
+                l.parse::<f64>().ok()?,
+                s.strip_suffix(" store")?.parse::<f64>().ok()?,
+            ))
+        })
         .unwrap_or_else(|| panic!("last line: {last}"));
     assert!(local > 0.0 && store > 0.0, "{last}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -227,5 +234,9 @@ fn bench_restore_prints_the_local_and_store_speedups() {
     ] {
         assert!(stdout.contains(label), "{label} missing:\n{stdout}");
     }
-    assert!(!w.path().join("snapshots").read_dir().is_ok_and(|mut d| d.next().is_some()));
+    assert!(!w
+        .path()
+        .join("snapshots")
+        .read_dir()
+        .is_ok_and(|mut d| d.next().is_some()));
 }
