@@ -557,6 +557,9 @@ pub async fn run(
         t0.elapsed().as_secs_f64()
     )));
 
+    // Every candidate starts with what the one before left written back (a `sync`,
+    // untimed: on a file system mounted with online discard it also waits for the
+    // discards of what the earlier candidate removed).
     let candidates = [
         Candidate::PgbenchClient,
         Candidate::PgbenchServer,
@@ -574,6 +577,7 @@ pub async fn run(
         for k in 0..n {
             let i = (k + round as usize) % n;
             let cand = candidates[i];
+            nix::unistd::sync();
             let t = match cand {
                 Candidate::PgbenchClient => time_pgbench(&run, o.scale, false).await,
                 Candidate::PgbenchServer => time_pgbench(&run, o.scale, true).await,
