@@ -314,6 +314,16 @@ fn tpcc_plan_prepares_resumes_a_killed_prepare_and_matches_sysbench_output() {
         );
     }
     // The prepared dataset and the plan's settings back after the load settings.
+    assert_eq!(
+        r["tpcc_datasets"][0]["database"], "sbtest_w1_t2",
+        "{}",
+        r["tpcc_datasets"]
+    );
+    assert_eq!(r["tpcc_datasets"][0]["source"], "generated");
+    assert!(
+        r["dataset"].is_null(),
+        "no pgbench dataset in a TPC-C-only plan"
+    );
     let ds = read_json(&run_dir.join("dataset-tpcc.json"));
     assert_eq!(ds[0]["database"], "sbtest_w1_t2", "{ds}");
     assert!(ds[0]["bytes"].as_u64().expect("bytes") > 1 << 20, "{ds}");

@@ -150,6 +150,8 @@ impl Step for Dataset {
                     s.dataset.spec = pgbench;
                     s.dataset.tpcc = tpcc;
                 })?;
+                let source = info.source.clone().unwrap_or_default();
+                super::tpcc::record_restored(cx, &source, info.wall_s).await?;
                 tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
                 return crate::snapshot::share(cx).await;
             }
