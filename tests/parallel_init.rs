@@ -6,82 +6,8 @@
 mod harness;
 
 use std::path::Path;
-use std::process::Command;
 
-use harness::{describe, Workdir};
-
-/// One query against the cluster a run left running in `w`.
-fn query(w: &Workdir, db: &str, sql: &str) -> String {
-    let j = w.journal().expect("journal");
-    let port = j["state"]["postgres"]["port"]
-        .as_u64()
-        .expect("port")
-        .to_string();
-    let out = Command::new("psql")
-        .args(["-X", "-A", "-t", "-U", "postgres", "-h"])
-        .arg(w.path().join("cluster/socket"))
-        .args(["-p", &port, "-d", db, "-c", sql])
-        .output()
-        .expect("psql");
-    assert!(out.status.success(), "{sql}: {}", describe(&out));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
-    query(w, "pgbench", "create extension if not exists pg_visibility");
-    let mut f = Vec::new();
-    for (table, key) in [
-        ("pgbench_branches", "bid"),
-        ("pgbench_tellers", "tid"),
-        ("pgbench_accounts", "aid"),
-        ("pgbench_history", "tid"),
-    ] {
-        let checks = [
-            ("rows", format!("select count(*) from {table}")),
-            (
-                "content",
-                format!("select md5(coalesce(string_agg(t::text, '|' order by {key}), '')) from {table} t"),
-            ),
-            (
-                "nulls",
-                format!("select count(*) filter (where filler is null) from {table}"),
-            ),
-            (
-                "columns",
-                format!(
-                    "select string_agg(attname || ' ' || format_type(atttypid, atttypmod) || case when attnotnull then ' not null' else '' end || case when atthasdef then ' default' else '' end, ', ' order by attnum) \
-                     from pg_attribute where attrelid = '{table}'::regclass and attnum > 0 and not attisdropped"
-                ),
-            ),
-            (
-                "reloptions",
-                format!("select coalesce(array_to_string(reloptions, ','), '') from pg_class where oid = '{table}'::regclass"),
-            ),
-            (
-                "indexes",
-                format!("select coalesce(string_agg(regexp_replace(indexdef, 'INDEX \\S+ ON', 'INDEX ON'), '; '), '') from pg_indexes where tablename = '{table}'"),
-            ),
-            (
-                // Every page all-visible after the VACUUM; pgbench's COPY FREEZE also leaves
-                // every page of pgbench_accounts all-frozen (15's small tables: not frozen).
-                "frozen",
-                format!(
-                    "select (all_visible = pg_relation_size('{table}') / 8192)::text || '/' || \
-                     (all_frozen = pg_relation_size('{table}') / 8192)::text \
-                     from pg_visibility_map_summary('{table}')"
-                ),
-            ),
-            (
-                "vacuumed and analysed",
-                format!("select (last_vacuum is not null)::text || (last_analyze is not null)::text from pg_stat_user_tables where relname = '{table}'"),
-            ),
-        ];
-        for (what, sql) in checks {
-            f.push((format!("{table} {what}"), query(w, "pgbench", &sql)));
-        }
-    }
-    f
-}
+use harness::{describe, fingerprint, query, Workdir};
 
 fn run_plan(w: &Workdir, plan: &Path) {
     let out = w

@@ -15,21 +15,57 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::csv::CsvWriter;
-use crate::plan::Checksums;
-use crate::report::{escape, line_chart, Series};
+use crate::plan::{Checksums, WorkloadKind};
+use crate::report::{escape, line_chart, load_unit, Series};
 use crate::results::{PointStatus, RunResults};
+
+/// The most per-second samples a digest keeps of a sysbench-tpcc point's tps series;
+/// longer series are averaged down to this many (a 1 h run's 3600 seconds to 6 s each).
+pub const DIGEST_SERIES_SAMPLES: usize = 600;
 
 /// The figures of one successful point that the comparison uses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DigestPoint {
     pub workload: String,
+    /// Absent in digests kept by collectors before sysbench-tpcc existed: pgbench.
+    #[serde(default)]
+    pub kind: WorkloadKind,
+    /// pgbench's builtin script; empty for sysbench-tpcc.
     pub builtin: String,
     /// `"on"`, `"off"`, or `""` when the plan required no checksum state.
     pub checksums: String,
+    /// pgbench's clients; sysbench-tpcc's threads.
     pub clients: u32,
     pub tps: f64,
     pub latency_avg_ms: Option<f64>,
     pub latency: Percentiles,
+    /// sysbench-tpcc: queries per second, ignored errors and reconnects over the run.
+    #[serde(default)]
+    pub qps: Option<f64>,
+    #[serde(default)]
+    pub ignored_errors: Option<u64>,
+    #[serde(default)]
+    pub reconnects: Option<u64>,
+    /// sysbench-tpcc: (seconds, tps), at most [`DIGEST_SERIES_SAMPLES`] of them; empty for
+    /// pgbench, whose series stay on the run's own page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tps_series: Vec<(f64, f64)>,
+}
+
+/// A tps series averaged down to at most `max` samples: consecutive samples are merged in
+/// equal runs, each keeping the time of its last sample and the mean tps.
+pub fn downsample(series: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if series.len() <= max || max == 0 {
+        return series.to_vec();
+    }
+    let per = series.len().div_ceil(max);
+    series
+        .chunks(per)
+        .map(|c| {
+            let t = c.last().map(|s| s.0).unwrap_or(0.0);
+            (t, c.iter().map(|s| s.1).sum::<f64>() / c.len() as f64)
+        })
+        .collect()
 }
 
 /// Latency percentiles of a point, in milliseconds.
@@ -74,22 +110,39 @@ impl RunDigest {
             .filter(|p| p.status == PointStatus::Ok)
             .filter_map(|p| {
                 let l = p.latency.as_ref();
+                let sb = p.sysbench.as_ref();
+                let tpcc = p.kind == WorkloadKind::SysbenchTpcc;
                 Some(DigestPoint {
                     workload: p.workload.clone(),
-                    builtin: p.builtin.pgbench_name().to_string(),
+                    kind: p.kind,
+                    builtin: if tpcc {
+                        String::new()
+                    } else {
+                        p.builtin.pgbench_name().to_string()
+                    },
                     checksums: Checksums::label(p.checksums).to_string(),
                     clients: p.clients,
                     tps: p.tps()?,
-                    latency_avg_ms: p.summary.as_ref().map(|s| s.latency_avg_ms),
+                    latency_avg_ms: p.latency_avg_ms(),
                     latency: Percentiles {
                         p25: l.and_then(|l| l.p25_ms),
                         p50: l.and_then(|l| l.p50_ms),
                         p75: l.and_then(|l| l.p75_ms),
                         p90: l.and_then(|l| l.p90_ms),
-                        p95: l.and_then(|l| l.p95_ms),
+                        p95: p.latency_p95_ms(),
                         p99: l.and_then(|l| l.p99_ms),
                         p99_9: l.and_then(|l| l.p99_9_ms),
-                        max: l.and_then(|l| l.max_ms),
+                        max: p.latency_max_ms(),
+                    },
+                    qps: sb.map(|s| s.qps),
+                    ignored_errors: sb.map(|s| s.ignored_errors),
+                    reconnects: sb.map(|s| s.reconnects),
+                    tps_series: if tpcc {
+                        let series: Vec<(f64, f64)> =
+                            p.tps_series.iter().map(|s| (s.elapsed_s, s.tps)).collect();
+                        downsample(&series, DIGEST_SERIES_SAMPLES)
+                    } else {
+                        Vec::new()
                     },
                 })
             })
@@ -201,8 +254,10 @@ pub struct Row {
     pub run_id: String,
     pub run_key: String,
     pub workload: String,
+    pub kind: WorkloadKind,
     pub builtin: String,
     pub checksums: String,
+    /// Clients (pgbench) or threads (sysbench-tpcc).
     pub clients: u32,
     pub samples: usize,
     pub tps_mean: f64,
@@ -212,6 +267,12 @@ pub struct Row {
     /// Means of each percentile over the repeats; `max` is the largest.
     pub latency: Percentiles,
     pub hourly_price_usd: f64,
+    /// sysbench-tpcc: mean queries per second; ignored errors and reconnects summed over
+    /// the repeats; each repeat's tps series.
+    pub qps_mean: Option<f64>,
+    pub ignored_errors: Option<u64>,
+    pub reconnects: Option<u64>,
+    pub tps_series: Vec<Vec<(f64, f64)>>,
 }
 
 impl Row {
@@ -237,14 +298,15 @@ fn mean(v: &[f64]) -> Option<f64> {
 pub fn rows(runs: &[RunDigest]) -> Vec<Row> {
     let mut out = Vec::new();
     for (run, machine) in runs.iter().zip(labels(runs)) {
-        let mut groups: BTreeMap<(&str, &str, u32), Vec<&DigestPoint>> = BTreeMap::new();
+        let mut groups: BTreeMap<(&str, &str, &str, u32), Vec<&DigestPoint>> = BTreeMap::new();
         for p in &run.points {
             groups
-                .entry((&p.workload, &p.checksums, p.clients))
+                .entry((&p.workload, p.kind.as_str(), &p.checksums, p.clients))
                 .or_default()
                 .push(p);
         }
-        for ((workload, checksums, clients), points) in groups {
+        for ((workload, _, checksums, clients), points) in groups {
+            let kind = points[0].kind;
             let tps: Vec<f64> = points.iter().map(|p| p.tps).collect();
             let Some(tps_mean) = mean(&tps) else { continue };
             let lat = |f: fn(&Percentiles) -> Option<f64>| {
@@ -260,6 +322,7 @@ pub fn rows(runs: &[RunDigest]) -> Vec<Row> {
                 run_id: run.run_id.clone(),
                 run_key: run.key.clone(),
                 workload: workload.to_string(),
+                kind,
                 builtin: points[0].builtin.clone(),
                 checksums: checksums.to_string(),
                 clients,
@@ -287,10 +350,23 @@ pub fn rows(runs: &[RunDigest]) -> Vec<Row> {
                         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
                 },
                 hourly_price_usd: run.hourly_price_usd,
+                qps_mean: mean(&points.iter().filter_map(|p| p.qps).collect::<Vec<_>>()),
+                ignored_errors: sum(points.iter().map(|p| p.ignored_errors)),
+                reconnects: sum(points.iter().map(|p| p.reconnects)),
+                tps_series: points
+                    .iter()
+                    .filter(|p| !p.tps_series.is_empty())
+                    .map(|p| p.tps_series.clone())
+                    .collect(),
             });
         }
     }
     out
+}
+
+/// The sum of counts every one of which is known.
+fn sum(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    v.sum()
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -322,6 +398,10 @@ pub fn summary_csv(rows: &[Row]) -> String {
         "hourly_price_usd",
         "tps_per_dollar_hour",
         "run_key",
+        "kind",
+        "qps_mean",
+        "ignored_errors",
+        "reconnects",
     ]);
     for r in rows {
         let l = &r.latency;
@@ -348,6 +428,10 @@ pub fn summary_csv(rows: &[Row]) -> String {
             r.hourly_price_usd.to_string(),
             opt(r.tps_per_dollar_hour()),
             r.run_key.clone(),
+            r.kind.as_str().to_string(),
+            opt(r.qps_mean),
+            r.ignored_errors.map(|n| n.to_string()).unwrap_or_default(),
+            r.reconnects.map(|n| n.to_string()).unwrap_or_default(),
         ]);
     }
     w.finish()
@@ -384,10 +468,12 @@ pub struct FindingRow {
     pub per_dollar_vs_baseline_pct: Option<f64>,
 }
 
-/// The finding for one workload: a table by client count and machine, and a sentence.
+/// The finding for one workload: a table by client (thread) count and machine, and a
+/// sentence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadFinding {
     pub workload: String,
+    pub kind: WorkloadKind,
     pub builtin: String,
     pub baseline: String,
     pub rows: Vec<FindingRow>,
@@ -398,12 +484,8 @@ pub struct WorkloadFinding {
 pub fn findings(runs: &[RunDigest], rows: &[Row], baseline: usize) -> Vec<WorkloadFinding> {
     let labels = labels(runs);
     let base_label = &labels[baseline];
-    let mut by_workload: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
-    for r in rows {
-        by_workload.entry(&r.workload).or_default().push(r);
-    }
     let mut out = Vec::new();
-    for (workload, wrows) in by_workload {
+    for ((workload, kind), wrows) in by_workload(rows) {
         // machine → clients → rows of each checksum state.
         let mut grid: BTreeMap<&str, BTreeMap<u32, Vec<&Row>>> = BTreeMap::new();
         for r in &wrows {
@@ -454,9 +536,10 @@ pub fn findings(runs: &[RunDigest], rows: &[Row], baseline: usize) -> Vec<Worklo
                 });
             }
         }
-        let sentence = sentence(workload, base_label, &table);
+        let sentence = sentence(workload, kind, base_label, &table);
         out.push(WorkloadFinding {
             workload: workload.to_string(),
+            kind,
             builtin: wrows[0].builtin.clone(),
             baseline: base_label.clone(),
             rows: table,
@@ -466,11 +549,41 @@ pub fn findings(runs: &[RunDigest], rows: &[Row], baseline: usize) -> Vec<Worklo
     out
 }
 
-fn client_list(counts: &[u32]) -> String {
+/// The rows of each workload, keyed by its name and kind (a pgbench and a sysbench-tpcc
+/// workload of the same name are not compared with each other), in name order.
+fn by_workload(rows: &[Row]) -> Vec<((&str, WorkloadKind), Vec<&Row>)> {
+    let mut groups: BTreeMap<(&str, &str), Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((&r.workload, r.kind.as_str()))
+            .or_default()
+            .push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((workload, _), rows)| ((workload, rows[0].kind), rows))
+        .collect()
+}
+
+/// What a finding calls the throughput it compares.
+fn tps_word(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::Pgbench => "tps",
+        WorkloadKind::SysbenchTpcc => "TPC-C tps",
+    }
+}
+
+fn client_list(kind: WorkloadKind, counts: &[u32]) -> String {
     let list: Vec<String> = counts.iter().map(u32::to_string).collect();
+    let unit = load_unit(kind);
     match list.len() {
-        1 => format!("at {} clients", list[0]),
-        _ => format!("over {} client counts ({})", list.len(), list.join(", ")),
+        1 => format!("at {} {unit}", list[0]),
+        _ => format!(
+            "over {} {} counts ({})",
+            list.len(),
+            unit.trim_end_matches('s'),
+            list.join(", ")
+        ),
     }
 }
 
@@ -545,21 +658,27 @@ fn versus<'a>(baseline: &str, table: &'a [FindingRow]) -> (Vec<Versus<'a>>, Vec<
 /// machine against the baseline (the geometric mean of its tps ratios over the client counts
 /// both ran), its price and tps per dollar-hour, and the cost of data checksums. With more
 /// than a few machines it gives the range and who is at either end instead.
-fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
+fn sentence(workload: &str, kind: WorkloadKind, baseline: &str, table: &[FindingRow]) -> String {
     let (all, unmatched) = versus(baseline, table);
+    let tps = tps_word(kind);
+    // pgbench's sentence keeps its plain "faster"; TPC-C's says what was measured.
+    let faster = match kind {
+        WorkloadKind::Pgbench => ("faster", "slower"),
+        WorkloadKind::SysbenchTpcc => ("faster in TPC-C tps", "slower in TPC-C tps"),
+    };
     let mut parts = Vec::new();
     if all.len() <= NAMED_IN_SENTENCE {
         for v in &all {
             let mut s = format!(
                 "{} is {} than {baseline} {}",
                 v.machine,
-                more_or_less(v.tps_pct, "faster", "slower"),
-                client_list(&v.counts)
+                more_or_less(v.tps_pct, faster.0, faster.1),
+                client_list(kind, &v.counts)
             );
             if let (Some(price), Some(per_dollar)) = (v.price_pct, v.per_dollar_pct) {
                 let _ = write!(
                     s,
-                    "; at {} per hour it gives {} tps per dollar-hour",
+                    "; at {} per hour it gives {} {tps} per dollar-hour",
                     more_or_less(price, "dearer", "cheaper"),
                     more_or_less(per_dollar, "more", "less")
                 );
@@ -572,10 +691,10 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
             v.sort_by(|a, b| a.1.total_cmp(&b.1));
             v
         };
-        let tps = by(|v| Some(v.tps_pct));
-        if let (Some(lo), Some(hi)) = (tps.first(), tps.last()) {
+        let by_tps = by(|v| Some(v.tps_pct));
+        if let (Some(lo), Some(hi)) = (by_tps.first(), by_tps.last()) {
             parts.push(format!(
-                "against {baseline}, the {} other runs range from {:+.1} % ({}) to {:+.1} % ({}) in tps",
+                "against {baseline}, the {} other runs range from {:+.1} % ({}) to {:+.1} % ({}) in {tps}",
                 all.len(),
                 lo.1,
                 lo.0.machine,
@@ -586,7 +705,7 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
         let per_dollar = by(|v| v.per_dollar_pct);
         if let Some(best) = per_dollar.last() {
             parts.push(format!(
-                "the most tps per dollar-hour is {}'s ({:+.1} %)",
+                "the most {tps} per dollar-hour is {}'s ({:+.1} %)",
                 best.0.machine, best.1
             ));
         }
@@ -648,6 +767,7 @@ fn sentence(workload: &str, baseline: &str, table: &[FindingRow]) -> String {
 pub struct Regression {
     pub machine: String,
     pub workload: String,
+    pub kind: WorkloadKind,
     pub checksums: String,
     pub clients: u32,
     pub baseline_tps: f64,
@@ -666,16 +786,24 @@ pub struct Regression {
 /// against the baseline's point of the same workload, checksum state and client count, or
 /// whose latency p99 rose by more than it; worst tps change first.
 pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regression> {
-    let base: BTreeMap<(&str, &str, u32), &Row> = rows
+    let key = |r: &'_ Row| {
+        (
+            r.workload.clone(),
+            r.kind.as_str(),
+            r.checksums.clone(),
+            r.clients,
+        )
+    };
+    let base: BTreeMap<_, &Row> = rows
         .iter()
         .filter(|r| r.machine == baseline)
-        .map(|r| ((r.workload.as_str(), r.checksums.as_str(), r.clients), r))
+        .map(|r| (key(r), r))
         .collect();
     let mut out: Vec<Regression> = rows
         .iter()
         .filter(|r| r.machine != baseline)
         .filter_map(|r| {
-            let b = base.get(&(r.workload.as_str(), r.checksums.as_str(), r.clients))?;
+            let b = base.get(&key(r))?;
             let tps_change = change_pct(r.tps_mean, b.tps_mean)?;
             let p99_change = match (r.latency.p99, b.latency.p99) {
                 (Some(p), Some(bp)) => change_pct(p, bp),
@@ -686,6 +814,7 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
             (tps_fell || p99_rose).then(|| Regression {
                 machine: r.machine.clone(),
                 workload: r.workload.clone(),
+                kind: r.kind,
                 checksums: r.checksums.clone(),
                 clients: r.clients,
                 baseline_tps: b.tps_mean,
@@ -838,7 +967,10 @@ fn regressions_section(h: &mut String, list: &[Regression], base: &str, threshol
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
             escape(&r.machine),
             escape(&r.workload),
-            if r.checksums.is_empty() { String::new() } else { format!(" (checksums {})", r.checksums) },
+            match r.kind {
+                WorkloadKind::Pgbench => String::new(),
+                WorkloadKind::SysbenchTpcc => " (TPC-C; threads, not clients)".to_string(),
+            } + &if r.checksums.is_empty() { String::new() } else { format!(" (checksums {})", r.checksums) },
             r.clients,
             r.baseline_tps,
             r.tps,
@@ -860,12 +992,18 @@ fn finding_section(h: &mut String, findings: &[WorkloadFinding], base: &str) {
         escape(base)
     );
     for f in findings {
+        let what = match f.kind {
+            WorkloadKind::Pgbench => f.builtin.clone(),
+            WorkloadKind::SysbenchTpcc => "TPC-C, sysbench-tpcc".to_string(),
+        };
+        let tps = tps_word(f.kind);
         let _ = write!(
             h,
-            "<h3>{} ({})</h3><p class=\"finding\">{}</p><table class=\"finding-table\"><tr><th>clients</th><th class=\"l\">machine</th><th>tps</th><th>vs baseline</th><th>checksums cost</th><th>$/hour</th><th>tps per $/hour</th><th>vs baseline</th></tr>",
+            "<h3>{} ({})</h3><p class=\"finding\">{}</p><table class=\"finding-table\"><tr><th>{}</th><th class=\"l\">machine</th><th>{tps}</th><th>vs baseline</th><th>checksums cost</th><th>$/hour</th><th>{tps} per $/hour</th><th>vs baseline</th></tr>",
             escape(&f.workload),
-            escape(&f.builtin),
-            escape(&f.sentence)
+            escape(&what),
+            escape(&f.sentence),
+            load_unit(f.kind),
         );
         for r in &f.rows {
             let _ = write!(
@@ -914,29 +1052,48 @@ fn machines_table(h: &mut String, runs: &[RunDigest], labels: &[String], o: &Ind
 }
 
 fn charts_section(h: &mut String, rows: &[Row]) {
-    let mut by_workload: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
-    for r in rows {
-        by_workload.entry(&r.workload).or_default().push(r);
-    }
-    for (workload, wrows) in by_workload {
-        let _ = write!(h, "<h2>{}: scaling and latency</h2>", escape(workload));
+    for ((workload, kind), wrows) in by_workload(rows) {
+        let unit = load_unit(kind);
+        let tps = tps_word(kind);
+        match kind {
+            WorkloadKind::Pgbench => {
+                let _ = write!(h, "<h2>{}: scaling and latency</h2>", escape(workload));
+            }
+            WorkloadKind::SysbenchTpcc => {
+                let _ = write!(
+                    h,
+                    "<h2>{}: TPC-C (sysbench-tpcc) scaling, latency and tps per second</h2>",
+                    escape(workload)
+                );
+            }
+        }
         h.push_str(&line_chart(
-            &format!("{workload}: tps by clients"),
-            "clients",
-            "tps",
+            &format!("{workload}: {tps} by {unit}"),
+            unit,
+            tps,
             &series_of(&wrows, |r| Some(r.tps_mean)),
             true,
         ));
+        // pgbench's latency log gives p99; sysbench reports its 95th percentile.
+        let (label, pick): (&str, fn(&Row) -> Option<f64>) = match kind {
+            WorkloadKind::Pgbench => ("p99", |r| r.latency.p99),
+            WorkloadKind::SysbenchTpcc => ("p95", |r| r.latency.p95),
+        };
         h.push_str(&line_chart(
-            &format!("{workload}: latency p99 by clients"),
-            "clients",
+            &format!("{workload}: latency {label} by {unit}"),
+            unit,
             "ms",
-            &series_of(&wrows, |r| r.latency.p99),
+            &series_of(&wrows, pick),
             true,
         ));
+        if kind == WorkloadKind::SysbenchTpcc {
+            // sysbench gives a mean and one percentile: its own table, then the seconds.
+            tpcc_details(h, workload, &wrows);
+            continue;
+        }
         let _ = write!(
             h,
-            "<table class=\"latency-table\"><tr><th class=\"l\">machine</th><th class=\"l\">checksums</th><th>clients</th><th>p25 ms</th><th>p50 ms</th><th>p75 ms</th><th>p95 ms</th><th>p99 ms</th></tr>"
+            "<table class=\"latency-table\"><tr><th class=\"l\">machine</th><th class=\"l\">checksums</th><th>{unit}</th><th>p25 ms</th><th>p50 ms</th><th>p75 ms</th><th>p95 ms</th><th>p99 ms</th></tr>"
         );
         let mut sorted = wrows.clone();
         sorted.sort_by(|a, b| {
@@ -961,6 +1118,70 @@ fn charts_section(h: &mut String, rows: &[Row]) {
     }
 }
 
+/// A TPC-C workload's per-machine figures sysbench adds (qps, ignored errors, reconnects)
+/// and, per thread count, every machine's tps second by second on one chart, as scenario B
+/// compared its two machines.
+fn tpcc_details(h: &mut String, workload: &str, rows: &[&Row]) {
+    h.push_str("<table class=\"tpcc-table\"><tr><th class=\"l\">machine</th><th class=\"l\">checksums</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95 ms</th><th>max ms</th><th>ignored errors</th><th>reconnects</th></tr>");
+    let count = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_else(|| "—".into());
+    let mut sorted = rows.to_vec();
+    sorted.sort_by(|a, b| {
+        (&a.machine, &a.checksums, a.clients).cmp(&(&b.machine, &b.checksums, b.clients))
+    });
+    for r in &sorted {
+        let _ = write!(
+            h,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&r.machine),
+            if r.checksums.is_empty() { "—" } else { r.checksums.as_str() },
+            r.clients,
+            r.tps_mean,
+            num_cell(r.qps_mean, 1),
+            num_cell(r.latency_avg_ms, 3),
+            num_cell(r.latency.p95, 3),
+            num_cell(r.latency.max, 3),
+            count(r.ignored_errors),
+            count(r.reconnects),
+        );
+    }
+    h.push_str("</table>");
+    let mut by_threads: BTreeMap<u32, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        by_threads.entry(r.clients).or_default().push(r);
+    }
+    for (threads, at) in by_threads {
+        let mut series = Vec::new();
+        for r in at {
+            let state = if r.checksums.is_empty() {
+                String::new()
+            } else {
+                format!(" (checksums {})", r.checksums)
+            };
+            let repeats = r.tps_series.len();
+            for (i, s) in r.tps_series.iter().enumerate() {
+                series.push(Series {
+                    name: if repeats > 1 {
+                        format!("{}{state} #{}", r.machine, i + 1)
+                    } else {
+                        format!("{}{state}", r.machine)
+                    },
+                    points: s.clone(),
+                });
+            }
+        }
+        if series.is_empty() {
+            continue;
+        }
+        h.push_str(&line_chart(
+            &format!("{workload} at {threads} threads: TPC-C tps per second"),
+            "seconds",
+            "TPC-C tps",
+            &series,
+            false,
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -968,6 +1189,7 @@ mod tests {
     fn point(workload: &str, checksums: &str, clients: u32, tps: f64, p99: f64) -> DigestPoint {
         DigestPoint {
             workload: workload.into(),
+            kind: WorkloadKind::Pgbench,
             builtin: "tpcb-like".into(),
             checksums: checksums.into(),
             clients,
@@ -983,7 +1205,162 @@ mod tests {
                 p99_9: Some(p99 * 1.5),
                 max: Some(p99 * 3.0),
             },
+            qps: None,
+            ignored_errors: None,
+            reconnects: None,
+            tps_series: Vec::new(),
         }
+    }
+
+    /// A sysbench-tpcc point: sysbench's mean and 95th percentile, a flat per-second series.
+    fn tpcc(workload: &str, threads: u32, tps: f64, p95: f64) -> DigestPoint {
+        DigestPoint {
+            workload: workload.into(),
+            kind: WorkloadKind::SysbenchTpcc,
+            builtin: String::new(),
+            checksums: String::new(),
+            clients: threads,
+            tps,
+            latency_avg_ms: Some(p95 / 2.0),
+            latency: Percentiles {
+                p95: Some(p95),
+                max: Some(p95 * 10.0),
+                ..Percentiles::default()
+            },
+            qps: Some(tps * 28.0),
+            ignored_errors: Some(100),
+            reconnects: Some(0),
+            tps_series: (1..=3600).map(|s| (f64::from(s), tps)).collect::<Vec<_>>(),
+        }
+    }
+
+    /// Scenario B's TPC-C comparison: m6gd.8xlarge over m5d.8xlarge by +15.5 %, +8 %,
+    /// +4.5 % and +1.4 % at 16, 32, 64 and 128 threads (in memory).
+    fn scenario_b_tpcc() -> Vec<RunDigest> {
+        let threads = [16u32, 32, 64, 128];
+        let gain = [1.155, 1.08, 1.045, 1.014];
+        let base = [4036.2, 6100.0, 7200.0, 7400.0];
+        let digest = |series: &[(f64, f64)]| downsample(series, DIGEST_SERIES_SAMPLES);
+        let points = |factor: &dyn Fn(usize) -> f64| -> Vec<DigestPoint> {
+            threads
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| {
+                    let mut p = tpcc("tpcc-mem", t, base[i] * factor(i), 8.0);
+                    p.tps_series = digest(&p.tps_series);
+                    p
+                })
+                .collect()
+        };
+        vec![
+            run("m5d.8xlarge", "r-01", 1.808, points(&|_| 1.0)),
+            run("m6gd.8xlarge", "r-02", 1.4464, points(&|i| gain[i])),
+        ]
+    }
+
+    #[test]
+    fn a_tpcc_finding_speaks_of_tpcc_tps_over_thread_counts() {
+        let mut runs = scenario_b_tpcc();
+        // A pgbench workload of the same name is its own finding, not mixed in.
+        runs[0].points.push(point("tpcc-mem", "", 16, 1.0, 1.0));
+        runs[1].points.push(point("tpcc-mem", "", 16, 2.0, 1.0));
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0);
+        assert_eq!(f.len(), 2, "{f:?}");
+        let t = f
+            .iter()
+            .find(|f| f.kind == WorkloadKind::SysbenchTpcc)
+            .expect("TPC-C finding");
+        let geo = ((1.155f64 * 1.08 * 1.045 * 1.014).powf(0.25) - 1.0) * 100.0;
+        assert!(
+            t.sentence.starts_with(&format!(
+                "tpcc-mem: m6gd.8xlarge is {geo:.1} % faster in TPC-C tps than m5d.8xlarge over 4 thread counts (16, 32, 64, 128); at 20.0 % cheaper per hour it gives"
+            )) && t.sentence.contains("% more TPC-C tps per dollar-hour"),
+            "{}",
+            t.sentence
+        );
+        let at16 = t
+            .rows
+            .iter()
+            .find(|r| r.clients == 16 && r.machine == "m6gd.8xlarge")
+            .expect("16 threads");
+        assert!((at16.vs_baseline_pct.expect("vs") - 15.5).abs() < 1e-9);
+        let pg = f
+            .iter()
+            .find(|f| f.kind == WorkloadKind::Pgbench)
+            .expect("pgbench finding");
+        assert!(
+            pg.sentence
+                .contains("m6gd.8xlarge is 100.0 % faster than m5d.8xlarge at 16 clients"),
+            "{}",
+            pg.sentence
+        );
+    }
+
+    #[test]
+    fn the_index_shows_tpcc_per_second_charts_and_the_csv_its_columns() {
+        let runs = scenario_b_tpcc();
+        let html = render_index(
+            &runs,
+            &[],
+            &IndexOptions {
+                baseline: 0,
+                threshold_pct: Some(5.0),
+                left_out: &[],
+                run_pages: &[],
+                stores: &["file:///s".to_string()],
+            },
+        );
+        assert!(html.contains("<h3>tpcc-mem (TPC-C, sysbench-tpcc)</h3>"));
+        assert!(html.contains("<th>threads</th><th class=\"l\">machine</th><th>TPC-C tps</th>"));
+        assert!(html.contains("tpcc-mem: TPC-C tps by threads</title>"));
+        assert!(html.contains("tpcc-mem: latency p95 by threads</title>"));
+        for t in [16, 32, 64, 128] {
+            assert!(
+                html.contains(&format!(
+                    "tpcc-mem at {t} threads: TPC-C tps per second</title>"
+                )),
+                "{t}"
+            );
+        }
+        assert!(html.contains("class=\"tpcc-table\""));
+        // m5d is the baseline and m6gd is faster: no regression.
+        assert!(html.contains("No point's tps fell"));
+        let csv = summary_csv(&rows(&runs));
+        let lines: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+        let col = |c: &str| lines[0].iter().position(|h| *h == c).expect(c);
+        let row = lines
+            .iter()
+            .find(|r| r[0] == "m6gd.8xlarge" && r[col("clients")] == "16")
+            .expect("row");
+        assert_eq!(row[col("kind")], "sysbench-tpcc");
+        assert_eq!(row[col("builtin")], "");
+        assert_eq!(row[col("p95_ms")], "8.000");
+        assert_eq!(row[col("ignored_errors")], "100");
+        assert_eq!(row[col("reconnects")], "0");
+        let qps: f64 = row[col("qps_mean")].parse().expect("qps");
+        assert!((qps - 4036.2 * 1.155 * 28.0).abs() < 0.01, "{qps}");
+    }
+
+    #[test]
+    fn a_digest_keeps_a_tpcc_series_averaged_down_and_reads_old_digests_as_pgbench() {
+        let series: Vec<(f64, f64)> = (1..=3600)
+            .map(|s| (f64::from(s), f64::from(s % 2)))
+            .collect();
+        let d = downsample(&series, DIGEST_SERIES_SAMPLES);
+        assert_eq!(d.len(), 600);
+        assert_eq!(d[0], (6.0, 0.5));
+        assert_eq!(d[599], (3600.0, 0.5));
+        let short = [(1.0, 5.0), (2.0, 7.0)];
+        assert_eq!(downsample(&short, DIGEST_SERIES_SAMPLES), short.to_vec());
+        // A digest cached by a collector from before sysbench-tpcc.
+        let mut old = serde_json::to_value(point("rw", "", 10, 100.0, 1.0)).expect("json");
+        for k in ["kind", "qps", "ignored_errors", "reconnects", "tps_series"] {
+            old.as_object_mut().expect("object").remove(k);
+        }
+        let p: DigestPoint = serde_json::from_value(old).expect("old digest reads");
+        assert_eq!(p.kind, WorkloadKind::Pgbench);
+        assert!(p.tps_series.is_empty());
     }
 
     fn run(appliance: &str, run_id: &str, price: f64, points: Vec<DigestPoint>) -> RunDigest {

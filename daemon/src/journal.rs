@@ -158,6 +158,33 @@ pub struct DatasetState {
     pub spec: Option<String>,
     /// Present (the loader's degree) while the parallel loader's load settings are in force.
     pub load_degree: Option<u32>,
+    /// The sysbench-tpcc datasets prepared (their [`crate::steps::tpcc::dataset_spec`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tpcc: Vec<String>,
+    /// The sysbench-tpcc database being prepared (its load settings in force).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpcc_preparing: Option<String>,
+    /// Where the dataset came from: `generated`, `snapshot:local` or `snapshot:store`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// The id of the dataset's local snapshot, once it is complete.
+    #[serde(default)]
+    pub snapshot: Option<String>,
+    /// A restore of this snapshot was started and has not finished (redone at start).
+    #[serde(default)]
+    pub restoring: Option<String>,
+    /// The workload whose points ran on the data since it was generated or restored, and
+    /// whether the last of them was a warm-up.
+    #[serde(default)]
+    pub changed_by: Option<String>,
+    #[serde(default)]
+    pub changed_by_warmup: bool,
+    /// The store the snapshot was uploaded to and read back from.
+    #[serde(default)]
+    pub snapshot_stored: Option<String>,
+    /// An upload of the snapshot in progress (resumed at start).
+    #[serde(default)]
+    pub snapshot_upload: Option<crate::snapshot::store::UploadProgress>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

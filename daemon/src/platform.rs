@@ -30,6 +30,9 @@ pub const SYSTEMD_UNIT_DIR: &str = "/etc/systemd/system";
 /// GRUB's defaults file (Debian family), edited before `update-grub`.
 pub const GRUB_DEFAULT_FILE: &str = "/etc/default/grub";
 
+/// Rocky 8's package that enables EPEL 8 (from the distribution's extras repository).
+pub const EPEL_RELEASE: &str = "epel-release";
+
 /// The yum repository file of the mirror mode (`postgres.repository_baseurl`, rocky8).
 pub const PGDG_MIRROR_REPO_FILE: &str = "/etc/yum.repos.d/pgdg-mirror.repo";
 
@@ -152,6 +155,15 @@ impl Profile {
         p
     }
 
+    /// What sysbench-tpcc workloads add: sysbench with its PostgreSQL driver (Debian's
+    /// `sysbench`; on Rocky 8 EPEL 8's, so `epel-release` first).
+    pub fn sysbench_packages(&self) -> Vec<String> {
+        match self.platform {
+            Platform::Rocky8 => vec![EPEL_RELEASE.to_string(), "sysbench".to_string()],
+            Platform::Debian12 => vec!["sysbench".to_string()],
+        }
+    }
+
     /// A command whose exit status 0 says `pkg` is installed.
     pub fn query_installed(&self, pkg: &str) -> CommandSpec {
         match self.platform {
@@ -220,11 +232,15 @@ impl Profile {
                         "postgresql",
                     ]));
                 }
-                cmds.push(
-                    CommandSpec::new("dnf")
-                        .args(["install", "-y"])
-                        .args(missing.iter().cloned()),
-                );
+                // EPEL's packages (sysbench) resolve only once epel-release is installed.
+                let (epel, rest): (Vec<String>, Vec<String>) =
+                    missing.iter().cloned().partition(|p| p == EPEL_RELEASE);
+                if !epel.is_empty() {
+                    cmds.push(CommandSpec::new("dnf").args(["install", "-y", EPEL_RELEASE]));
+                }
+                if !rest.is_empty() {
+                    cmds.push(CommandSpec::new("dnf").args(["install", "-y"]).args(rest));
+                }
             }
             Platform::Debian12 => {
                 cmds.push(
@@ -631,6 +647,36 @@ mod tests {
         assert_eq!(init.user.as_deref(), Some("postgres"));
         assert!(init.args.contains(&"/d/data".to_string()));
         assert!(!init.args.contains(&"--data-checksums".to_string()));
+    }
+
+    #[test]
+    fn sysbench_comes_from_epel_on_rocky8() {
+        let p = Profile::of(Platform::Rocky8);
+        let mut missing = vec!["tuned".to_string()];
+        missing.extend(p.sysbench_packages());
+        let pg = Postgres {
+            version: Some(13),
+            repository: None,
+            repository_baseurl: None,
+            repository_gpgkey: None,
+            data_checksums: false,
+        };
+        let cmds: Vec<String> = p
+            .install_commands(&missing, false, &pg)
+            .iter()
+            .map(|c| c.display())
+            .collect();
+        assert_eq!(
+            cmds,
+            [
+                "dnf install -y epel-release",
+                "dnf install -y tuned sysbench"
+            ]
+        );
+        assert_eq!(
+            Profile::of(Platform::Debian12).sysbench_packages(),
+            ["sysbench"]
+        );
     }
 
     #[test]

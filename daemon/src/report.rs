@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::plan::Checksums;
-use crate::results::{PointStatus, RunResults};
+use crate::plan::{Checksums, WorkloadKind};
+use crate::results::{PointResult, PointStatus, RunResults};
 
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -214,10 +214,26 @@ fn series_name(workload: &str, checksums: Option<Checksums>) -> String {
     }
 }
 
-/// Mean tps per client count for each workload × checksum state (repeats averaged).
-pub fn scaling_series(r: &RunResults) -> Vec<Series> {
+/// What a point's load count is called: pgbench's clients, sysbench's threads.
+pub fn load_unit(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::Pgbench => "clients",
+        WorkloadKind::SysbenchTpcc => "threads",
+    }
+}
+
+/// The successful points of one kind.
+fn ok_points(r: &RunResults, kind: WorkloadKind) -> impl Iterator<Item = &PointResult> {
+    r.points
+        .iter()
+        .filter(move |p| p.status == PointStatus::Ok && p.kind == kind)
+}
+
+/// Mean tps per client (sysbench-tpcc: thread) count for each workload × checksum state of
+/// one kind (repeats averaged).
+pub fn scaling_series(r: &RunResults, kind: WorkloadKind) -> Vec<Series> {
     let mut groups: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
-    for p in r.points.iter().filter(|p| p.status == PointStatus::Ok) {
+    for p in ok_points(r, kind) {
         if let Some(tps) = p.tps() {
             groups
                 .entry(series_name(&p.workload, p.checksums))
@@ -240,7 +256,7 @@ pub fn scaling_series(r: &RunResults) -> Vec<Series> {
 }
 
 /// Mean latency percentiles per client count, one chart's series per percentile, for each
-/// workload × checksum state.
+/// pgbench workload × checksum state.
 pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
     type Pick = fn(&crate::pgbench::LatencyStats) -> Option<f64>;
     let picks: [(&str, Pick); 5] = [
@@ -250,8 +266,8 @@ pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
         ("p95", |l| l.p95_ms),
         ("p99", |l| l.p99_ms),
     ];
-    let mut groups: BTreeMap<String, Vec<&crate::results::PointResult>> = BTreeMap::new();
-    for p in r.points.iter().filter(|p| p.status == PointStatus::Ok) {
+    let mut groups: BTreeMap<String, Vec<&PointResult>> = BTreeMap::new();
+    for p in ok_points(r, WorkloadKind::Pgbench) {
         groups
             .entry(series_name(&p.workload, p.checksums))
             .or_default()
@@ -284,14 +300,59 @@ pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
         .collect()
 }
 
-/// tps over time for every point of each workload × checksum state (one series a point).
-pub fn tps_over_time_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
+/// sysbench-tpcc's latency per thread count (sysbench's own mean and 95th percentile,
+/// repeats averaged), one chart's series per figure, for each workload × checksum state.
+pub fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
+    type Pick = fn(&crate::sysbench::SysbenchRun) -> f64;
+    let picks: [(&str, Pick); 2] = [("avg", |s| s.latency_avg_ms), ("p95", |s| s.latency_p95_ms)];
+    let mut groups: BTreeMap<String, Vec<&crate::sysbench::SysbenchRun>> = BTreeMap::new();
+    let mut threads: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for p in ok_points(r, WorkloadKind::SysbenchTpcc) {
+        if let Some(s) = &p.sysbench {
+            let name = series_name(&p.workload, p.checksums);
+            groups.entry(name.clone()).or_default().push(s);
+            threads.entry(name).or_default().push(p.clients);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(name, runs)| {
+            let counts = &threads[&name];
+            let series = picks
+                .iter()
+                .map(|(label, pick)| {
+                    let mut by: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+                    for (s, t) in runs.iter().zip(counts) {
+                        by.entry(*t).or_default().push(pick(s));
+                    }
+                    Series {
+                        name: label.to_string(),
+                        points: by
+                            .into_iter()
+                            .map(|(t, v)| (f64::from(t), v.iter().sum::<f64>() / v.len() as f64))
+                            .collect(),
+                    }
+                })
+                .collect();
+            (name, series)
+        })
+        .collect()
+}
+
+/// tps over time for every point of one kind, grouped by workload × checksum state (one
+/// series a point, named by its client or thread count).
+pub fn tps_over_time_series(r: &RunResults, kind: WorkloadKind) -> Vec<(String, Vec<Series>)> {
     let mut groups: BTreeMap<String, Vec<Series>> = BTreeMap::new();
-    for p in r.points.iter().filter(|p| !p.tps_series.is_empty()) {
+    for p in r
+        .points
+        .iter()
+        .filter(|p| p.kind == kind && !p.tps_series.is_empty())
+    {
+        let unit = load_unit(kind);
         let label = if p.repeat > 1 {
-            format!("{} clients #{}", p.clients, p.repeat)
+            format!("{} {unit} #{}", p.clients, p.repeat)
         } else {
-            format!("{} clients", p.clients)
+            format!("{} {unit}", p.clients)
         };
         groups
             .entry(series_name(&p.workload, p.checksums))
@@ -343,33 +404,13 @@ pub fn render(r: &RunResults) -> String {
         }
         html.push_str("</p>");
     }
-    html.push_str("<h2>Throughput by clients</h2>");
-    html.push_str(&line_chart(
-        "tps vs clients",
-        "clients",
-        "tps",
-        &scaling_series(r),
-        true,
-    ));
-    html.push_str("<h2>Latency percentiles by clients</h2>");
-    for (name, series) in latency_series(r) {
-        html.push_str(&line_chart(
-            &format!("{name}: latency percentiles"),
-            "clients",
-            "ms",
-            &series,
-            true,
-        ));
+    let has = |kind: WorkloadKind| r.points.iter().any(|p| p.kind == kind);
+    // A run with no points at all still shows the pgbench charts (saying "no data").
+    if has(WorkloadKind::Pgbench) || !has(WorkloadKind::SysbenchTpcc) {
+        pgbench_charts(&mut html, r);
     }
-    html.push_str("<h2>Throughput over time</h2>");
-    for (name, series) in tps_over_time_series(r) {
-        html.push_str(&line_chart(
-            &format!("{name}: tps per interval"),
-            "seconds",
-            "tps",
-            &series,
-            false,
-        ));
+    if has(WorkloadKind::SysbenchTpcc) {
+        tpcc_charts(&mut html, r);
     }
     if let Some(d) = &r.dataset {
         let _ = write!(
@@ -393,11 +434,94 @@ pub fn render(r: &RunResults) -> String {
     if let Some(t) = &r.tuning_in_effect {
         html.push_str(&tuning_in_effect_table(t));
     }
+    if has(WorkloadKind::Pgbench) || !has(WorkloadKind::SysbenchTpcc) {
+        pgbench_points_table(&mut html, r);
+    }
+    if has(WorkloadKind::SysbenchTpcc) {
+        tpcc_points_table(&mut html, r);
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+fn pgbench_charts(html: &mut String, r: &RunResults) {
+    html.push_str("<h2>Throughput by clients</h2>");
+    html.push_str(&line_chart(
+        "tps vs clients",
+        "clients",
+        "tps",
+        &scaling_series(r, WorkloadKind::Pgbench),
+        true,
+    ));
+    html.push_str("<h2>Latency percentiles by clients</h2>");
+    for (name, series) in latency_series(r) {
+        html.push_str(&line_chart(
+            &format!("{name}: latency percentiles"),
+            "clients",
+            "ms",
+            &series,
+            true,
+        ));
+    }
+    html.push_str("<h2>Throughput over time</h2>");
+    for (name, series) in tps_over_time_series(r, WorkloadKind::Pgbench) {
+        html.push_str(&line_chart(
+            &format!("{name}: tps per interval"),
+            "seconds",
+            "tps",
+            &series,
+            false,
+        ));
+    }
+}
+
+/// sysbench-tpcc's points as their own workload: TPC-C tps by threads, sysbench's latency,
+/// and each point's tps second by second (scenario B's per-second graphs).
+fn tpcc_charts(html: &mut String, r: &RunResults) {
+    html.push_str("<h2>TPC-C (sysbench-tpcc): throughput by threads</h2>");
+    html.push_str(&line_chart(
+        "TPC-C tps vs threads",
+        "threads",
+        "TPC-C tps",
+        &scaling_series(r, WorkloadKind::SysbenchTpcc),
+        true,
+    ));
+    html.push_str("<h2>TPC-C: latency by threads</h2>");
+    for (name, series) in tpcc_latency_series(r) {
+        html.push_str(&line_chart(
+            &format!("{name}: TPC-C latency (sysbench avg and 95th percentile)"),
+            "threads",
+            "ms",
+            &series,
+            true,
+        ));
+    }
+    html.push_str("<h2>TPC-C: throughput per second</h2>");
+    for (name, series) in tps_over_time_series(r, WorkloadKind::SysbenchTpcc) {
+        html.push_str(&line_chart(
+            &format!("{name}: TPC-C tps per second"),
+            "seconds",
+            "TPC-C tps",
+            &series,
+            false,
+        ));
+    }
+}
+
+fn status_cell(p: &PointResult) -> (&'static str, String) {
+    match p.status {
+        PointStatus::Ok => ("", "ok".to_string()),
+        PointStatus::Failed => (" failed", escape(p.error.as_deref().unwrap_or("failed"))),
+    }
+}
+
+fn pgbench_points_table(html: &mut String, r: &RunResults) {
     html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
-    for p in &r.points {
+    for p in r.points.iter().filter(|p| p.kind == WorkloadKind::Pgbench) {
         let s = p.summary.as_ref();
         let l = p.latency.as_ref();
+        let status = status_cell(p);
         let _ = write!(
             html,
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l{}\">{}</td></tr>",
@@ -414,15 +538,40 @@ pub fn render(r: &RunResults) -> String {
             s.and_then(|s| s.failed_transactions)
                 .map(|f| f.to_string())
                 .unwrap_or_else(|| "—".into()),
-            if p.status == PointStatus::Failed { " failed" } else { "" },
-            match p.status {
-                PointStatus::Ok => "ok".to_string(),
-                PointStatus::Failed => escape(p.error.as_deref().unwrap_or("failed")),
-            }
+            status.0,
+            status.1,
         );
     }
-    html.push_str("</table></body></html>\n");
-    html
+    html.push_str("</table>");
+}
+
+fn tpcc_points_table(html: &mut String, r: &RunResults) {
+    html.push_str("<h2>TPC-C points</h2><table class=\"tpcc-points\"><tr><th class=\"l\">point</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95</th><th>max</th><th>ignored errors</th><th>reconnects</th><th>seconds</th><th class=\"l\">status</th></tr>");
+    let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
+    let count = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
+    for p in r
+        .points
+        .iter()
+        .filter(|p| p.kind == WorkloadKind::SysbenchTpcc)
+    {
+        let s = p.sysbench.as_ref();
+        let (class, status) = status_cell(p);
+        let _ = write!(
+            html,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l{class}\">{status}</td></tr>",
+            escape(&p.id),
+            p.clients,
+            p.tps().map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
+            s.map(|s| format!("{:.1}", s.qps)).unwrap_or_else(|| "—".into()),
+            cell(p.latency_avg_ms()),
+            cell(p.latency_p95_ms()),
+            cell(p.latency_max_ms()),
+            count(s.map(|s| s.ignored_errors)),
+            count(s.map(|s| s.reconnects)),
+            s.map(|s| format!("{:.1}", s.total_time_s)).unwrap_or_else(|| "—".into()),
+        );
+    }
+    html.push_str("</table>");
 }
 
 /// The "tuning in effect" section: what the host shows, then each planned value against

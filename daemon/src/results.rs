@@ -8,19 +8,22 @@ use serde::{Deserialize, Serialize};
 use crate::csv::CsvWriter;
 use crate::inventory::Inventory;
 use crate::pgbench::{InitBreakdown, LatencyStats, ProgressSample, Summary};
-use crate::plan::{Builtin, Checksums, Plan, Protocol};
+use crate::plan::{Builtin, Checksums, Plan, Protocol, WorkloadKind};
 use crate::postgres::sql::Setting;
 use crate::postgres::stats::StatsDelta;
 use crate::sampler::OsSamples;
 use crate::sweep::{Limit, SweepPoint};
+use crate::sysbench::SysbenchRun;
 
-pub const RESULTS_SCHEMA_VERSION: u32 = 1;
+/// 2 added a point's `kind` and `sysbench` (docs/results.md); version 1 results read as
+/// pgbench points.
+pub const RESULTS_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PointStatus {
     Ok,
-    /// pgbench aborted, processed fewer transactions than asked, or could not run.
+    /// The benchmark aborted, processed fewer transactions than asked, or could not run.
     Failed,
 }
 
@@ -30,7 +33,11 @@ pub struct PointResult {
     pub schema_version: u32,
     pub id: String,
     pub workload: String,
+    /// What drove the load. Absent in schema 1, whose points are all pgbench's.
+    #[serde(default)]
+    pub kind: WorkloadKind,
     pub builtin: Builtin,
+    /// pgbench's clients; sysbench-tpcc's threads (each thread is one connection).
     pub clients: u32,
     pub threads: u32,
     pub limit: Limit,
@@ -44,12 +51,17 @@ pub struct PointResult {
     pub started_at: String,
     pub finished_at: String,
     pub wall_s: f64,
-    /// The pgbench command line as run.
+    /// The pgbench (or sysbench) command line as run.
     pub command: String,
     /// Raw evidence of this attempt, relative to the run dir.
     pub raw_dir: String,
+    /// pgbench's summary (pgbench points).
     pub summary: Option<Summary>,
+    /// sysbench's figures and per-second series (sysbench-tpcc points; schema 2).
+    #[serde(default)]
+    pub sysbench: Option<SysbenchRun>,
     pub latency: Option<LatencyStats>,
+    /// tps per progress interval (sysbench-tpcc: per second, from its CSV lines).
     pub tps_series: Vec<ProgressSample>,
     /// Server statistics deltas over the point and the WAL it wrote.
     pub stats: Option<StatsDelta>,
@@ -58,8 +70,45 @@ pub struct PointResult {
 }
 
 impl PointResult {
+    /// The point's throughput: pgbench's tps, or sysbench-tpcc's transactions per second.
     pub fn tps(&self) -> Option<f64> {
-        self.summary.as_ref().map(|s| s.tps)
+        match self.kind {
+            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.tps),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.tps),
+        }
+    }
+
+    /// Mean transaction latency: pgbench's `latency average`, sysbench's `avg`.
+    pub fn latency_avg_ms(&self) -> Option<f64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.latency_avg_ms),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_avg_ms),
+        }
+    }
+
+    /// The 95th percentile of transaction latency: from pgbench's latency log, or
+    /// sysbench's own summary.
+    pub fn latency_p95_ms(&self) -> Option<f64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.latency.as_ref().and_then(|l| l.p95_ms),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_p95_ms),
+        }
+    }
+
+    /// The largest transaction latency.
+    pub fn latency_max_ms(&self) -> Option<f64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.latency.as_ref().and_then(|l| l.max_ms),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_max_ms),
+        }
+    }
+
+    /// Transactions the point completed.
+    pub fn transactions(&self) -> Option<u64> {
+        match self.kind {
+            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.transactions_processed),
+            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.transactions),
+        }
     }
 
     pub fn matches(&self, p: &SweepPoint) -> bool {
@@ -91,6 +140,13 @@ pub struct DatasetInfo {
     pub command: String,
     pub wall_s: f64,
     pub init: Option<InitBreakdown>,
+    /// `generated`, `snapshot:local` or `snapshot:store` (absent in runs recorded before
+    /// snapshots: generated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The id of the snapshot the dataset was restored from or kept in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,10 +208,15 @@ pub fn summary_csv(r: &RunResults) -> String {
         "transactions",
         "failed_transactions",
         "tps_per_dollar_hour",
+        "kind",
+        "qps",
+        "ignored_errors",
+        "reconnects",
     ]);
     for p in &r.points {
         let s = p.summary.as_ref();
         let l = p.latency.as_ref();
+        let sb = p.sysbench.as_ref();
         let tps_per_dollar_hour = match (p.tps(), r.hourly_price_usd) {
             (Some(t), price) if price > 0.0 => format!("{}", t / price),
             _ => String::new(),
@@ -164,7 +225,10 @@ pub fn summary_csv(r: &RunResults) -> String {
             r.run_id.clone(),
             r.appliance.clone(),
             p.workload.clone(),
-            p.builtin.pgbench_name().to_string(),
+            match p.kind {
+                WorkloadKind::Pgbench => p.builtin.pgbench_name().to_string(),
+                WorkloadKind::SysbenchTpcc => String::new(),
+            },
             Checksums::label(p.checksums).to_string(),
             p.clients.to_string(),
             p.threads.to_string(),
@@ -175,21 +239,62 @@ pub fn summary_csv(r: &RunResults) -> String {
             }
             .to_string(),
             opt(p.tps()),
-            opt(s.map(|s| s.latency_avg_ms)),
+            opt(p.latency_avg_ms()),
             opt(s.and_then(|s| s.latency_stddev_ms)),
             opt(l.and_then(|l| l.p50_ms)),
             opt(l.and_then(|l| l.p90_ms)),
-            opt(l.and_then(|l| l.p95_ms)),
+            opt(p.latency_p95_ms()),
             opt(l.and_then(|l| l.p99_ms)),
             opt(l.and_then(|l| l.p99_9_ms)),
-            opt(l.and_then(|l| l.max_ms)),
-            s.map(|s| s.transactions_processed.to_string())
-                .unwrap_or_default(),
+            opt(p.latency_max_ms()),
+            p.transactions().map(|t| t.to_string()).unwrap_or_default(),
             s.and_then(|s| s.failed_transactions)
                 .map(|f| f.to_string())
                 .unwrap_or_default(),
             tps_per_dollar_hour,
+            p.kind.as_str().to_string(),
+            opt(sb.map(|s| s.qps)),
+            sb.map(|s| s.ignored_errors.to_string()).unwrap_or_default(),
+            sb.map(|s| s.reconnects.to_string()).unwrap_or_default(),
         ]);
     }
     w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point as schema 1 wrote it: no `kind`, no `sysbench`.
+    const V1_POINT: &str = r#"{"schema_version": 1, "id": "p001-rw-c00004-r1", "workload": "rw",
+        "builtin": "tpcb-like", "clients": 4, "threads": 2, "limit": {"duration_s": 2},
+        "protocol": "simple", "repeat": 1, "checksums": null, "status": "ok", "error": null,
+        "attempt": 1, "started_at": "t", "finished_at": "t", "wall_s": 2.1, "command": "pgbench",
+        "raw_dir": "raw/points/p001-rw-c00004-r1/attempt-1",
+        "summary": {"output_format": "15+", "client_version": "15.8", "client_version_full": "15.8",
+            "server_version": null, "transaction_type": null, "scaling_factor": 2, "query_mode": null,
+            "clients": 4, "threads": 2, "max_tries": 1, "transactions_per_client": null,
+            "duration_s": 2.0, "transactions_processed": 1000, "transactions_expected": null,
+            "failed_transactions": 0, "latency_avg_ms": 8.0, "latency_stddev_ms": null,
+            "initial_connection_ms": 3.0, "tps": 500.5, "tps_including_connections": null,
+            "statement_latencies": []},
+        "latency": null, "tps_series": [], "stats": null, "os": null}"#;
+
+    #[test]
+    fn a_schema_1_point_reads_as_pgbench_and_answers_its_figures() {
+        let p: PointResult = serde_json::from_str(V1_POINT).expect("schema 1 point");
+        assert_eq!(p.kind, WorkloadKind::Pgbench);
+        assert_eq!(p.sysbench, None);
+        assert_eq!(p.tps(), Some(500.5));
+        assert_eq!(p.latency_avg_ms(), Some(8.0));
+        assert_eq!(p.transactions(), Some(1000));
+        assert_eq!(p.latency_p95_ms(), None, "no latency log");
+        // The kind decides where the figures come from: a TPC-C point without sysbench's
+        // figures (a failed one) has none, whatever else it carries.
+        let tpcc = PointResult {
+            kind: WorkloadKind::SysbenchTpcc,
+            ..p
+        };
+        assert_eq!((tpcc.tps(), tpcc.transactions()), (None, None));
+    }
 }

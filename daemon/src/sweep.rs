@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Builtin, Checksums, LatencyLog, Plan, Protocol, Threads};
+use crate::plan::{
+    Builtin, Checksums, LatencyLog, Plan, Protocol, RandType, Threads, TpccDataset, TrxLevel,
+    WorkloadKind,
+};
 
 /// How long a point runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +25,11 @@ pub struct SweepPoint {
     /// `warmup` runs are `w…`).
     pub id: String,
     pub workload: String,
+    #[serde(default)]
+    pub kind: WorkloadKind,
+    /// sysbench-tpcc's dataset and run options (None for pgbench points).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpcc: Option<TpccRun>,
     pub builtin: Builtin,
     pub clients: u32,
     pub threads: u32,
@@ -40,11 +48,31 @@ pub struct SweepPoint {
     pub progress_interval_s: u32,
 }
 
-/// Threads for a point: the plan's number, or min(clients, cores).
-pub fn threads_for(threads: Threads, clients: u32, cores: u32) -> u32 {
+impl SweepPoint {
+    /// The database the point runs in: its sysbench-tpcc dataset's, else pgbench's.
+    pub fn database(&self, plan: &Plan) -> String {
+        match &self.tpcc {
+            Some(t) => t.dataset.database(),
+            None => plan.dataset.database.clone(),
+        }
+    }
+}
+
+/// What a sysbench-tpcc point runs beyond its thread count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TpccRun {
+    pub dataset: TpccDataset,
+    pub rand_type: RandType,
+    pub trx_level: TrxLevel,
+}
+
+/// Threads for a point: the plan's number, or min(clients, cores) (a sysbench-tpcc point's
+/// threads are its connections).
+pub fn threads_for(threads: &Threads, clients: u32, cores: u32) -> u32 {
     match threads {
-        Threads::Fixed(t) => t.min(clients).max(1),
+        Threads::Fixed(t) => (*t).min(clients).max(1),
         Threads::Auto => clients.min(cores.max(1)).max(1),
+        Threads::List(_) => clients,
     }
 }
 
@@ -89,9 +117,15 @@ pub fn expand(plan: &Plan, cores: u32) -> Vec<SweepPoint> {
                 |clients: u32, repeat: u32, warmup: bool, limit: Limit, id: String| SweepPoint {
                     id,
                     workload: w.name.clone(),
+                    kind: w.kind,
+                    tpcc: w.tpcc_dataset().map(|dataset| TpccRun {
+                        dataset,
+                        rand_type: w.rand_type.unwrap_or_default(),
+                        trx_level: w.trx_level.unwrap_or_default(),
+                    }),
                     builtin: w.builtin,
                     clients,
-                    threads: threads_for(w.threads, clients, cores),
+                    threads: threads_for(&w.threads, clients, cores),
                     limit,
                     protocol: w.protocol,
                     repeat,
@@ -103,6 +137,26 @@ pub fn expand(plan: &Plan, cores: u32) -> Vec<SweepPoint> {
                     sampling_rate: w.sampling_rate,
                     progress_interval_s: w.progress_interval_s,
                 };
+            if w.is_tpcc() {
+                // Scenario B's test: (restore,) warm-up with the same arguments, CHECKPOINT,
+                // the run; so each measured point has its own warm-up before it.
+                for clients in w.connections() {
+                    for repeat in 1..=w.repeats {
+                        if let Some(warm) = w.warmup() {
+                            ordinal += 1;
+                            let id =
+                                format!("w{ordinal:03}-{}-t{clients:05}-r{repeat}{suffix}", w.name);
+                            let limit = Limit::DurationS(warm.as_secs().max(1));
+                            points.push(base(clients, repeat, true, limit, id));
+                        }
+                        ordinal += 1;
+                        let id =
+                            format!("p{ordinal:03}-{}-t{clients:05}-r{repeat}{suffix}", w.name);
+                        points.push(base(clients, repeat, false, limit, id));
+                    }
+                }
+                continue;
+            }
             if let Some(warm) = w.warmup() {
                 ordinal += 1;
                 let clients = w.clients.first().copied().unwrap_or(1);

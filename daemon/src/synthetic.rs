@@ -79,6 +79,7 @@ fn point_result(p: &SyntheticPoint, index: usize, started_at: &str) -> PointResu
         schema_version: RESULTS_SCHEMA_VERSION,
         id: id.clone(),
         workload: p.workload.clone(),
+        kind: crate::plan::WorkloadKind::Pgbench,
         builtin: p.builtin,
         clients: p.clients,
         threads: p.clients.min(2),
@@ -122,6 +123,7 @@ fn point_result(p: &SyntheticPoint, index: usize, started_at: &str) -> PointResu
             tps_including_connections: None,
             statement_latencies: Vec::new(),
         }),
+        sysbench: None,
         latency: Some(LatencyStats {
             source: LatencySource::TransactionLog,
             transactions,
@@ -238,23 +240,28 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// The objects of a synthetic run as an uploader leaves them, relative to the run's key:
 /// results.json and summary.csv, then manifest.json (last, as a reader expects).
 pub fn run_objects(run: &SyntheticRun, machine_id: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let results = run_results(run)?;
+    Ok(results_objects(&run_results(run)?, machine_id))
+}
+
+/// The objects an uploader leaves for these results (a synthetic run's, or one a test has
+/// added points to): results.json, summary.csv, then manifest.json.
+pub fn results_objects(results: &RunResults, machine_id: &str) -> Vec<(String, Vec<u8>)> {
     let mut objects = vec![
         (
             "results.json".to_string(),
-            serde_json::to_vec_pretty(&results).expect("results serialise"),
+            serde_json::to_vec_pretty(results).expect("results serialise"),
         ),
         (
             "summary.csv".to_string(),
-            crate::results::summary_csv(&results).into_bytes(),
+            crate::results::summary_csv(results).into_bytes(),
         ),
     ];
     let manifest = Manifest {
         schema_version: 1,
-        appliance: run.appliance.clone(),
+        appliance: results.appliance.clone(),
         machine_id: machine_id.to_string(),
-        run_id: run.run_id.clone(),
-        created_at: run.started_at.clone(),
+        run_id: results.run_id.clone(),
+        created_at: results.started_at.clone(),
         objects: objects
             .iter()
             .map(|(path, bytes)| ManifestEntry {
@@ -268,7 +275,7 @@ pub fn run_objects(run: &SyntheticRun, machine_id: &str) -> Result<Vec<(String, 
         MANIFEST.to_string(),
         serde_json::to_vec_pretty(&manifest).expect("manifest serialises"),
     ));
-    Ok(objects)
+    objects
 }
 
 /// A fleet for benchmarks: run `n` of `machines` machines, scenario A's client counts on a

@@ -161,3 +161,57 @@ fn parse_refuses_an_endless_input_unread() {
         );
     }
 }
+
+fn sysbench_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysbench")
+        .join(name)
+}
+
+#[test]
+fn parse_sysbench_prints_the_run_with_its_series() {
+    let path = sysbench_fixture("run-1.0.20-t2.txt");
+    let (code, stdout, stderr) = daemon(&["parse", "sysbench", &path.display().to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(v["version"], "1.0.20");
+    assert_eq!(v["layout"], "1.0");
+    assert_eq!(v["threads"], 2);
+    assert_eq!(v["tps"], 185.30);
+    assert_eq!(v["qps"], 5216.91);
+    assert_eq!(v["latency_p95_ms"], 30.81);
+    assert_eq!(v["ignored_errors"], 6);
+    assert_eq!(v["reconnects"], 0);
+    let series = v["series"].as_array().expect("series");
+    assert_eq!(series.len(), 10);
+    assert_eq!(series[0]["tps"], 167.84);
+    assert_eq!(series[0]["latency_p95_ms"], 30.81);
+    let path = sysbench_fixture("run-1.1-t16-scenario-b-composed.txt");
+    let (code, stdout, stderr) = daemon(&["parse", "sysbench", &path.display().to_string()]);
+    assert_eq!(code, 0, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(v["layout"], "1.1");
+    assert_eq!(v["tps"], 4661.83);
+}
+
+#[test]
+fn parse_sysbench_refuses_aborted_output_naming_file_and_what_is_missing() {
+    for (name, words) in [
+        ("aborted-1.0.20-server-stopped.txt", "no final summary"),
+        (
+            "refused-1.0.20-no-server.txt",
+            "FATAL: Connection to database failed",
+        ),
+        ("prepare-1.0.20.txt", "no final summary"),
+    ] {
+        let path = sysbench_fixture(name);
+        let (code, stdout, stderr) = daemon(&["parse", "sysbench", &path.display().to_string()]);
+        assert_eq!(code, 1, "{name}");
+        assert!(stdout.is_empty(), "{name}: nothing on stdout");
+        assert!(stderr.contains(words), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: the file is named: {stderr}");
+    }
+    let (code, _, stderr) = daemon(&["parse", "sysbench", "/nonexistent/sysbench.txt"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("/nonexistent/sysbench.txt"), "{stderr}");
+}

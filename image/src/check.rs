@@ -95,10 +95,25 @@ pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
     }
     let scale = plan.dataset.scale;
     let init = Duration::from_secs_f64(f64::from(scale) * INIT_SECONDS_PER_SCALE);
+    let pgbench_init = if plan.has_pgbench() {
+        format!(
+            "the dataset init (scale {scale}: roughly {} at the pace of pgbench -i on a 2-vCPU VM, docs/performance.md), ",
+            human(init)
+        )
+    } else {
+        String::new()
+    };
+    let prepares = plan.tpcc_datasets().len();
+    let tpcc = if prepares > 0 {
+        format!(
+            "{prepares} sysbench-tpcc prepare(s) (each at least the script's fixed 30 s wait), "
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{}; plus the dataset init (scale {scale}: roughly {} at the pace of pgbench -i on a 2-vCPU VM, docs/performance.md), a checkpoint before each point and, on an appliance, the package install and the tuning reboot",
+        "{}; plus {pgbench_init}{tpcc}a checkpoint before each point and, on an appliance, the package install and the tuning reboot",
         parts.join(", "),
-        human(init)
     )
 }
 
@@ -165,7 +180,7 @@ fn summary(plan: &Plan, points: &[SweepPoint]) -> String {
     };
     let measured = points.iter().filter(|p| !p.warmup).count();
     format!(
-        "appliance {} ({}, {}), PostgreSQL {version}, checksums {}, storage: {}, {}{} workload(s), {measured} point(s), up to {} clients",
+        "appliance {} ({}, {}), PostgreSQL {version}, checksums {}, storage: {}, {}{} workload(s), {measured} point(s), up to {} connections{}",
         a.name,
         a.platform,
         a.arch,
@@ -173,8 +188,22 @@ fn summary(plan: &Plan, points: &[SweepPoint]) -> String {
         storage(plan),
         bare_metal(plan),
         plan.workloads.len(),
-        plan.max_clients()
+        plan.max_clients(),
+        tpcc_datasets(plan)
     )
+}
+
+/// `, sysbench-tpcc datasets: 10x10 warehouses (sbtest_w10_t10), …` when there are any.
+fn tpcc_datasets(plan: &Plan) -> String {
+    let ds = plan.tpcc_datasets();
+    if ds.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = ds
+        .iter()
+        .map(|d| format!("{} x {} warehouses ({})", d.tables, d.scale, d.database()))
+        .collect();
+    format!(", sysbench-tpcc datasets: {}", list.join(", "))
 }
 
 /// For a bare-metal plan: where the kickstart puts the OS and how root gets in.

@@ -1328,3 +1328,81 @@ fn credentials_that_cannot_be_delivered_are_refused_and_none_is_a_warning() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("AWS_ACCESS_KEY_ID"), "{}", describe(&o));
 }
+
+/// The pinned sysbench-tpcc copy for tests (../shared/thirdparty) and its bytes.
+fn pinned_tpcc() -> (PathBuf, Vec<u8>) {
+    let dir = repo().join("../shared/thirdparty");
+    let path = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("sysbench-tpcc-"))
+        })
+        .expect("the pinned sysbench-tpcc archive");
+    let bytes = std::fs::read(&path).expect("read it");
+    (path, bytes)
+}
+
+fn tpcc_plan(dir: &Path, source: &str, sha: &str) -> PathBuf {
+    let text = format!(
+        "[appliance]\nname = \"tpcc\"\nplatform = \"debian12\"\narch = \"x86_64\"\n\
+         [postgres]\nversion = 15\n\
+         [sysbench]\ntpcc_source = \"{source}\"\ntpcc_sha256 = \"{sha}\"\n\
+         [[workloads]]\nname = \"tpcc\"\nkind = \"sysbench-tpcc\"\ntables = 1\nscale = 1\n\
+         threads = [1, 2]\nduration = \"5s\"\n\
+         [upload]\nstore = \"file:///var/lib/pgappliance/store\"\n"
+    );
+    let p = dir.join("tpcc.toml");
+    std::fs::write(&p, text).expect("write plan");
+    p
+}
+
+#[test]
+fn the_sysbench_tpcc_archive_is_packed_verified_and_a_wrong_one_refused() {
+    let (archive, bytes) = pinned_tpcc();
+    use sha2::Digest;
+    let sha = format!("{:x}", sha2::Sha256::digest(&bytes));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = format!("file://{}", archive.display());
+    let plan = tpcc_plan(dir.path(), &source, &sha);
+    let out = dir.path().join("out");
+    let o = build(&plan, &out, &native_daemon(), &[]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let members = payload_members(&out.join("payload.tar.gz"));
+    let packed = members
+        .iter()
+        .find(|(p, _)| p == "usr/share/pgappliance/sysbench-tpcc.tar.gz")
+        .unwrap_or_else(|| {
+            panic!(
+                "no archive in {:?}",
+                members.iter().map(|m| &m.0).collect::<Vec<_>>()
+            )
+        });
+    assert_eq!(packed.1, bytes, "the archive is packed byte for byte");
+
+    // Another archive under the plan's digest: refused, both digests named, nothing written.
+    let wrong = "0".repeat(64);
+    let plan = tpcc_plan(dir.path(), &source, &wrong);
+    let out = dir.path().join("out-wrong");
+    let o = build(&plan, &out, &native_daemon(), &[]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains(&sha) && e.contains(&wrong), "{e}");
+    assert!(!out.join("payload.tar.gz").exists());
+    // A source that is not there is named.
+    let plan = tpcc_plan(dir.path(), "file:///nonexistent/tpcc.tar.gz", &sha);
+    let o = build(
+        &plan,
+        &dir.path().join("out-missing"),
+        &native_daemon(),
+        &[],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("/nonexistent/tpcc.tar.gz"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -466,7 +466,7 @@ fn every_type_error_is_reported_at_once_in_plain_words() {
     let c = check_text(&with("threads = 10", "threads = [1]"));
     assert!(
         c.stderr
-            .contains("expected \"auto\" or a number of threads"),
+            .contains("a list of threads is for kind = \"sysbench-tpcc\""),
         "{}",
         c.stderr
     );
@@ -535,14 +535,15 @@ fn values_that_would_only_fail_at_run_time_are_refused() {
 fn an_empty_plan_names_every_required_table_and_wrong_types_are_all_listed() {
     let c = check_text("");
     assert_ne!(c.code, 0);
-    for key in ["appliance", "postgres", "dataset", "workloads"] {
+    // [dataset] is pgbench's and only needed by pgbench workloads (checked once they exist).
+    for key in ["appliance", "postgres", "workloads"] {
         assert!(
             c.stderr.contains(&format!("missing field `{key}`")),
             "{key}: {}",
             c.stderr
         );
     }
-    assert_eq!(c.stderr.lines().count(), 4, "{}", c.stderr);
+    assert_eq!(c.stderr.lines().count(), 3, "{}", c.stderr);
     // Required keys of the wrong type are each reported once, with nothing about the
     // stand-ins that let the rest of the plan be checked.
     let c = check_text(
@@ -893,11 +894,18 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
         "{}",
         c.stdout
     );
-    // Scenario B: four points of -T 600 s, 40 minutes before anything else.
+    // Scenario B: four pgbench points of 600 s (40 min) and eight TPC-C tests of 1 h, each
+    // after a 600 s warm-up (9 h 20 min): 10 h before anything else.
     assert!(
         c.stdout.contains(
-            ": run time: at least 40 min of -T over 4 point(s); plus the dataset init (scale 200"
+            ": run time: at least 10 h 0 min of -T over 12 point(s) and 8 warm-up(s); plus the dataset init (scale 200"
         ),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout.contains("up to 128 connections, sysbench-tpcc datasets: 10 x 10 warehouses (sbtest_w10_t10), 10 x 200 warehouses (sbtest_w200_t10)")
+            && c.stdout.contains("2 sysbench-tpcc prepare(s)"),
         "{}",
         c.stdout
     );
@@ -1056,4 +1064,145 @@ fn the_altra_example_is_flagged_until_its_placeholder_key_is_replaced() {
         c.stderr
     );
     assert_eq!(check_args(&text, &["--deny-warnings"]).code, 1);
+}
+
+/// A plan with scenario B's in-memory sysbench-tpcc test (shortened).
+const TPCC: &str = r#"[appliance]
+name = "t1"
+platform = "debian12"
+arch = "x86_64"
+[postgres]
+version = 15
+[sysbench]
+tpcc_source = "file:///srv/sysbench-tpcc.tar.gz"
+tpcc_sha256 = "374dc49eca62d121a5c41d9ca7486d08e5ad0f065b2bbd834a7a069f0c80fee6"
+[[workloads]]
+name = "tpcc-mem"
+kind = "sysbench-tpcc"
+tables = 10
+scale = 10
+threads = [16, 32, 64, 128]
+duration = "3600s"
+warmup = "600s"
+rand_type = "pareto"
+use_fk = false
+trx_level = "RC"
+report_interval_s = 1
+"#;
+
+fn tpcc_with(old: &str, new: &str) -> String {
+    assert!(TPCC.contains(old), "tpcc plan has no {old:?}");
+    TPCC.replacen(old, new, 1)
+}
+
+#[test]
+fn a_sysbench_tpcc_plan_checks_without_a_pgbench_dataset() {
+    let c = check_text(TPCC);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    // Four tests on data none of them restores: warned, silent once each test restores.
+    assert!(
+        c.stderr
+            .contains("workloads[0].kind: warning: sysbench-tpcc writes")
+            && c.stderr.contains("each of its 4 tests after the first"),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&format!("{TPCC}[dataset]\nrestore = \"each-point\"\n"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(!c.stderr.contains("sysbench-tpcc writes"), "{}", c.stderr);
+}
+
+#[test]
+fn sysbench_tpcc_workloads_are_validated_like_the_rest() {
+    let cases: &[(String, &str, &str)] = &[
+        (
+            tpcc_with("threads = [16, 32, 64, 128]", "clients = [16]"),
+            "workloads[0].clients",
+            "write threads = [16, 32, …] instead of clients",
+        ),
+        (
+            tpcc_with("threads = [16, 32, 64, 128]", "threads = [16, 64, 32]"),
+            "workloads[0].threads[2]",
+            "strictly ascending: 32 follows 64",
+        ),
+        (
+            tpcc_with("threads = [16, 32, 64, 128]", "threads = \"auto\""),
+            "workloads[0].threads",
+            "threads = [16, 32, 64, 128]",
+        ),
+        (tpcc_with("tables = 10\n", ""), "workloads[0]", "set tables"),
+        (
+            tpcc_with("scale = 10\n", "scale = 0\n"),
+            "workloads[0].scale",
+            "at least 1",
+        ),
+        (
+            tpcc_with("rand_type = \"pareto\"", "rand_type = \"zipf\""),
+            "workloads[0].rand_type",
+            "zipf",
+        ),
+        (
+            tpcc_with("trx_level = \"RC\"", "trx_level = \"RU\""),
+            "workloads[0].trx_level",
+            "RU",
+        ),
+        (
+            tpcc_with("duration = \"3600s\"", "transactions = 100"),
+            "workloads[0].transactions",
+            "set duration, not transactions",
+        ),
+        (
+            tpcc_with(
+                "use_fk = false",
+                "use_fk = false\nstatement_latencies = true",
+            ),
+            "workloads[0].statement_latencies",
+            "a pgbench option",
+        ),
+        (
+            tpcc_with("tpcc_sha256 = \"374dc49e", "tpcc_sha256 = \"74dc49e"),
+            "sysbench.tpcc_sha256",
+            "not a sha256",
+        ),
+        (
+            tpcc_with("file:///srv/", "ftp://srv/"),
+            "sysbench.tpcc_source",
+            "not an https://, http:// or file:/// URL",
+        ),
+    ];
+    for (text, key, words) in cases {
+        let c = check_text(text);
+        assert_eq!(c.code, 1, "{key}: {}", c.stderr);
+        assert!(
+            c.stderr
+                .lines()
+                .any(|l| l.contains(&format!(": {key}: ")) && l.contains(words)),
+            "{key}: {words} in:\n{}",
+            c.stderr
+        );
+    }
+    // Without [sysbench] the workload says where its scripts would come from.
+    let no_source = TPCC
+        .lines()
+        .filter(|l| !l.starts_with("tpcc_") && *l != "[sysbench]")
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = check_text(&no_source);
+    assert!(
+        c.stderr.contains("workloads[0].kind: ") && c.stderr.contains("[sysbench] section"),
+        "{}",
+        c.stderr
+    );
+    // tpcc keys on a pgbench workload, and a pgbench plan still needs its scale.
+    let c = check_text(&with("threads = 10", "threads = 10\nwarehouses = 3"));
+    assert_eq!(c.code, 1);
+    let c = check_text(&with("threads = 10", "threads = 10\nuse_fk = true"));
+    assert!(
+        c.stderr
+            .contains("use_fk only applies to kind = \"sysbench-tpcc\" workloads"),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&with("scale = 10\n", ""));
+    assert!(c.stderr.contains("dataset.scale"), "{}", c.stderr);
 }

@@ -4,6 +4,7 @@
 
 pub mod init;
 pub mod overhead;
+pub mod restore;
 pub mod upload;
 
 /// Geometric mean of positive ratios.

@@ -49,6 +49,10 @@ impl LocalHost {
         self.runner.clone()
     }
 
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
     fn cluster_dir(&self) -> PathBuf {
         self.workdir.join("cluster")
     }

@@ -89,6 +89,17 @@ impl Host {
         }
     }
 
+    /// Where the payload put the sysbench-tpcc archive (None: this host has no payload and
+    /// fetches the plan's source).
+    pub fn packed_tpcc_archive(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Host::Local(_) => None,
+            Host::Appliance(_) => {
+                Some(std::path::Path::new("/").join(crate::sysbench::scripts::PAYLOAD_ARCHIVE))
+            }
+        }
+    }
+
     /// The service manager's bus, where the host has one (read by the tuning-in-effect
     /// observation for tuned's state).
     pub fn bus(&self) -> Option<&crate::systemd::Systemd> {
@@ -105,6 +116,16 @@ impl Host {
         match self {
             Host::Local(h) => h.server(plan, port).await,
             Host::Appliance(h) => h.server(plan).await,
+        }
+    }
+
+    /// Where the dataset's snapshots are kept: on the data directory's volume, outside
+    /// what a reset of the run removes (local mode: `<workdir>/snapshots`; the appliance:
+    /// `<data volume>/snapshots`).
+    pub fn snapshot_root(&self, cluster: &Cluster) -> PathBuf {
+        match self {
+            Host::Local(h) => h.workdir().join("snapshots"),
+            Host::Appliance(_) => cluster.dir.join("snapshots"),
         }
     }
 

@@ -89,6 +89,12 @@ async fn connect(c: &Cluster, db: &str) -> Result<Session> {
     Session::connect(&c.socket_dir(), c.port, SUPERUSER, db).await
 }
 
+/// Sets the load settings for `cores` and `ram_bytes` and restarts the server; undone by
+/// [`restore_settings`].
+pub async fn apply_load_settings(c: &Cluster, cores: u32, ram_bytes: u64) -> Result<()> {
+    apply_settings(c, &load_settings(cores, ram_bytes), None).await
+}
+
 /// Sets the load settings (or restores `restore`) and restarts the server.
 async fn apply_settings(
     c: &Cluster,

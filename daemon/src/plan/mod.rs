@@ -34,8 +34,12 @@ pub struct Plan {
     pub storage: Storage,
     #[serde(default)]
     pub tuning: Tuning,
+    /// pgbench's dataset (required when a workload is pgbench's).
+    #[serde(default)]
     pub dataset: Dataset,
     pub workloads: Vec<Workload>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sysbench: Option<Sysbench>,
     #[serde(default)]
     pub upload: Upload,
     #[serde(default)]
@@ -394,7 +398,9 @@ impl fmt::Display for SettingValue {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Dataset {
-    /// pgbench scale factor (100,000 accounts per unit).
+    /// pgbench scale factor (100,000 accounts per unit); 0 (absent) only in a plan without
+    /// pgbench workloads.
+    #[serde(default)]
     pub scale: u32,
     #[serde(default)]
     pub init: InitMode,
@@ -407,6 +413,96 @@ pub struct Dataset {
     /// Connections for `init = "parallel"` (default: `loader::default_degree`, 1 below 8 CPUs, else half the CPUs).
     #[serde(default)]
     pub parallel_degree: Option<u32>,
+    /// When the data directory is put back from the dataset's snapshot.
+    #[serde(default)]
+    pub restore: RestorePolicy,
+    /// Keep a local snapshot of the stopped data directory after the dataset step (default:
+    /// when `restore` is not `never` or `snapshot_store` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<bool>,
+    /// Share the snapshot through an object store: `true` (the `[upload]` store) or a store
+    /// URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_store: Option<SnapshotStore>,
+}
+
+/// When the dataset's snapshot is put back as the data directory.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestorePolicy {
+    /// Before each workload that follows another one on the same data.
+    EachWorkload,
+    /// Before each point (a warm-up and the point after it share one restore).
+    EachPoint,
+    /// Never: every point runs on what the earlier ones left.
+    #[default]
+    Never,
+}
+
+/// `snapshot_store = true | "s3://…"`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SnapshotStore {
+    Enabled(bool),
+    Url(String),
+}
+
+impl Dataset {
+    /// The store URL snapshots are shared through, if any (`upload_store`: `[upload]`'s).
+    pub fn snapshot_store_url(&self, upload_store: &str) -> Option<String> {
+        match &self.snapshot_store {
+            None | Some(SnapshotStore::Enabled(false)) => None,
+            Some(SnapshotStore::Enabled(true)) => Some(upload_store.to_string()),
+            Some(SnapshotStore::Url(u)) => Some(u.clone()),
+        }
+    }
+
+    /// Whether the dataset step keeps a local snapshot.
+    pub fn keeps_snapshot(&self) -> bool {
+        self.snapshot.unwrap_or(
+            self.restore != RestorePolicy::Never
+                || matches!(
+                    self.snapshot_store,
+                    Some(SnapshotStore::Enabled(true)) | Some(SnapshotStore::Url(_))
+                ),
+        )
+    }
+}
+
+impl Default for Dataset {
+    fn default() -> Self {
+        Dataset {
+            scale: 0,
+            init: InitMode::default(),
+            fillfactor: Dataset::default_fillfactor(),
+            database: Dataset::default_database(),
+            parallel_degree: None,
+            restore: RestorePolicy::default(),
+            snapshot: None,
+            snapshot_store: None,
+        }
+    }
+}
+
+/// One sysbench-tpcc dataset: what `tpcc.lua prepare` builds. Workloads that name the same
+/// tables, scale and foreign-key choice share it (in one database).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TpccDataset {
+    pub tables: u32,
+    pub scale: u32,
+    pub use_fk: bool,
+}
+
+impl TpccDataset {
+    /// The database that holds it, e.g. `sbtest_w10_t10` (`_fk` appended with foreign keys).
+    pub fn database(&self) -> String {
+        format!(
+            "sbtest_w{}_t{}{}",
+            self.scale,
+            self.tables,
+            if self.use_fk { "_fk" } else { "" }
+        )
+    }
 }
 
 impl Dataset {
@@ -442,7 +538,8 @@ pub struct Workload {
     pub kind: WorkloadKind,
     #[serde(default)]
     pub builtin: Builtin,
-    /// Client counts, strictly ascending.
+    /// Client counts, strictly ascending (pgbench; sysbench-tpcc lists `threads`).
+    #[serde(default)]
     pub clients: Vec<u32>,
     /// Threads per point: a number, or `"auto"` = min(clients, cores).
     #[serde(default)]
@@ -475,12 +572,108 @@ pub struct Workload {
     pub latency_log: LatencyLog,
     #[serde(default)]
     pub sampling_rate: Option<f64>,
-    /// `--progress` interval in seconds (per-second tps series).
-    #[serde(default = "Workload::default_progress")]
+    /// `--progress` interval in seconds (per-second tps series); sysbench's
+    /// `--report-interval` for sysbench-tpcc (also read as `report_interval_s`).
+    #[serde(default = "Workload::default_progress", alias = "report_interval_s")]
     pub progress_interval_s: u32,
+    /// sysbench-tpcc: tables sets (`--tables`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tables: Option<u32>,
+    /// sysbench-tpcc: warehouses per table set (`--scale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<u32>,
+    /// sysbench-tpcc: `--rand-type` (default uniform).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rand_type: Option<RandType>,
+    /// sysbench-tpcc: `--use_fk` (default false, as scenario B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_fk: Option<bool>,
+    /// sysbench-tpcc: `--trx_level` (default RC, as scenario B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trx_level: Option<TrxLevel>,
+    /// sysbench-tpcc: `--threads` of `prepare` (default: the CPUs, at most `tables` x `scale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare_threads: Option<u32>,
+}
+
+/// sysbench's `--rand-type`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum RandType {
+    #[default]
+    Uniform,
+    Gaussian,
+    Special,
+    Pareto,
+    Zipfian,
+}
+
+impl RandType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RandType::Uniform => "uniform",
+            RandType::Gaussian => "gaussian",
+            RandType::Special => "special",
+            RandType::Pareto => "pareto",
+            RandType::Zipfian => "zipfian",
+        }
+    }
+}
+
+/// sysbench-tpcc's `--trx_level`: read committed, repeatable read, serializable.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
+pub enum TrxLevel {
+    #[default]
+    RC,
+    RR,
+    SER,
+}
+
+impl TrxLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrxLevel::RC => "RC",
+            TrxLevel::RR => "RR",
+            TrxLevel::SER => "SER",
+        }
+    }
+}
+
+/// `[sysbench]`: where the sysbench-tpcc Lua scripts come from. Required when a workload is
+/// `kind = "sysbench-tpcc"`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Sysbench {
+    /// A `.tar.gz` of Percona-Lab/sysbench-tpcc (https:// or file://); packed into the
+    /// payload by `pgappliance build`, fetched by the daemon when the payload lacks it.
+    pub tpcc_source: String,
+    /// The archive's sha256 (64 hex digits); a different archive is refused.
+    pub tpcc_sha256: String,
 }
 
 impl Workload {
+    pub fn is_tpcc(&self) -> bool {
+        self.kind == WorkloadKind::SysbenchTpcc
+    }
+
+    /// The sysbench-tpcc dataset this workload runs on (None for pgbench workloads).
+    pub fn tpcc_dataset(&self) -> Option<TpccDataset> {
+        self.is_tpcc().then(|| TpccDataset {
+            tables: self.tables.unwrap_or(1),
+            scale: self.scale.unwrap_or(1),
+            use_fk: self.use_fk.unwrap_or(false),
+        })
+    }
+
+    /// The connection counts swept: pgbench's `clients`, sysbench-tpcc's `threads` list.
+    pub fn connections(&self) -> Vec<u32> {
+        match (&self.kind, &self.threads) {
+            (WorkloadKind::SysbenchTpcc, Threads::List(l)) => l.clone(),
+            (WorkloadKind::SysbenchTpcc, Threads::Fixed(n)) => vec![*n],
+            _ => self.clients.clone(),
+        }
+    }
+
     fn default_repeats() -> u32 {
         1
     }
@@ -541,12 +734,14 @@ impl Builtin {
     }
 }
 
-/// Threads per point: a number, or `"auto"` = min(clients, cores).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Threads per point: a number, or `"auto"` = min(clients, cores); for sysbench-tpcc the
+/// list of thread counts to sweep (each sysbench thread is one connection).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Threads {
     #[default]
     Auto,
     Fixed(u32),
+    List(Vec<u32>),
 }
 
 impl Serialize for Threads {
@@ -554,6 +749,7 @@ impl Serialize for Threads {
         match self {
             Threads::Auto => s.serialize_str("auto"),
             Threads::Fixed(n) => s.serialize_u32(*n),
+            Threads::List(l) => l.serialize(s),
         }
     }
 }
@@ -561,10 +757,20 @@ impl Serialize for Threads {
 impl<'de> Deserialize<'de> for Threads {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
-        impl serde::de::Visitor<'_> for V {
+        impl<'de> serde::de::Visitor<'de> for V {
             type Value = Threads;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("\"auto\" or a number of threads")
+                f.write_str("\"auto\", a number of threads or a list of them")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Threads, A::Error> {
+                let mut list = Vec::new();
+                while let Some(n) = seq.next_element::<u32>()? {
+                    list.push(n);
+                }
+                Ok(Threads::List(list))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Threads, E> {
                 u32::try_from(v).map(Threads::Fixed).map_err(|_| {
@@ -780,6 +986,24 @@ pub struct Findings {
 }
 
 impl Plan {
+    /// Whether any workload runs pgbench (and so needs `[dataset]`'s tables).
+    pub fn has_pgbench(&self) -> bool {
+        self.workloads.iter().any(|w| !w.is_tpcc())
+    }
+
+    /// Every sysbench-tpcc dataset the workloads need, once each, in first-named order.
+    pub fn tpcc_datasets(&self) -> Vec<TpccDataset> {
+        let mut out: Vec<TpccDataset> = Vec::new();
+        for d in self.workloads.iter().filter_map(Workload::tpcc_dataset) {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        out
+    }
+}
+
+impl Plan {
     /// Reads, parses and validates a plan file.
     /// Reads at most [`MAX_PLAN_BYTES`]: a larger file (or an endless one such as
     /// `/dev/zero`) is refused without being read into memory.
@@ -873,11 +1097,12 @@ impl Plan {
         location::locate(text, path, message)
     }
 
-    /// The largest client count of any workload (sizes max_connections).
+    /// The most connections any workload opens: pgbench's clients, sysbench-tpcc's threads
+    /// (sizes max_connections).
     pub fn max_clients(&self) -> u32 {
         self.workloads
             .iter()
-            .flat_map(|w| w.clients.iter().copied())
+            .flat_map(|w| w.connections())
             .max()
             .unwrap_or(1)
     }

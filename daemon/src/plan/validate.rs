@@ -15,6 +15,7 @@ pub fn validate(plan: &Plan) -> Problems {
     tuning(plan, &mut p);
     dataset(plan, &mut p);
     workloads(plan, &mut p);
+    sysbench(plan, &mut p);
     upload(plan, &mut p);
     install(plan, &mut p);
     p
@@ -620,7 +621,9 @@ fn tuning(plan: &Plan, p: &mut Problems) {
 fn dataset(plan: &Plan, p: &mut Problems) {
     let d = &plan.dataset;
     let at = root().key("dataset");
-    if d.scale == 0 {
+    if !plan.has_pgbench() {
+        // Only sysbench-tpcc workloads: [dataset] describes pgbench's tables, unused here.
+    } else if d.scale == 0 {
         p.push((at.key("scale"), "scale must be at least 1".into()));
     } else if u64::from(d.scale) > PGBENCH_INT_MAX {
         p.push((
@@ -642,6 +645,25 @@ fn dataset(plan: &Plan, p: &mut Problems) {
                 at.key("parallel_degree"),
                 "parallel_degree only applies with init = \"parallel\"".into(),
             ));
+        }
+    }
+    if d.snapshot == Some(false) {
+        if d.restore != super::RestorePolicy::Never {
+            p.push((
+                at.key("snapshot"),
+                "snapshot = false, but restore puts the data directory back from the snapshot: set restore = \"never\" or keep the snapshot".into(),
+            ));
+        }
+        if d.snapshot_store_url("").is_some() {
+            p.push((
+                at.key("snapshot"),
+                "snapshot = false, but snapshot_store shares the local snapshot: keep the snapshot or drop snapshot_store".into(),
+            ));
+        }
+    }
+    if let Some(super::SnapshotStore::Url(url)) = &d.snapshot_store {
+        if let Err(e) = check_store_url(url) {
+            p.push((at.key("snapshot_store"), e));
         }
     }
     if !(10..=100).contains(&d.fillfactor) {
@@ -708,63 +730,10 @@ fn workloads(plan: &Plan, p: &mut Problems) {
                 format!("workload name \"{}\" is used twice", w.name),
             ));
         }
-        if w.clients.is_empty() {
-            p.push((at.key("clients"), "clients list is empty".into()));
-        }
-        for (j, c) in w.clients.iter().enumerate() {
-            if *c == 0 {
-                p.push((
-                    at.key("clients").index(j),
-                    "client count must be at least 1".into(),
-                ));
-            } else if *c > MAX_CLIENTS {
-                p.push((
-                    at.key("clients").index(j),
-                    format!(
-                        "{c} clients is more than the {MAX_CLIENTS} a PostgreSQL server can take"
-                    ),
-                ));
-            } else if j > 0 && *c <= w.clients[j - 1] {
-                p.push((
-                    at.key("clients").index(j),
-                    format!(
-                        "clients must be strictly ascending: {} follows {}",
-                        c,
-                        w.clients[j - 1]
-                    ),
-                ));
-            }
-        }
-        if let Threads::Fixed(t) = w.threads {
-            if t == 0 {
-                p.push((at.key("threads"), "threads must be at least 1".into()));
-            } else if let Some((j, c)) = w.clients.iter().enumerate().find(|(_, c)| t > **c) {
-                p.push((
-                    at.key("threads"),
-                    format!(
-                        "threads = {t} exceeds clients = {c} (clients[{j}]); pgbench needs threads <= clients: lower threads or use \"auto\""
-                    ),
-                ));
-            }
-        }
-        match (&w.transactions, &w.duration) {
-            (Some(_), Some(_)) => p.push((
-                at.key("duration"),
-                "set either transactions (-t) or duration (-T), not both".into(),
-            )),
-            (None, None) => p.push((
-                at.clone(),
-                "set transactions (-t) or duration (-T) for the workload".into(),
-            )),
-            (Some(0), None) => p.push((
-                at.key("transactions"),
-                "transactions must be at least 1".into(),
-            )),
-            (Some(t), None) if *t > PGBENCH_INT_MAX => p.push((
-                at.key("transactions"),
-                format!("transactions must be at most {PGBENCH_INT_MAX} (pgbench's -t limit), found {t}"),
-            )),
-            _ => {}
+        if w.is_tpcc() {
+            tpcc_workload(plan, w, &at, p);
+        } else {
+            pgbench_workload(w, &at, p);
         }
         if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
             if d.as_secs() == 0 {
@@ -825,6 +794,231 @@ fn workloads(plan: &Plan, p: &mut Problems) {
                 format!("progress interval must be at most {PGBENCH_INT_MAX} seconds"),
             ));
         }
+    }
+}
+
+/// The checks only a pgbench workload gets (clients, threads, -t/-T), and the
+/// sysbench-tpcc keys it must not carry.
+fn pgbench_workload(w: &super::Workload, at: &KeyPath, p: &mut Problems) {
+    let at = at.clone();
+    for (key, set) in [
+        ("tables", w.tables.is_some()),
+        ("scale", w.scale.is_some()),
+        ("rand_type", w.rand_type.is_some()),
+        ("use_fk", w.use_fk.is_some()),
+        ("trx_level", w.trx_level.is_some()),
+        ("prepare_threads", w.prepare_threads.is_some()),
+    ] {
+        if set {
+            p.push((
+                at.key(key),
+                format!("{key} only applies to kind = \"sysbench-tpcc\" workloads"),
+            ));
+        }
+    }
+    if let Threads::List(_) = w.threads {
+        p.push((
+            at.key("threads"),
+            "a list of threads is for kind = \"sysbench-tpcc\"; pgbench's threads is one number or \"auto\" (list the client counts in clients)".into(),
+        ));
+    }
+    if w.clients.is_empty() {
+        p.push((at.key("clients"), "clients list is empty".into()));
+    }
+    for (j, c) in w.clients.iter().enumerate() {
+        if *c == 0 {
+            p.push((
+                at.key("clients").index(j),
+                "client count must be at least 1".into(),
+            ));
+        } else if *c > MAX_CLIENTS {
+            p.push((
+                at.key("clients").index(j),
+                format!("{c} clients is more than the {MAX_CLIENTS} a PostgreSQL server can take"),
+            ));
+        } else if j > 0 && *c <= w.clients[j - 1] {
+            p.push((
+                at.key("clients").index(j),
+                format!(
+                    "clients must be strictly ascending: {} follows {}",
+                    c,
+                    w.clients[j - 1]
+                ),
+            ));
+        }
+    }
+    if let Threads::Fixed(t) = w.threads {
+        if t == 0 {
+            p.push((at.key("threads"), "threads must be at least 1".into()));
+        } else if let Some((j, c)) = w.clients.iter().enumerate().find(|(_, c)| t > **c) {
+            p.push((
+                at.key("threads"),
+                format!(
+                    "threads = {t} exceeds clients = {c} (clients[{j}]); pgbench needs threads <= clients: lower threads or use \"auto\""
+                ),
+            ));
+        }
+    }
+    match (&w.transactions, &w.duration) {
+        (Some(_), Some(_)) => p.push((
+            at.key("duration"),
+            "set either transactions (-t) or duration (-T), not both".into(),
+        )),
+        (None, None) => p.push((
+            at.clone(),
+            "set transactions (-t) or duration (-T) for the workload".into(),
+        )),
+        (Some(0), None) => p.push((
+            at.key("transactions"),
+            "transactions must be at least 1".into(),
+        )),
+        (Some(t), None) if *t > PGBENCH_INT_MAX => p.push((
+            at.key("transactions"),
+            format!(
+                "transactions must be at most {PGBENCH_INT_MAX} (pgbench's -t limit), found {t}"
+            ),
+        )),
+        _ => {}
+    }
+}
+
+/// Most sysbench-tpcc datasets a plan may name (each is a database and a data copy).
+const MAX_TPCC_TABLES: u32 = 1000;
+
+/// The checks of a `kind = "sysbench-tpcc"` workload.
+fn tpcc_workload(plan: &Plan, w: &super::Workload, at: &KeyPath, p: &mut Problems) {
+    if plan.sysbench.is_none() {
+        p.push((
+            at.key("kind"),
+            "a sysbench-tpcc workload needs a [sysbench] section with tpcc_source and tpcc_sha256 (where its Lua scripts come from)".into(),
+        ));
+    }
+    if !w.clients.is_empty() {
+        p.push((
+            at.key("clients"),
+            "sysbench-tpcc sweeps threads (one connection each): write threads = [16, 32, …] instead of clients".into(),
+        ));
+    }
+    let list = match &w.threads {
+        Threads::List(l) => l.clone(),
+        Threads::Fixed(n) => vec![*n],
+        Threads::Auto => {
+            p.push((
+                at.key("threads"),
+                "sysbench-tpcc needs its thread counts: threads = [16, 32, 64, 128]".into(),
+            ));
+            Vec::new()
+        }
+    };
+    if matches!(w.threads, Threads::List(_)) && list.is_empty() {
+        p.push((at.key("threads"), "threads list is empty".into()));
+    }
+    for (j, t) in list.iter().enumerate() {
+        let key = match w.threads {
+            Threads::List(_) => at.key("threads").index(j),
+            _ => at.key("threads"),
+        };
+        if *t == 0 {
+            p.push((key, "threads must be at least 1".into()));
+        } else if *t > MAX_CLIENTS {
+            p.push((
+                key,
+                format!("{t} threads is more than the {MAX_CLIENTS} connections a PostgreSQL server can take"),
+            ));
+        } else if j > 0 && *t <= list[j - 1] {
+            p.push((
+                key,
+                format!(
+                    "threads must be strictly ascending: {t} follows {}",
+                    list[j - 1]
+                ),
+            ));
+        }
+    }
+    if w.transactions.is_some() {
+        p.push((
+            at.key("transactions"),
+            "sysbench-tpcc runs for a time: set duration, not transactions".into(),
+        ));
+    } else if w.duration.is_none() {
+        p.push((
+            at.clone(),
+            "set duration (sysbench --time) for the workload".into(),
+        ));
+    }
+    match w.tables {
+        None => p.push((
+            at.clone(),
+            "set tables (sysbench-tpcc --tables) for the workload".into(),
+        )),
+        Some(t) if !(1..=MAX_TPCC_TABLES).contains(&t) => p.push((
+            at.key("tables"),
+            format!("tables must be from 1 to {MAX_TPCC_TABLES}, found {t}"),
+        )),
+        _ => {}
+    }
+    match w.scale {
+        None => p.push((
+            at.clone(),
+            "set scale (warehouses, sysbench-tpcc --scale) for the workload".into(),
+        )),
+        Some(0) => p.push((
+            at.key("scale"),
+            "scale (warehouses) must be at least 1".into(),
+        )),
+        Some(n) if n > 100_000 => p.push((
+            at.key("scale"),
+            format!("scale must be at most 100000 warehouses, found {n}"),
+        )),
+        _ => {}
+    }
+    if let Some(n) = w.prepare_threads {
+        if !(1..=1024).contains(&n) {
+            p.push((
+                at.key("prepare_threads"),
+                format!("prepare_threads must be from 1 to 1024, found {n}"),
+            ));
+        }
+    }
+    for (key, set) in [
+        ("builtin", w.builtin != super::Builtin::default()),
+        ("protocol", w.protocol != super::Protocol::default()),
+        ("statement_latencies", w.statement_latencies),
+        ("latency_log", w.latency_log != LatencyLog::default()),
+        ("sampling_rate", w.sampling_rate.is_some()),
+    ] {
+        if set {
+            p.push((
+                at.key(key),
+                format!("{key} is a pgbench option; a sysbench-tpcc workload does not take it"),
+            ));
+        }
+    }
+}
+
+/// `[sysbench]`: a source URL and a sha256 of 64 hex digits.
+fn sysbench(plan: &Plan, p: &mut Problems) {
+    let Some(sb) = &plan.sysbench else { return };
+    let at = root().key("sysbench");
+    let src = sb.tpcc_source.as_str();
+    if !(src.starts_with("https://") || src.starts_with("http://") || src.starts_with("file:///")) {
+        p.push((
+            at.key("tpcc_source"),
+            format!("\"{src}\" is not an https://, http:// or file:/// URL of a .tar.gz"),
+        ));
+    }
+    let h = sb.tpcc_sha256.as_str();
+    if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
+        p.push((
+            at.key("tpcc_sha256"),
+            format!("\"{h}\" is not a sha256 (64 hex digits)"),
+        ));
+    }
+    if !plan.workloads.iter().any(|w| w.is_tpcc()) {
+        p.push((
+            at.clone(),
+            "[sysbench] is set but no workload has kind = \"sysbench-tpcc\"".into(),
+        ));
     }
 }
 

@@ -378,8 +378,8 @@ impl Cluster {
         }
     }
 
-    /// Whether data checksums are on, from pg_controldata (works on a stopped cluster).
-    pub async fn checksums_enabled(&self) -> Result<bool> {
+    /// `pg_controldata`'s output in the C locale (works on a stopped cluster).
+    pub async fn controldata(&self) -> Result<String> {
         let out = self
             .runner
             .run(
@@ -389,7 +389,12 @@ impl Cluster {
                     .env("LC_ALL", "C"),
             )
             .await?;
-        parse_controldata_checksums(&out.stdout)
+        Ok(out.stdout)
+    }
+
+    /// Whether data checksums are on, from pg_controldata (works on a stopped cluster).
+    pub async fn checksums_enabled(&self) -> Result<bool> {
+        parse_controldata_checksums(&self.controldata().await?)
             .context("pg_controldata printed no \"Data page checksum version\" line")
     }
 

@@ -80,6 +80,34 @@ pub async fn snapshot(s: &Session, pg_major: u32) -> Result<Snapshot> {
 }
 
 /// Resets the database and shared statistics a point reports, so each point starts clean.
+/// Waits (at most `limit`) until no other client backend is connected to this session's
+/// database: an exiting backend flushes its statistics before it leaves pg_stat_activity,
+/// so after this a snapshot counts every transaction of the clients that just finished.
+/// Returns how many were still there when the time ran out (0 normally).
+pub async fn wait_for_other_backends(s: &Session, limit: std::time::Duration) -> Result<u64> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left: u64 = s
+            .value(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+            )
+            .await?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if left == 0 || std::time::Instant::now() >= deadline {
+            if left > 0 {
+                tracing::warn!(
+                    backends = left,
+                    "client backends still connected when the point's statistics were read"
+                );
+            }
+            return Ok(left);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 pub async fn reset(s: &Session, pg_major: u32) -> Result<()> {
     s.execute("SELECT pg_stat_reset()").await?;
     s.execute("SELECT pg_stat_reset_shared('bgwriter')").await?;

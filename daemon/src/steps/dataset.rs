@@ -1,6 +1,8 @@
-//! Dataset: the pgbench tables at the planned scale, in the planned database. Present when
-//! the journal says this dataset was initialised and pgbench_branches has `scale` rows;
-//! otherwise (first run, or an interrupted `pgbench -i`) it is (re)initialised.
+//! Dataset: the pgbench tables at the planned scale, in the planned database (when a
+//! workload runs pgbench), and each sysbench-tpcc dataset the workloads name
+//! ([`super::tpcc`]). pgbench's is present when the journal says it was initialised and
+//! pgbench_branches has `scale` rows; otherwise (first run, or an interrupted `pgbench -i`)
+//! it is (re)initialised.
 
 use std::time::Instant;
 
@@ -20,8 +22,8 @@ use crate::runner::CommandSpec;
 
 pub struct Dataset;
 
-/// What identifies the initialised dataset in the journal.
-fn spec(cx: &Context) -> String {
+/// What identifies the initialised dataset in the journal (and in a snapshot's key).
+pub fn spec(cx: &Context) -> String {
     let d = &cx.plan.dataset;
     format!(
         "db={} scale={} fillfactor={} init={:?}",
@@ -73,6 +75,29 @@ impl Step for Dataset {
         if state.load_degree.is_some() {
             return Ok(Check::Todo("a parallel load was interrupted".into()));
         }
+        if let Some(id) = &state.restoring {
+            return Ok(Check::Todo(format!(
+                "the restore of snapshot {id} was interrupted"
+            )));
+        }
+        if let Some(db) = &state.tpcc_preparing {
+            return Ok(Check::Todo(format!(
+                "the sysbench-tpcc prepare of {db} was interrupted"
+            )));
+        }
+        let tpcc_missing = super::tpcc::missing(cx).await?;
+        if let Some(ds) = tpcc_missing.first() {
+            return Ok(Check::Todo(format!(
+                "sysbench-tpcc dataset {} not prepared yet",
+                ds.database()
+            )));
+        }
+        if !cx.plan.has_pgbench() {
+            return Ok(match crate::snapshot::unfinished(cx) {
+                Some(why) => Check::Todo(why),
+                None => Check::Done,
+            });
+        }
         if state.spec.as_deref() != Some(spec(cx).as_str()) {
             return Ok(Check::Todo("not initialised yet".into()));
         }
@@ -82,10 +107,17 @@ impl Step for Dataset {
                 cx.plan.dataset.scale
             )));
         }
+        if let Some(why) = crate::snapshot::unfinished(cx) {
+            return Ok(Check::Todo(why));
+        }
         Ok(Check::Done)
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
+        if let Some(done) = snapshot_work(cx).await? {
+            return Ok(done);
+        }
+        super::tpcc::recover(cx).await?;
         if cx.journal.state.state.dataset.load_degree.is_some() {
             // A parallel load was interrupted: the plan's settings come back first.
             tracing::warn!("restoring the plan's settings after an interrupted parallel load");
@@ -94,33 +126,170 @@ impl Step for Dataset {
             loader::restore_settings(cx.server()?, cores, ram, cx.settings()?).await?;
             cx.journal.update(|s| s.dataset.load_degree = None)?;
         }
-        cx.journal.update(|s| s.dataset.spec = None)?;
         let c = cx.server()?.clone();
-        let d = cx.plan.dataset.clone();
-        let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
-        let exists = admin
-            .value(&format!(
-                "SELECT 1 FROM pg_database WHERE datname = {}",
-                literal(&d.database)
-            ))
-            .await?
-            .is_some();
-        if !exists {
-            admin
-                .execute(&format!("CREATE DATABASE {}", ident(&d.database)))
-                .await?;
-        }
-        drop(admin);
-        let info = match d.init {
-            InitMode::Parallel => parallel(cx).await?,
-            InitMode::Client | InitMode::Server => with_pgbench(cx).await?,
+        let snapshots =
+            cx.plan.dataset.keeps_snapshot() || crate::snapshot::store_url(cx).is_some();
+        let key = if snapshots {
+            Some(crate::snapshot::current_key(&c, &full_spec(cx)).await?)
+        } else {
+            None
         };
-        crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
-        let spec = spec(cx);
-        cx.journal.update(|s| s.dataset.spec = Some(spec))?;
-        tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
-        Ok(())
+        if let Some(key) = &key {
+            if let Some(info) = crate::snapshot::restore_dataset(cx, key).await? {
+                if cx.plan.has_pgbench() {
+                    crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
+                }
+                let pgbench = cx.plan.has_pgbench().then(|| spec(cx));
+                let tpcc: Vec<String> = cx
+                    .plan
+                    .tpcc_datasets()
+                    .iter()
+                    .map(super::tpcc::dataset_spec)
+                    .collect();
+                cx.journal.update(|s| {
+                    s.dataset.spec = pgbench;
+                    s.dataset.tpcc = tpcc;
+                })?;
+                tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
+                return crate::snapshot::share(cx).await;
+            }
+        }
+        let mut generated = false;
+        if cx.plan.has_pgbench()
+            && (cx.journal.state.state.dataset.spec.as_deref() != Some(spec(cx).as_str())
+                || !present(cx).await?)
+        {
+            pgbench_dataset(cx).await?;
+            generated = true;
+        }
+        generated |= !super::tpcc::prepare_missing(cx).await?.is_empty();
+        if generated {
+            cx.journal.update(|s| {
+                s.dataset.source = Some(crate::snapshot::SOURCE_GENERATED.into());
+                s.dataset.snapshot = None;
+                s.dataset.snapshot_stored = None;
+                s.dataset.changed_by = None;
+            })?;
+        }
+        if let Some(key) = key.filter(|_| cx.plan.dataset.keeps_snapshot()) {
+            if cx.journal.state.state.dataset.snapshot.is_none() {
+                let id = crate::snapshot::keep(cx, &key).await?;
+                name_snapshot_in_record(cx, &id)?;
+            }
+        }
+        crate::snapshot::share(cx).await
     }
+}
+
+/// What identifies everything the data directory holds (pgbench's tables and each
+/// sysbench-tpcc dataset): the dataset part of a snapshot's key.
+pub fn full_spec(cx: &Context) -> String {
+    let mut parts = Vec::new();
+    if cx.plan.has_pgbench() {
+        parts.push(spec(cx));
+    }
+    parts.extend(
+        cx.plan
+            .tpcc_datasets()
+            .iter()
+            .map(|d| format!("sysbench-tpcc {}", super::tpcc::dataset_spec(d))),
+    );
+    parts.join("; ")
+}
+
+/// Whether the journal records every dataset of the plan as made.
+fn recorded(cx: &Context) -> bool {
+    let st = &cx.journal.state.state.dataset;
+    (!cx.plan.has_pgbench() || st.spec.as_deref() == Some(spec(cx).as_str()))
+        && cx
+            .plan
+            .tpcc_datasets()
+            .iter()
+            .all(|d| st.tpcc.contains(&super::tpcc::dataset_spec(d)))
+}
+
+/// The dataset's record (dataset.json, pgbench's) names the snapshot it is kept in.
+fn name_snapshot_in_record(cx: &Context, id: &str) -> Result<()> {
+    let path = cx.run_dir.join("dataset.json");
+    if let Ok(mut info) = std::fs::read_to_string(&path)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| Ok(serde_json::from_str::<DatasetInfo>(&t)?))
+    {
+        info.snapshot = Some(id.to_string());
+        crate::fsutil::write_json(&path, &info)?;
+    }
+    Ok(())
+}
+
+/// pgbench's tables, (re)initialised.
+async fn pgbench_dataset(cx: &mut Context) -> Result<()> {
+    cx.journal.update(|s| s.dataset.spec = None)?;
+    let c = cx.server()?.clone();
+    let d = cx.plan.dataset.clone();
+    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
+    let exists = admin
+        .value(&format!(
+            "SELECT 1 FROM pg_database WHERE datname = {}",
+            literal(&d.database)
+        ))
+        .await?
+        .is_some();
+    if !exists {
+        admin
+            .execute(&format!("CREATE DATABASE {}", ident(&d.database)))
+            .await?;
+    }
+    drop(admin);
+    let info = match d.init {
+        InitMode::Parallel => parallel(cx).await?,
+        InitMode::Client | InitMode::Server => with_pgbench(cx).await?,
+    };
+    crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
+    let spec = spec(cx);
+    cx.journal.update(|s| s.dataset.spec = Some(spec))?;
+    tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
+    Ok(())
+}
+
+/// What is left of the dataset step when the dataset itself is in place: a restore that
+/// was interrupted (redone), the snapshot (taken), its upload (resumed). None: the
+/// dataset must be made.
+async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
+    let state = cx.journal.state.state.dataset.clone();
+    if let Some(id) = &state.restoring {
+        tracing::warn!(snapshot = %id, "redoing the interrupted restore");
+        match crate::snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying)
+            .await
+        {
+            // A restore in the dataset step itself is recorded after it: that step is made again.
+            Ok(_) if recorded(cx) => return Ok(Some(())),
+            Ok(_) => return Ok(None),
+            Err(e)
+                if e.downcast_ref::<crate::snapshot::local::Corrupt>()
+                    .is_some() =>
+            {
+                tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
+                cx.journal.update(|s| s.dataset.snapshot = None)?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if state.load_degree.is_some()
+        || state.tpcc_preparing.is_some()
+        || !recorded(cx)
+        || (cx.plan.has_pgbench() && !present(cx).await?)
+        || !super::tpcc::missing(cx).await?.is_empty()
+    {
+        return Ok(None);
+    }
+    if cx.plan.dataset.keeps_snapshot() && state.snapshot.is_none() {
+        let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
+        let id = crate::snapshot::keep(cx, &key).await?;
+        name_snapshot_in_record(cx, &id)?;
+    }
+    crate::snapshot::share(cx).await?;
+    Ok(Some(()))
 }
 
 async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
@@ -160,6 +329,8 @@ async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
         command: spec.display(),
         wall_s,
         init: Some(breakdown),
+        source: Some(crate::snapshot::SOURCE_GENERATED.into()),
+        snapshot: None,
     })
 }
 
@@ -203,5 +374,7 @@ async fn parallel(cx: &mut Context) -> Result<DatasetInfo> {
                 .map(|(phase, seconds)| InitPhase { phase, seconds })
                 .collect(),
         }),
+        source: Some(crate::snapshot::SOURCE_GENERATED.into()),
+        snapshot: None,
     })
 }

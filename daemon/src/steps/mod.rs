@@ -14,5 +14,6 @@ pub mod postgres;
 pub mod report;
 pub mod storage;
 pub mod sweep;
+pub mod tpcc;
 pub mod tuning;
 pub mod upload;

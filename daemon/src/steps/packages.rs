@@ -1,6 +1,6 @@
 //! Packages: PostgreSQL of the planned version from PGDG (the repository RPM, a mirror's
 //! `.repo` file or an apt source, from the plan) and the tools the later steps need (lvm2 and
-//! xfsprogs for the data volume, tuned for the profile). Installs only what is missing; a
+//! xfsprogs for the data volume, tuned for the profile, sysbench for sysbench-tpcc workloads). Installs only what is missing; a
 //! machine that has everything does nothing.
 
 use std::time::Duration;
@@ -23,6 +23,9 @@ fn wanted(plan: &Plan) -> Vec<String> {
     }
     if plan.tuning.tuned_profile == "none" {
         wanted.retain(|p| p != "tuned");
+    }
+    if plan.workloads.iter().any(|w| w.is_tpcc()) {
+        wanted.extend(profile.sysbench_packages());
     }
     wanted
 }

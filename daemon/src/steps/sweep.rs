@@ -11,7 +11,7 @@ use super::dataset::conn_args;
 use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::pgbench::{latency_from_logs, log_files, parse_progress, parse_summary};
-use crate::plan::{Checksums, LatencyLog};
+use crate::plan::{Checksums, LatencyLog, WorkloadKind};
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::postgres::stats;
@@ -73,6 +73,7 @@ impl Step for Sweep {
                 p.workload,
                 if p.warmup { ", warm-up" } else { "" }
             ));
+            crate::snapshot::before_point(cx, p).await?;
             ensure_checksums(cx, p.checksums).await?;
             let result = run_point(cx, p).await?;
             if result.status == PointStatus::Failed {
@@ -162,7 +163,7 @@ pub async fn before_point(cx: &Context, p: &SweepPoint) -> Result<stats::Snapsho
         &cluster.socket_dir(),
         cluster.port,
         SUPERUSER,
-        &cx.plan.dataset.database,
+        &p.database(&cx.plan),
     )
     .await?;
     if p.checkpoint {
@@ -196,12 +197,17 @@ pub async fn measure_point(
     }
     let cluster = cx.server()?.clone();
     let bin = cluster.bin.clone();
-    let db = cx.plan.dataset.database.clone();
+    let db = p.database(&cx.plan);
     let socket_dir = cluster.socket_dir();
     let connect = || Session::connect(&socket_dir, cluster.port, SUPERUSER, &db);
     // The session is closed before pgbench starts so every connection slot is pgbench's.
     let before = before_point(cx, p).await?;
-    let spec = point_command(cx, p, raw)?;
+    let spec = match p.kind {
+        WorkloadKind::Pgbench => point_command(cx, p, raw)?,
+        WorkloadKind::SysbenchTpcc => {
+            super::tpcc::point_command(cx, p, raw, &super::tpcc::script_dir(cx).await?)?
+        }
+    };
     let (stdout, stderr) = (raw.join("stdout.txt"), raw.join("stderr.txt"));
     let started_at = crate::journal::now();
     let t0 = Instant::now();
@@ -211,6 +217,9 @@ pub async fn measure_point(
     let os = sampler.stop().await;
     let stats = {
         let s = connect().await?;
+        // A backend reports its counters when it exits; pgbench or sysbench having exited
+        // does not mean every server backend has: wait for them, or the delta misses some.
+        stats::wait_for_other_backends(&s, Duration::from_secs(10)).await?;
         let after = stats::snapshot(&s, bin.major).await?;
         let wal = match (&before.wal_lsn, &after.wal_lsn) {
             (Some(a), Some(b)) => stats::wal_bytes(&s, a, b).await?,
@@ -225,6 +234,43 @@ pub async fn measure_point(
     };
     let out_text = std::fs::read_to_string(&stdout).unwrap_or_default();
     let err_text = std::fs::read_to_string(&stderr).unwrap_or_default();
+    if p.kind == WorkloadKind::SysbenchTpcc {
+        let (sysbench, error) = super::tpcc::read_output(&out_text, &err_text, command_error);
+        return Ok(PointResult {
+            schema_version: RESULTS_SCHEMA_VERSION,
+            id: p.id.clone(),
+            workload: p.workload.clone(),
+            kind: p.kind,
+            builtin: p.builtin,
+            clients: p.clients,
+            threads: p.threads,
+            limit: p.limit,
+            protocol: p.protocol,
+            repeat: p.repeat,
+            checksums: p.checksums,
+            status: if error.is_some() {
+                PointStatus::Failed
+            } else {
+                PointStatus::Ok
+            },
+            error,
+            attempt,
+            started_at,
+            finished_at: crate::journal::now(),
+            wall_s,
+            command: spec.display(),
+            raw_dir: cx.rel(raw),
+            summary: None,
+            latency: None,
+            tps_series: sysbench
+                .as_ref()
+                .map(|r| r.tps_series())
+                .unwrap_or_default(),
+            sysbench,
+            stats: Some(stats),
+            os,
+        });
+    }
     let summary = parse_summary(&out_text);
     let mut error = command_error;
     let summary = match summary {
@@ -265,6 +311,7 @@ pub async fn measure_point(
         schema_version: RESULTS_SCHEMA_VERSION,
         id: p.id.clone(),
         workload: p.workload.clone(),
+        kind: crate::plan::WorkloadKind::Pgbench,
         builtin: p.builtin,
         clients: p.clients,
         threads: p.threads,
@@ -281,6 +328,7 @@ pub async fn measure_point(
         command: spec.display(),
         raw_dir: cx.rel(raw),
         summary,
+        sysbench: None,
         latency,
         tps_series,
         stats: Some(stats),

@@ -161,7 +161,21 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         .as_ref()
         .map(|d| (d.target.as_str(), d.text.as_str()));
 
-    let members = members(&plan_text, &plan, &daemon);
+    let mut members = members(&plan_text, &plan, &daemon);
+    if let Some(sb) = &plan.sysbench {
+        // The appliance must not need the network for its benchmark's scripts.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let archive = runtime.block_on(pgappliance::sysbench::scripts::fetch(sb))?;
+        members.insert(
+            pgappliance::sysbench::scripts::PAYLOAD_ARCHIVE.to_string(),
+            Member {
+                mode: 0o644,
+                data: archive,
+            },
+        );
+    }
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
     let ks = match plan.install {

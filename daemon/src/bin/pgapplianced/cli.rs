@@ -181,6 +181,27 @@ pub enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "1,2")]
         workers: Vec<u32>,
     },
+    /// Generating a dataset (pgbench -i) vs restoring its snapshot, locally and from an
+    /// object store: medians and the speedups.
+    Restore {
+        /// The plan whose cluster configuration is used (examples/quick.toml in the source
+        /// tree is a small one).
+        #[command(flatten)]
+        plan: PlanArg,
+        /// pgbench scale factor of the dataset.
+        #[arg(long)]
+        scale: u32,
+        /// Where the benchmark's cluster and snapshot live.
+        #[arg(long, default_value = "/var/tmp/pgappliance-bench-restore")]
+        workdir: PathBuf,
+        /// Rounds over all candidates (the order rotates each round).
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+        /// s3://bucket/prefix (credentials and endpoint from AWS_* variables); without it
+        /// the test object store (SeaweedFS on loopback) is started.
+        #[arg(long)]
+        store: Option<String>,
+    },
     /// Upload throughput and peak memory vs `aws s3 cp` to the same S3 store.
     Upload {
         /// Size of the random file uploaded, in MiB.
@@ -229,6 +250,12 @@ pub enum ParseCommand {
         /// The file holding the output.
         file: PathBuf,
     },
+    /// A sysbench-tpcc run's stdout (`--report-interval=1 --report_csv=yes`): the summary
+    /// (1.0.x or 1.1 layout) and the per-second CSV lines as `series`.
+    Sysbench {
+        /// The file holding the output.
+        file: PathBuf,
+    },
 }
 
 /// The largest program output `parse` reads (a pgbench run's stdout with a progress line
@@ -255,6 +282,13 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             let b = pgappliance::pgbench::parse_init(&text)
                 .with_context(|| format!("{}", file.display()))?;
             println!("{}", serde_json::to_string_pretty(&b)?);
+            Ok(0)
+        }
+        Command::Parse(ParseCommand::Sysbench { file }) => {
+            let text = read(&file)?;
+            let run = pgappliance::sysbench::parse_output(&text)
+                .with_context(|| format!("{}", file.display()))?;
+            println!("{}", serde_json::to_string_pretty(&run)?);
             Ok(0)
         }
         Command::Status { workdir } => crate::present::status(&workdir.workdir),
@@ -314,6 +348,27 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             )
             .await?;
             crate::present::init(&report);
+            Ok(0)
+        }
+        Command::Bench(BenchCommand::Restore {
+            plan,
+            scale,
+            workdir,
+            rounds,
+            store,
+        }) => {
+            let report = pgappliance::bench::restore::run(
+                pgappliance::bench::restore::RestoreBenchOptions {
+                    plan: plan.path(),
+                    workdir,
+                    scale,
+                    rounds,
+                    store,
+                },
+                &mut crate::present::restore_event,
+            )
+            .await?;
+            crate::present::restore(&report);
             Ok(0)
         }
         Command::Bench(BenchCommand::Upload {

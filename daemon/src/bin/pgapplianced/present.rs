@@ -53,6 +53,55 @@ pub fn init(r: &InitReport) {
     println!("init speedup vs best pgbench mode: {:.2}", r.ratio());
 }
 
+pub fn restore_event(e: &pgappliance::bench::restore::RestoreEvent) {
+    use pgappliance::bench::restore::RestoreEvent;
+    match e {
+        RestoreEvent::Note(text) => println!("{text}"),
+        RestoreEvent::Timed {
+            round,
+            candidate,
+            seconds,
+        } => println!("round {round}: {}: {seconds:.2} s", candidate.label()),
+    }
+}
+
+pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    println!(
+        "compression of the archive, first {:.0} MiB, one thread:",
+        mib(r.sample_bytes)
+    );
+    for c in &r.codecs {
+        println!(
+            "  {}: {:.1} % of the size, compress {:.0} MiB/s, decompress {:.0} MiB/s",
+            c.codec,
+            c.ratio * 100.0,
+            c.compress_mib_s,
+            c.decompress_mib_s
+        );
+    }
+    println!(
+        "scale {}, data directory {:.0} MiB, archive {:.0} MiB, {} round(s), medians:",
+        r.scale,
+        mib(r.data_bytes),
+        mib(r.archive_bytes),
+        r.rounds
+    );
+    for (cand, m) in &r.medians {
+        println!("  {}: {m:.2} s", cand.label());
+    }
+    println!(
+        "restore floor here: {:.2} s (restart + write), local speedup ceiling {:.2}",
+        r.floor_s(),
+        r.ceiling()
+    );
+    println!(
+        "restore speedup vs best pgbench mode: {:.2} local, {:.2} store",
+        r.local_speedup(),
+        r.store_speedup()
+    );
+}
+
 pub fn upload(r: &UploadBenchReport) {
     let mib = r.size_mib as f64;
     println!(

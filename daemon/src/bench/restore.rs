@@ -1,0 +1,654 @@
+//! `pgapplianced bench restore`: putting a pgbench dataset in place by generating it
+//! (`pgbench -i`, client-side and server-side generate, the faster is the baseline), by a
+//! local snapshot restore, and by a restore from an object store (the test store,
+//! SeaweedFS on loopback, started here unless `--store` names one), alternating over
+//! rounds. Each candidate is timed until the server accepts connections in the plan's
+//! configuration and the data is on disk: pgbench's until its CHECKPOINT and a `sync`, a
+//! restore's from stopping the server through fsyncing every file to the server accepting
+//! again. Also measures the archive's compression (zstd levels, gzip) on a sample.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::median;
+use crate::engine::Prepared;
+use crate::postgres::cluster::SUPERUSER;
+use crate::postgres::sql::Session;
+use crate::runner::CommandSpec;
+use crate::snapshot::local::{self, Hashing, Owner};
+use crate::snapshot::manifest::Manifest;
+use crate::snapshot::store as snapstore;
+use crate::upload::{Store, StoreConfig};
+
+const DB: &str = "bench_restore";
+
+pub struct RestoreBenchOptions {
+    pub plan: PathBuf,
+    pub workdir: PathBuf,
+    pub scale: u32,
+    pub rounds: u32,
+    /// s3://bucket/prefix with AWS_* credentials; None: SeaweedFS on loopback.
+    pub store: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Candidate {
+    PgbenchClient,
+    PgbenchServer,
+    Local,
+    Store,
+    /// The floor of a restore here: stopping and starting the server with nothing done.
+    FloorRestart,
+    /// The floor of a restore here: writing and fsyncing the data directory's bytes.
+    FloorWrite,
+}
+
+impl Candidate {
+    pub fn label(self) -> &'static str {
+        match self {
+            Candidate::PgbenchClient => "pgbench -i (client-side)",
+            Candidate::PgbenchServer => "pgbench -i -I dtGvp (server-side)",
+            Candidate::Local => "local snapshot restore",
+            Candidate::Store => "object store restore",
+            Candidate::FloorRestart => "floor: server stop + start",
+            Candidate::FloorWrite => "floor: write + fsync of the data directory's bytes",
+        }
+    }
+}
+
+/// What happens while the benchmark runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RestoreEvent {
+    Note(String),
+    Timed {
+        round: u32,
+        candidate: Candidate,
+        seconds: f64,
+    },
+}
+
+/// One codec on the archive sample: compressed fraction and speeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodecFigure {
+    pub codec: String,
+    pub ratio: f64,
+    pub compress_mib_s: f64,
+    pub decompress_mib_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreReport {
+    pub scale: u32,
+    pub rounds: u32,
+    pub data_bytes: u64,
+    pub archive_bytes: u64,
+    pub medians: Vec<(Candidate, f64)>,
+    pub codecs: Vec<CodecFigure>,
+    pub sample_bytes: u64,
+}
+
+impl RestoreReport {
+    fn median_of(&self, c: Candidate) -> f64 {
+        self.medians
+            .iter()
+            .find(|(k, _)| *k == c)
+            .map_or(f64::NAN, |(_, m)| *m)
+    }
+    pub fn best_pgbench_s(&self) -> f64 {
+        self.median_of(Candidate::PgbenchClient)
+            .min(self.median_of(Candidate::PgbenchServer))
+    }
+    pub fn local_speedup(&self) -> f64 {
+        self.best_pgbench_s() / self.median_of(Candidate::Local)
+    }
+    pub fn store_speedup(&self) -> f64 {
+        self.best_pgbench_s() / self.median_of(Candidate::Store)
+    }
+    /// The least a local restore can take here: a restart and the write of its bytes.
+    pub fn floor_s(&self) -> f64 {
+        self.median_of(Candidate::FloorRestart) + self.median_of(Candidate::FloorWrite)
+    }
+    /// The best local speedup this machine allows.
+    pub fn ceiling(&self) -> f64 {
+        self.best_pgbench_s() / self.floor_s()
+    }
+}
+
+/// The test object store: `weed mini` on loopback ports, killed when dropped.
+struct Seaweed {
+    child: Child,
+    dir: PathBuf,
+    endpoint: String,
+    keys: (String, String),
+}
+
+const BUCKET: &str = "pgappliance-bench";
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
+        .local_addr()?
+        .port())
+}
+
+/// `weed` from the venv tools/install-deps fills (PGAPPLIANCE_VENV or ./.venv), or PATH.
+fn weed_binary() -> Result<PathBuf> {
+    let venv = std::env::var_os("PGAPPLIANCE_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".venv"));
+    let candidates = std::iter::once(venv.join("bin/weed")).chain(
+        std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join("weed"))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default(),
+    );
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    bail!("no SeaweedFS `weed` in $PGAPPLIANCE_VENV/bin, ./.venv/bin or PATH (tools/install-deps installs it): install it or pass --store s3://bucket/prefix")
+}
+
+impl Seaweed {
+    /// Starts with its data in `dir` (emptied first, removed when dropped).
+    async fn start(dir: PathBuf) -> Result<Seaweed> {
+        let weed = weed_binary()?;
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+        }
+        crate::fsutil::create_dir_all(&dir)?;
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let keys = (
+            format!("PGA{}", hex[..17].to_uppercase()),
+            format!("sk{}", &hex[17..]),
+        );
+        let config = dir.join("s3.json");
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"identities":[{{"name":"bench","credentials":[{{"accessKey":"{}","secretKey":"{}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#,
+                keys.0, keys.1
+            ),
+        )?;
+        std::fs::create_dir_all(dir.join("data"))?;
+        let s3 = free_port()?;
+        let mut args = vec![
+            "-logtostderr".to_string(),
+            "mini".into(),
+            format!("-dir={}", dir.join("data").display()),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            "-master.telemetry=false".into(),
+            "-admin.ui=false".into(),
+            "-webdav=false".into(),
+            format!("-s3.config={}", config.display()),
+            format!("-bucket={BUCKET}"),
+            format!("-s3.port={s3}"),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+        ];
+        for flag in [
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port.grpc",
+            "admin.port",
+            "admin.port.grpc",
+        ] {
+            args.push(format!("-{flag}={}", free_port()?));
+        }
+        let log = std::fs::File::create(dir.join("weed.log"))?;
+        let child = Command::new(&weed)
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .with_context(|| format!("starting {}", weed.display()))?;
+        let s = Seaweed {
+            child,
+            dir,
+            endpoint: format!("http://127.0.0.1:{s3}"),
+            keys,
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let store = s.store("probe")?;
+            use futures::TryStreamExt;
+            use object_store::ObjectStore;
+            if store
+                .objects
+                .list(None)
+                .try_collect::<Vec<_>>()
+                .await
+                .is_ok()
+            {
+                return Ok(s);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "SeaweedFS did not answer within 90 s: {}",
+                    std::fs::read_to_string(s.dir.join("weed.log")).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    fn store(&self, prefix: &str) -> Result<Store> {
+        let cred = self.dir.join("credentials");
+        if !cred.exists() {
+            let text = format!(
+                "[default]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+                self.keys.0, self.keys.1
+            );
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&cred)?;
+            f.write_all(text.as_bytes())?;
+        }
+        Store::open(&StoreConfig {
+            url: format!("s3://{BUCKET}/{prefix}"),
+            endpoint: Some(self.endpoint.clone()),
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::File,
+            credentials_file: Some(cred.display().to_string()),
+            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
+        })
+    }
+}
+
+impl Drop for Seaweed {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn pgbench_init(run: &Prepared, scale: u32, server_side: bool) -> Result<()> {
+    let mut args = vec!["--initialize".to_string(), "--quiet".to_string()];
+    args.extend(run.conn_args()?);
+    args.push(format!("--scale={scale}"));
+    args.push(format!("--fillfactor={}", run.plan().dataset.fillfactor));
+    if server_side {
+        args.push("--init-steps=dtGvp".into());
+    }
+    args.push(DB.into());
+    run.runner()
+        .run(&CommandSpec::new(run.bin()?.tool("pgbench")).args(args))
+        .await?;
+    Ok(())
+}
+
+async fn admin(run: &Prepared) -> Result<Session> {
+    let c = run.cluster()?;
+    Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await
+}
+
+/// A fresh database, then pgbench -i, CHECKPOINT and sync (the data on disk): seconds.
+async fn time_pgbench(run: &Prepared, scale: u32, server_side: bool) -> Result<f64> {
+    let s = admin(run).await?;
+    s.execute(&format!("DROP DATABASE IF EXISTS {DB}")).await?;
+    s.execute(&format!("CREATE DATABASE {DB}")).await?;
+    s.execute("CHECKPOINT").await?;
+    drop(s);
+    nix::unistd::sync();
+    let t0 = Instant::now();
+    pgbench_init(run, scale, server_side).await?;
+    admin(run).await?.execute("CHECKPOINT").await?;
+    nix::unistd::sync();
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// Stop, restore from the local snapshot `dir`, start and wait: seconds.
+async fn time_local(run: &Prepared, dir: &Path, manifest: &Manifest) -> Result<f64> {
+    let c = run.cluster()?;
+    let t0 = Instant::now();
+    c.stop().await?;
+    let data = c.data_dir();
+    let owner = Some(Owner::of(&data)?);
+    let (d, m) = (dir.to_path_buf(), manifest.clone());
+    tokio::task::spawn_blocking(move || local::restore(&d, &m, &data, owner, Hashing::WhenCopying))
+        .await??;
+    c.start().await?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// Stop, download into a fresh local snapshot (streaming, checked), restore from it,
+/// start and wait: seconds. The downloaded copy is removed afterwards (not timed).
+async fn time_store(run: &Prepared, store: &Store, stored: &Manifest, root: &Path) -> Result<f64> {
+    let c = run.cluster()?;
+    let data = c.data_dir();
+    let owner = Some(Owner::of(&data)?);
+    if root.exists() {
+        std::fs::remove_dir_all(root)?;
+    }
+    nix::unistd::sync();
+    let t0 = Instant::now();
+    c.stop().await?;
+    let dir = snapstore::download(store, stored, root, owner).await?;
+    let m = Manifest::load(&dir)?;
+    let d = dir.clone();
+    tokio::task::spawn_blocking(move || local::restore(&d, &m, &data, owner, Hashing::WhenCopying))
+        .await??;
+    c.start().await?;
+    let secs = t0.elapsed().as_secs_f64();
+    std::fs::remove_dir_all(root)?;
+    Ok(secs)
+}
+
+/// Stop and start the server, nothing else: seconds.
+async fn time_restart(run: &Prepared) -> Result<f64> {
+    let c = run.cluster()?;
+    let t0 = Instant::now();
+    c.stop().await?;
+    c.start().await?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// Writes `bytes` (in files of one chunk, by the copy's threads) into `dir` and fsyncs
+/// them: the disk's part of any restore of that size. Seconds; the files are removed.
+fn time_write(dir: &Path, bytes: u64) -> Result<f64> {
+    use crate::snapshot::manifest::CHUNK_BYTES;
+    use std::os::unix::fs::FileExt;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    crate::fsutil::create_dir_all(dir)?;
+    let n = bytes.div_ceil(CHUNK_BYTES) as usize;
+    let block: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let next = std::sync::Mutex::new(0usize);
+    let t0 = Instant::now();
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..local::copy_threads())
+            .map(|_| {
+                s.spawn(|| -> std::io::Result<()> {
+                    loop {
+                        let i = {
+                            let mut g = next.lock().map_err(|_| std::io::Error::other("lock"))?;
+                            let i = *g;
+                            *g += 1;
+                            i
+                        };
+                        if i >= n {
+                            return Ok(());
+                        }
+                        let len = (bytes - i as u64 * CHUNK_BYTES).min(CHUNK_BYTES);
+                        let f = std::fs::File::create(dir.join(format!("{i}")))?;
+                        let mut off = 0u64;
+                        while off < len {
+                            let k = ((len - off) as usize).min(block.len());
+                            f.write_all_at(&block[..k], off)?;
+                            off += k as u64;
+                        }
+                        f.sync_all()?;
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("thread")))
+            })
+            .collect()
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    for r in results {
+        r?;
+    }
+    std::fs::remove_dir_all(dir)?;
+    Ok(secs)
+}
+
+/// The first `limit` bytes of the snapshot's uncompressed archive stream.
+fn archive_sample(dir: &Path, manifest: &Manifest, limit: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(limit);
+    let mut builder = tar::Builder::new(&mut out);
+    for f in &manifest.files {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(f.mode);
+        h.set_size(f.size);
+        h.set_mtime(0);
+        let file = std::fs::File::open(dir.join(&f.path))?;
+        builder.append_data(&mut h, &f.path, file.take(f.size))?;
+        if builder.get_ref().len() >= limit {
+            break;
+        }
+    }
+    builder.finish()?;
+    drop(builder);
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// zstd at several levels and gzip on the sample, one thread each.
+pub fn measure_codecs(sample: &[u8]) -> Result<Vec<CodecFigure>> {
+    let mib = sample.len() as f64 / (1 << 20) as f64;
+    let mut figures = Vec::new();
+    for level in [1, 3, 9] {
+        let t0 = Instant::now();
+        let packed = zstd::bulk::compress(sample, level)?;
+        let c = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let back = zstd::bulk::decompress(&packed, sample.len())?;
+        let d = t0.elapsed().as_secs_f64();
+        if back != sample {
+            bail!("zstd-{level} did not round-trip");
+        }
+        figures.push(CodecFigure {
+            codec: format!("zstd-{level}"),
+            ratio: packed.len() as f64 / sample.len() as f64,
+            compress_mib_s: mib / c,
+            decompress_mib_s: mib / d,
+        });
+    }
+    for level in [1, 6] {
+        let t0 = Instant::now();
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+        enc.write_all(sample)?;
+        let packed = enc.finish()?;
+        let c = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let mut back = Vec::with_capacity(sample.len());
+        flate2::read::GzDecoder::new(packed.as_slice()).read_to_end(&mut back)?;
+        let d = t0.elapsed().as_secs_f64();
+        if back != sample {
+            bail!("gzip-{level} did not round-trip");
+        }
+        figures.push(CodecFigure {
+            codec: format!("gzip-{level}"),
+            ratio: packed.len() as f64 / sample.len() as f64,
+            compress_mib_s: mib / c,
+            decompress_mib_s: mib / d,
+        });
+    }
+    Ok(figures)
+}
+
+/// Runs the benchmark; `on_event` sees each timing as it is made.
+pub async fn run(
+    o: RestoreBenchOptions,
+    on_event: &mut dyn FnMut(&RestoreEvent),
+) -> Result<RestoreReport> {
+    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
+    let c = run.cluster()?.clone();
+    on_event(&RestoreEvent::Note(format!(
+        "generating scale {} once for the snapshot",
+        o.scale
+    )));
+    {
+        let s = admin(&run).await?;
+        s.execute(&format!("DROP DATABASE IF EXISTS {DB}")).await?;
+        s.execute(&format!("CREATE DATABASE {DB}")).await?;
+    }
+    pgbench_init(&run, o.scale, false).await?;
+    let key = crate::snapshot::current_key(&c, &format!("bench-restore scale={}", o.scale)).await?;
+    let root = o.workdir.join("snapshots");
+    c.stop().await?;
+    let (checksums, redo) = crate::snapshot::stopped_state(&c).await?;
+    let (data, r, k) = (c.data_dir(), root.clone(), key.clone());
+    let (manifest, _) =
+        tokio::task::spawn_blocking(move || local::take(&data, &r, &k, checksums, &redo)).await??;
+    c.start().await?;
+    let snap = local::snapshot_dir(&root, &manifest.id);
+
+    let sample = {
+        let (d, m) = (snap.clone(), manifest.clone());
+        tokio::task::spawn_blocking(move || archive_sample(&d, &m, 256 << 20)).await??
+    };
+    let codecs = measure_codecs(&sample)?;
+    let sample_bytes = sample.len() as u64;
+    drop(sample);
+
+    let weed;
+    let store = match &o.store {
+        Some(url) => Store::open(&StoreConfig {
+            url: url.clone(),
+            endpoint: None,
+            region: std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
+        })?,
+        None => {
+            on_event(&RestoreEvent::Note(
+                "starting the test object store (SeaweedFS on loopback)".into(),
+            ));
+            weed = Seaweed::start(o.workdir.join("weed")).await?;
+            weed.store("bench")?
+        }
+    };
+    on_event(&RestoreEvent::Note(format!(
+        "uploading snapshot {}",
+        manifest.id
+    )));
+    let t0 = Instant::now();
+    let stored = snapstore::upload(&store, &snap, &manifest, None, &mut |_| Ok(())).await?;
+    let archive_bytes = stored.archive.as_ref().map_or(0, |a| a.size);
+    on_event(&RestoreEvent::Note(format!(
+        "uploaded {} bytes as {archive_bytes} compressed in {:.2} s",
+        manifest.total_bytes(),
+        t0.elapsed().as_secs_f64()
+    )));
+    let download_root = o.workdir.join("downloaded");
+
+    let candidates = [
+        Candidate::PgbenchClient,
+        Candidate::PgbenchServer,
+        Candidate::Local,
+        Candidate::Store,
+        Candidate::FloorRestart,
+        Candidate::FloorWrite,
+    ];
+    let floor_dir = c.dir.join("write-floor");
+    let data_bytes = manifest.total_bytes();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    for round in 0..o.rounds.max(1) {
+        let n = candidates.len();
+        for k in 0..n {
+            let i = (k + round as usize) % n;
+            let cand = candidates[i];
+            let t = match cand {
+                Candidate::PgbenchClient => time_pgbench(&run, o.scale, false).await,
+                Candidate::PgbenchServer => time_pgbench(&run, o.scale, true).await,
+                Candidate::Local => time_local(&run, &snap, &manifest).await,
+                Candidate::Store => time_store(&run, &store, &stored, &download_root).await,
+                Candidate::FloorRestart => time_restart(&run).await,
+                Candidate::FloorWrite => {
+                    let d = floor_dir.clone();
+                    tokio::task::spawn_blocking(move || time_write(&d, data_bytes))
+                        .await
+                        .context("the write thread")?
+                }
+            }
+            .with_context(|| format!("{} at scale {}", cand.label(), o.scale))?;
+            on_event(&RestoreEvent::Timed {
+                round: round + 1,
+                candidate: cand,
+                seconds: t,
+            });
+            times[i].push(t);
+        }
+    }
+    admin(&run)
+        .await?
+        .execute(&format!("DROP DATABASE IF EXISTS {DB}"))
+        .await?;
+    c.stop().await?;
+    std::fs::remove_dir_all(&snap).with_context(|| format!("removing {}", snap.display()))?;
+    let medians = candidates
+        .into_iter()
+        .zip(times.iter_mut())
+        .map(|(c, t)| (c, median(t).unwrap_or(f64::NAN)))
+        .collect();
+    Ok(RestoreReport {
+        scale: o.scale,
+        rounds: o.rounds.max(1),
+        data_bytes: manifest.total_bytes(),
+        archive_bytes,
+        medians,
+        codecs,
+        sample_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codecs_round_trip_and_compress_repetitive_pages() {
+        let mut sample = Vec::new();
+        for i in 0..2000u32 {
+            sample.extend_from_slice(format!("{i:>10}|1|0|{:84}\n", "").as_bytes());
+        }
+        let figures = measure_codecs(&sample).expect("codecs");
+        let names: Vec<&str> = figures.iter().map(|f| f.codec.as_str()).collect();
+        assert_eq!(names, ["zstd-1", "zstd-3", "zstd-9", "gzip-1", "gzip-6"]);
+        assert!(figures
+            .iter()
+            .all(|f| f.ratio < 0.5 && f.compress_mib_s > 0.0));
+    }
+
+    #[test]
+    fn the_speedups_are_against_the_faster_pgbench_mode() {
+        let r = RestoreReport {
+            scale: 1,
+            rounds: 1,
+            data_bytes: 0,
+            archive_bytes: 0,
+            medians: vec![
+                (Candidate::PgbenchClient, 12.0),
+                (Candidate::PgbenchServer, 9.0),
+                (Candidate::Local, 3.0),
+                (Candidate::Store, 4.5),
+                (Candidate::FloorRestart, 0.5),
+                (Candidate::FloorWrite, 1.0),
+            ],
+            codecs: Vec::new(),
+            sample_bytes: 0,
+        };
+        assert_eq!(r.best_pgbench_s(), 9.0);
+        assert_eq!(r.local_speedup(), 3.0);
+        assert_eq!(r.store_speedup(), 2.0);
+        assert_eq!(r.floor_s(), 1.5);
+        assert_eq!(r.ceiling(), 6.0);
+    }
+}

@@ -1,0 +1,275 @@
+//! sysbench-tpcc inside the dataset and sweep steps: each dataset prepared as scenario B
+//! did (`tpcc.lua … prepare` under load settings, the plan's settings back with a restart,
+//! `VACUUM ANALYZE`, `CHECKPOINT`), and each point run and parsed.
+//!
+//! A dataset counts as prepared when the journal lists its spec and its last table set's
+//! `warehouse` table holds `scale` rows. A prepare that was interrupted (the journal names
+//! the database in `tpcc_preparing`) is redone from an empty database.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Context;
+use crate::loader;
+use crate::plan::TpccDataset;
+use crate::postgres::cluster::SUPERUSER;
+use crate::postgres::sql::{ident, literal, Session};
+use crate::postgres::Cluster;
+use crate::runner::CommandSpec;
+use crate::sysbench::scripts;
+use crate::sysbench::tpcc::{self, Conn};
+
+/// What identifies a prepared dataset in the journal.
+pub fn dataset_spec(ds: &TpccDataset) -> String {
+    format!(
+        "db={} tables={} scale={} use_fk={}",
+        ds.database(),
+        ds.tables,
+        ds.scale,
+        ds.use_fk
+    )
+}
+
+/// One prepared dataset, as `dataset-tpcc.json` and results.json record it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TpccDatasetInfo {
+    pub database: String,
+    pub tables: u32,
+    pub scale: u32,
+    pub use_fk: bool,
+    pub prepare_threads: u32,
+    /// The prepare command as run.
+    pub command: String,
+    /// Seconds of `tpcc.lua prepare` alone (it includes the script's fixed 30 s wait for
+    /// every thread's tables).
+    pub prepare_s: f64,
+    /// Seconds from the load settings to the final CHECKPOINT.
+    pub wall_s: f64,
+    /// The database's size when prepared.
+    pub bytes: u64,
+}
+
+/// The connection sysbench uses.
+pub fn conn(c: &Cluster) -> Conn {
+    Conn {
+        socket_dir: c.socket_dir(),
+        port: c.port,
+        user: SUPERUSER.to_string(),
+    }
+}
+
+/// The directory holding the plan's tpcc.lua (payload copy or the plan's source, verified).
+pub async fn script_dir(cx: &Context) -> Result<PathBuf> {
+    let sb = cx
+        .plan
+        .sysbench
+        .as_ref()
+        .context("the plan has sysbench-tpcc workloads but no [sysbench] section")?;
+    let packed = cx.host.packed_tpcc_archive();
+    scripts::ensure(sb, &cx.workdir, packed.as_deref()).await
+}
+
+/// Whether `ds`'s tables are there at its scale.
+pub async fn present(c: &Cluster, ds: &TpccDataset) -> Result<bool> {
+    let db = ds.database();
+    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
+    let exists = admin
+        .value(&format!(
+            "SELECT 1 FROM pg_database WHERE datname = {}",
+            literal(&db)
+        ))
+        .await?
+        .is_some();
+    if !exists {
+        return Ok(false);
+    }
+    let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, &db).await?;
+    let table = format!("warehouse{}", ds.tables);
+    let n = s
+        .value(&format!(
+            "SELECT CASE WHEN to_regclass({}) IS NULL THEN -1 ELSE (SELECT count(*) FROM {}) END",
+            literal(&table),
+            ident(&table)
+        ))
+        .await?;
+    Ok(n.as_deref() == Some(ds.scale.to_string().as_str()))
+}
+
+/// The datasets still to prepare (not in the journal, or their tables not there).
+pub async fn missing(cx: &Context) -> Result<Vec<TpccDataset>> {
+    let mut out = Vec::new();
+    for ds in cx.plan.tpcc_datasets() {
+        let listed = cx
+            .journal
+            .state
+            .state
+            .dataset
+            .tpcc
+            .contains(&dataset_spec(&ds));
+        if !listed || !present(cx.server()?, &ds).await? {
+            out.push(ds);
+        }
+    }
+    Ok(out)
+}
+
+/// Puts the plan's settings back after a prepare that was interrupted.
+pub async fn recover(cx: &mut Context) -> Result<()> {
+    if let Some(db) = cx.journal.state.state.dataset.tpcc_preparing.clone() {
+        tracing::warn!(database = %db, "a sysbench-tpcc prepare was interrupted: restoring the plan's settings, then preparing it again");
+        let inv = cx.inventory()?;
+        let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
+        loader::restore_settings(cx.server()?, cores, ram, cx.settings()?).await?;
+        cx.journal.update(|s| s.dataset.tpcc_preparing = None)?;
+    }
+    Ok(())
+}
+
+/// Prepares every missing dataset; returns what each took.
+pub async fn prepare_missing(cx: &mut Context) -> Result<Vec<TpccDatasetInfo>> {
+    let todo = missing(cx).await?;
+    if todo.is_empty() {
+        return Ok(Vec::new());
+    }
+    let dir = script_dir(cx).await?;
+    let mut infos = Vec::new();
+    for ds in todo {
+        infos.push(prepare(cx, &dir, &ds).await?);
+        let spec = dataset_spec(&ds);
+        cx.journal.update(|s| {
+            if !s.dataset.tpcc.contains(&spec) {
+                s.dataset.tpcc.push(spec)
+            }
+        })?;
+    }
+    let path = cx.run_dir.join("dataset-tpcc.json");
+    let mut all: Vec<TpccDatasetInfo> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.retain(|a| !infos.iter().any(|b| b.database == a.database));
+    all.extend(infos.iter().cloned());
+    crate::fsutil::write_json(&path, &all)?;
+    Ok(infos)
+}
+
+async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccDatasetInfo> {
+    let db = ds.database();
+    let c = cx.server()?.clone();
+    let inv = cx.inventory()?;
+    let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
+    let threads = cx
+        .plan
+        .workloads
+        .iter()
+        .filter(|w| w.tpcc_dataset() == Some(*ds))
+        .find_map(|w| w.prepare_threads)
+        .unwrap_or_else(|| tpcc::default_prepare_threads(ds, cores));
+    crate::notify::status(&format!(
+        "dataset: sysbench-tpcc prepare of {} ({} tables x {} warehouses, {threads} threads)",
+        db, ds.tables, ds.scale
+    ));
+    let started = Instant::now();
+    // A database left by an interrupted prepare is dropped: tpcc.lua cannot resume one.
+    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
+    admin
+        .execute(&format!("DROP DATABASE IF EXISTS {}", ident(&db)))
+        .await?;
+    admin
+        .execute(&format!("CREATE DATABASE {}", ident(&db)))
+        .await?;
+    drop(admin);
+    cx.journal
+        .update(|s| s.dataset.tpcc_preparing = Some(db.clone()))?;
+    loader::apply_load_settings(&c, cores, ram).await?;
+    let raw = cx.raw();
+    let (out, err) = (
+        raw.join(format!("dataset-{db}.stdout")),
+        raw.join(format!("dataset-{db}.stderr")),
+    );
+    let spec = CommandSpec::new(tpcc::SYSBENCH)
+        .args(tpcc::prepare_args(
+            Path::new(&format!("./{}", scripts::ENTRY)),
+            ds,
+            &conn(&c),
+            threads,
+        ))
+        .cwd(dir)
+        .user(cx.host.bench_user())
+        .output_files(&out, &err);
+    let t0 = Instant::now();
+    cx.runner.run(&spec).await?;
+    let prepare_s = t0.elapsed().as_secs_f64();
+    loader::restore_settings(&c, cores, ram, cx.settings()?).await?;
+    cx.journal.update(|s| s.dataset.tpcc_preparing = None)?;
+    let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, &db).await?;
+    s.execute("VACUUM ANALYZE").await?;
+    s.execute("CHECKPOINT").await?;
+    let bytes = s
+        .value("SELECT pg_database_size(current_database())")
+        .await?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let info = TpccDatasetInfo {
+        database: db.clone(),
+        tables: ds.tables,
+        scale: ds.scale,
+        use_fk: ds.use_fk,
+        prepare_threads: threads,
+        command: spec.display(),
+        prepare_s,
+        wall_s: started.elapsed().as_secs_f64(),
+        bytes,
+    };
+    tracing::info!(database = %db, seconds = info.wall_s, bytes, "sysbench-tpcc dataset ready");
+    Ok(info)
+}
+
+/// The sysbench command of a sweep point (a warm-up runs the same one for its own time),
+/// run from the scripts' directory so tpcc.lua finds its modules; output into `raw`.
+pub fn point_command(
+    cx: &Context,
+    p: &crate::sweep::SweepPoint,
+    raw: &Path,
+    scripts_dir: &Path,
+) -> Result<CommandSpec> {
+    let c = cx.server()?;
+    let args = tpcc::run_args(Path::new(&format!("./{}", scripts::ENTRY)), p, &conn(c))
+        .with_context(|| format!("point {} is not a timed sysbench-tpcc point", p.id))?;
+    let mut spec = CommandSpec::new(tpcc::SYSBENCH)
+        .args(args)
+        .cwd(scripts_dir)
+        .user(cx.host.bench_user())
+        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
+        .limit_nofile((u64::from(p.threads) * 2 + 256).max(4096));
+    if let crate::sweep::Limit::DurationS(s) = p.limit {
+        spec = spec.timeout(std::time::Duration::from_secs(s + 600));
+    }
+    Ok(spec)
+}
+
+/// sysbench's run parsed, and the point's error: the command's failure, else what the
+/// parser found missing (an aborted run ends without its summary).
+pub fn read_output(
+    stdout: &str,
+    stderr: &str,
+    command_error: Option<String>,
+) -> (Option<crate::sysbench::SysbenchRun>, Option<String>) {
+    match crate::sysbench::parse_output(stdout) {
+        Ok(run) => (Some(run), command_error),
+        Err(e) => {
+            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            let mut msg = format!("sysbench output: {e}");
+            if let Some(cmd) = command_error {
+                msg = format!("{msg}; {cmd}");
+            } else if !tail.is_empty() {
+                msg = format!("{msg}; stderr: {}", tail.join(" | "));
+            }
+            (None, Some(msg))
+        }
+    }
+}
