@@ -62,8 +62,18 @@ impl Step for Sweep {
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         let points = points(cx)?;
         let total = points.len();
+        let mut todo: Vec<bool> = points.iter().map(|p| !recorded(cx, p)).collect();
+        // A warm-up counts only together with the point it warms: when that point is still
+        // to run (it was interrupted), its warm-up runs again right before it, so no restore
+        // and no restart come between them.
+        for i in 0..points.len().saturating_sub(1) {
+            let (w, next) = (&points[i], &points[i + 1]);
+            if w.warmup && !next.warmup && next.workload == w.workload && todo[i + 1] {
+                todo[i] = true;
+            }
+        }
         for (n, p) in points.iter().enumerate() {
-            if recorded(cx, p) {
+            if !todo[n] {
                 continue;
             }
             crate::notify::status(&format!(

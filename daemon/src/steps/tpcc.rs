@@ -167,7 +167,10 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
         .iter()
         .filter(|w| w.tpcc_dataset() == Some(*ds))
         .find_map(|w| w.prepare_threads)
-        .unwrap_or_else(|| tpcc::default_prepare_threads(ds, cores));
+        .unwrap_or_else(|| {
+            // No more than the connections max_connections was sized for.
+            tpcc::default_prepare_threads(ds, cores).min(cx.plan.max_clients())
+        });
     crate::notify::status(&format!(
         "dataset: sysbench-tpcc prepare of {} ({} tables x {} warehouses, {threads} threads)",
         db, ds.tables, ds.scale
