@@ -189,22 +189,60 @@ fn tpcc_plan_prepares_resumes_a_killed_prepare_and_matches_sysbench_output() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // Second start: the prepare is redone from an empty database, then the sweep.
+    // Second start: the prepare is redone from an empty database, the first warm-up runs,
+    // and the run is killed again in the middle of the measured point after it.
+    let mut child = w
+        .run_command(&plan)
+        .stdout(Stdio::from(
+            std::fs::File::create(logs.join("run2.out")).expect("log"),
+        ))
+        .stderr(Stdio::from(
+            std::fs::File::create(logs.join("run2.err")).expect("log"),
+        ))
+        .spawn()
+        .expect("spawn pgapplianced");
+    let deadline = Instant::now() + Duration::from_secs(400);
+    loop {
+        let in_point = w
+            .journal()
+            .is_some_and(|j| j["pending"]["item"] == "p002-tpcc-t00001-r1");
+        if in_point {
+            break;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "run 2 ended ({status}) before the first measured point:\n{}",
+                std::fs::read_to_string(logs.join("run2.err")).unwrap_or_default()
+            );
+        }
+        assert!(Instant::now() < deadline, "the first point never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let log2 = std::fs::read_to_string(logs.join("run2.err")).unwrap_or_default();
+    assert!(
+        log2.contains("sysbench-tpcc prepare was interrupted"),
+        "the resume says what it redoes: {log2}"
+    );
+
+    // Third start: the interrupted point's warm-up runs again right before it (from the
+    // snapshot, since the killed point wrote to the data), then the rest.
     let out = w.run(&plan);
     assert!(out.status.success(), "{}", describe(&out));
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        log.contains("sysbench-tpcc prepare was interrupted"),
-        "the resume says what it redoes: {log}"
-    );
-    // The data directory was put back from the snapshot before the second test (after the
-    // first one wrote to it), not between a warm-up and its run.
     let restores: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("restoring the data directory"))
         .collect();
-    assert_eq!(restores.len(), 1, "{restores:?}");
-    assert!(restores[0].contains("w003-tpcc-t00002-r1"), "{restores:?}");
+    assert_eq!(restores.len(), 2, "{restores:?}");
+    assert!(restores[0].contains("w001-tpcc-t00001-r1"), "{restores:?}");
+    assert!(restores[1].contains("w003-tpcc-t00002-r1"), "{restores:?}");
+    let j = w.journal().expect("journal");
+    assert_eq!(j["points"]["w001-tpcc-t00001-r1"]["attempts"], 2, "{j}");
+    assert_eq!(j["points"]["p002-tpcc-t00001-r1"]["attempts"], 2, "{j}");
+    assert_eq!(j["points"]["w003-tpcc-t00002-r1"]["attempts"], 1, "{j}");
     assert!(
         served.load(std::sync::atomic::Ordering::SeqCst) >= 1,
         "the scripts came over HTTP"
@@ -276,6 +314,16 @@ fn tpcc_plan_prepares_resumes_a_killed_prepare_and_matches_sysbench_output() {
         );
     }
     // The prepared dataset and the plan's settings back after the load settings.
+    assert_eq!(
+        r["tpcc_datasets"][0]["database"], "sbtest_w1_t2",
+        "{}",
+        r["tpcc_datasets"]
+    );
+    assert_eq!(r["tpcc_datasets"][0]["source"], "generated");
+    assert!(
+        r["dataset"].is_null(),
+        "no pgbench dataset in a TPC-C-only plan"
+    );
     let ds = read_json(&run_dir.join("dataset-tpcc.json"));
     assert_eq!(ds[0]["database"], "sbtest_w1_t2", "{ds}");
     assert!(ds[0]["bytes"].as_u64().expect("bytes") > 1 << 20, "{ds}");

@@ -466,7 +466,13 @@ impl JournalFile {
 
     /// Counts an attempt at a point and marks it in flight.
     pub fn begin_point(&mut self, id: &str) -> Result<u32> {
-        let attempts = self.state.point_attempts.entry(id.to_string()).or_insert(0);
+        // A recorded point run again (a warm-up before its interrupted point) keeps counting.
+        let before = self.state.points.get(id).map_or(0, |r| r.attempts);
+        let attempts = self
+            .state
+            .point_attempts
+            .entry(id.to_string())
+            .or_insert(before);
         *attempts += 1;
         let n = *attempts;
         self.state.pending = Some(Pending {

@@ -161,6 +161,9 @@ pub struct RunResults {
     pub inventory: Inventory,
     pub postgres: PostgresInfo,
     pub dataset: Option<DatasetInfo>,
+    /// The sysbench-tpcc datasets (`dataset-tpcc.json`): how each was made or restored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tpcc_datasets: Vec<TpccDatasetInfo>,
     /// What of the planned tuning was read back in effect (docs/results.md); null in runs
     /// recorded before it was.
     #[serde(default)]
@@ -169,6 +172,31 @@ pub struct RunResults {
     pub step_timings_s: BTreeMap<String, f64>,
     pub points_total: usize,
     pub points: Vec<PointResult>,
+}
+
+/// One sysbench-tpcc dataset as the run found it: prepared (`source = "generated"`, with
+/// the prepare's command and time) or restored from a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TpccDatasetInfo {
+    pub database: String,
+    pub tables: u32,
+    pub scale: u32,
+    pub use_fk: bool,
+    /// `generated`, `snapshot:local` or `snapshot:store`.
+    pub source: String,
+    #[serde(default)]
+    pub prepare_threads: Option<u32>,
+    /// The prepare command as run.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Seconds of `tpcc.lua prepare` alone (it includes the script's fixed 30 s wait for
+    /// every thread's tables).
+    #[serde(default)]
+    pub prepare_s: Option<f64>,
+    /// Seconds from the load settings to the final CHECKPOINT (or of the restore).
+    pub wall_s: f64,
+    /// The database's size when prepared or restored.
+    pub bytes: u64,
 }
 
 impl RunResults {

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{
-    Builtin, Checksums, LatencyLog, Plan, Protocol, RandType, Threads, TpccDataset, TrxLevel,
-    WorkloadKind,
+    Builtin, Checksums, LatencyLog, Plan, Protocol, RandType, RestorePolicy, Threads, TpccDataset,
+    TrxLevel, WorkloadKind,
 };
 
 /// How long a point runs.
@@ -137,21 +137,27 @@ pub fn expand(plan: &Plan, cores: u32) -> Vec<SweepPoint> {
                     sampling_rate: w.sampling_rate,
                     progress_interval_s: w.progress_interval_s,
                 };
-            if w.is_tpcc() {
-                // Scenario B's test: (restore,) warm-up with the same arguments, CHECKPOINT,
-                // the run; so each measured point has its own warm-up before it.
+            // Scenario B's test: (restore,) warm-up with the same arguments, CHECKPOINT, the
+            // run; so each measured point has its own warm-up before it: always for
+            // sysbench-tpcc, and for pgbench when every point starts from the snapshot.
+            if w.is_tpcc() || plan.dataset.restore == RestorePolicy::EachPoint {
+                let letter = if w.is_tpcc() { 't' } else { 'c' };
                 for clients in w.connections() {
                     for repeat in 1..=w.repeats {
                         if let Some(warm) = w.warmup() {
                             ordinal += 1;
-                            let id =
-                                format!("w{ordinal:03}-{}-t{clients:05}-r{repeat}{suffix}", w.name);
+                            let id = format!(
+                                "w{ordinal:03}-{}-{letter}{clients:05}-r{repeat}{suffix}",
+                                w.name
+                            );
                             let limit = Limit::DurationS(warm.as_secs().max(1));
                             points.push(base(clients, repeat, true, limit, id));
                         }
                         ordinal += 1;
-                        let id =
-                            format!("p{ordinal:03}-{}-t{clients:05}-r{repeat}{suffix}", w.name);
+                        let id = format!(
+                            "p{ordinal:03}-{}-{letter}{clients:05}-r{repeat}{suffix}",
+                            w.name
+                        );
                         points.push(base(clients, repeat, false, limit, id));
                     }
                 }
@@ -214,4 +220,45 @@ pub fn pgbench_args(point: &SweepPoint, log_prefix: &str) -> Vec<String> {
         }
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(restore: &str) -> Plan {
+        Plan::parse(&format!(
+            "[appliance]\nname = \"t\"\nplatform = \"debian12\"\n[postgres]\nversion = 15\n\
+             [dataset]\nscale = 1\nrestore = \"{restore}\"\n\
+             [[workloads]]\nname = \"rw\"\nclients = [1, 4]\nduration = \"5s\"\nwarmup = \"2s\"\n"
+        ))
+        .expect("plan")
+    }
+
+    #[test]
+    fn pgbench_warms_up_before_every_point_only_when_every_point_is_restored() {
+        let ids = |p: &Plan| -> Vec<String> { expand(p, 2).into_iter().map(|p| p.id).collect() };
+        assert_eq!(
+            ids(&plan("never")),
+            ["w001-rw", "p002-rw-c00001-r1", "p003-rw-c00004-r1"]
+        );
+        assert_eq!(
+            ids(&plan("each-workload")),
+            ["w001-rw", "p002-rw-c00001-r1", "p003-rw-c00004-r1"]
+        );
+        let each = expand(&plan("each-point"), 2);
+        let got: Vec<(&str, u32, bool)> = each
+            .iter()
+            .map(|p| (p.id.as_str(), p.clients, p.warmup))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("w001-rw-c00001-r1", 1, true),
+                ("p002-rw-c00001-r1", 1, false),
+                ("w003-rw-c00004-r1", 4, true),
+                ("p004-rw-c00004-r1", 4, false)
+            ]
+        );
+    }
 }

@@ -226,6 +226,7 @@ pub fn run_results(run: &SyntheticRun) -> Result<RunResults, String> {
             effective_settings: Vec::new(),
         },
         dataset: None,
+        tpcc_datasets: Vec::new(),
         tuning_in_effect: None,
         step_timings_s: BTreeMap::new(),
         points_total: points.len(),

@@ -288,7 +288,7 @@ fn kickstart_passes_ksvalidator_and_bash_n() {
 fn user_data_passes_cloud_init_schema_and_fits_ec2() {
     let dir = tempfile::tempdir().expect("tmp");
     let out = dir.path().join("out");
-    let plan = repo().join("examples/m5d-8xlarge.toml");
+    let plan = example_with_pinned_tpcc(dir.path(), "m5d-8xlarge.toml");
     let url = "https://objects.lab.example/pgappliance/payload.tar.gz?X-Amz-Signature=abc123";
     let o = build(&plan, &out, &native_daemon(), &["--payload-url", url]);
     assert!(o.status.success(), "{}", describe(&o));
@@ -965,7 +965,7 @@ fn build_refuses_a_kickstart_nobody_could_use() {
     );
     assert!(!out.exists(), "nothing written");
     // A cloud plan (no [install]) gets no kickstart, and no ISO.
-    let m5d = repo().join("examples/m5d-8xlarge.toml");
+    let m5d = example_with_pinned_tpcc(dir.path(), "m5d-8xlarge.toml");
     let o = build(&m5d, &out, &native_daemon(), &[]);
     assert!(o.status.success(), "{}", describe(&o));
     assert!(!out.join("ks.cfg").exists());
@@ -1343,6 +1343,24 @@ fn pinned_tpcc() -> (PathBuf, Vec<u8>) {
         .expect("the pinned sysbench-tpcc archive");
     let bytes = std::fs::read(&path).expect("read it");
     (path, bytes)
+}
+
+/// An example plan written into `dir` with its `[sysbench] tpcc_source` (an operator's
+/// hosted copy) pointing at the pinned copy, which has the sha256 the example names.
+fn example_with_pinned_tpcc(dir: &Path, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(repo().join("examples").join(name)).expect("example");
+    let (archive, _) = pinned_tpcc();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tpcc_source = "))
+        .expect("the example names tpcc_source");
+    let text = text.replace(
+        line,
+        &format!("tpcc_source = \"file://{}\"", archive.display()),
+    );
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write plan");
+    p
 }
 
 fn tpcc_plan(dir: &Path, source: &str, sha: &str) -> PathBuf {

@@ -1099,6 +1099,17 @@ fn tpcc_with(old: &str, new: &str) -> String {
 fn a_sysbench_tpcc_plan_checks_without_a_pgbench_dataset() {
     let c = check_text(TPCC);
     assert_eq!(c.code, 0, "{}", c.stderr);
+    // Four tests on data none of them restores: warned, silent once each test restores.
+    assert!(
+        c.stderr
+            .contains("workloads[0].kind: warning: sysbench-tpcc writes")
+            && c.stderr.contains("each of its 4 tests after the first"),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&format!("{TPCC}[dataset]\nrestore = \"each-point\"\n"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(!c.stderr.contains("sysbench-tpcc writes"), "{}", c.stderr);
 }
 
 #[test]

@@ -48,13 +48,31 @@ fn the_guest_harness_names_a_missing_venv_up_front() {
     }
     assert!(stderr.contains("tools/install-deps"), "{stderr}");
     assert!(!dir.path().join("work").exists(), "nothing built: {stderr}");
+    // The cloud scenarios also need the EC2 emulator; vm-boot does not.
+    assert!(!stderr.contains("moto_server"), "{stderr}");
+    let o = Command::new(repo().join("tests/guest/run"))
+        .args(["--preflight", "cloud-init"])
+        .env("PGAPPLIANCE_VENV", &venv)
+        .env("PGA_NO_INSTALL", "1")
+        .env("PGA_GUEST_WORK", dir.path().join("work"))
+        .output()
+        .expect("tests/guest/run");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}/bin/moto_server (the S3 server and client of vm-boot, vm-reset and the cloud scenarios, and their EC2 emulator",
+            venv.display()
+        )),
+        "{stderr}"
+    );
     // The venv the tests use passes the same preflight.
     let real = std::env::var_os("PGAPPLIANCE_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join(".venv"));
     if real.join("bin/weed").exists() {
         let o = Command::new(repo().join("tests/guest/run"))
-            .args(["--preflight", "vm-boot"])
+            .args(["--preflight", "vm-boot", "cloud-init"])
             .env("PGAPPLIANCE_VENV", &real)
             .env("PGA_NO_INSTALL", "1")
             .output()

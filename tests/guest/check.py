@@ -72,7 +72,7 @@ def completed_run(out, expect_points, collected=None):
     ok(len(set(ids)) == len(ids), "each point once", str(ids))
     bad = [p["id"] for p in results["points"] if p.get("status") != "ok"]
     ok(not bad, "every point ok", str(bad))
-    ok(all((p.get("summary") or {}).get("tps", 0) > 0 for p in results["points"]),
+    ok(all((p.get("summary") or p.get("sysbench") or {}).get("tps", 0) > 0 for p in results["points"]),
        "every point has a tps figure")
     logs = glob.glob(os.path.join(rd, "raw", "points", "*", "attempt-*", "pgbench_log*"))
     ok(bool(logs) and all(os.stat(l).st_uid != 0 for l in logs),
@@ -326,7 +326,18 @@ def main():
     kind, out = sys.argv[1], sys.argv[2]
     print(f"checks for {kind}:")
     if kind == "nspawn":
-        completed_run(out, 5)
+        results = completed_run(out, 6)
+        if results is not None:
+            tpcc = [p for p in results["points"] if p.get("kind") == "sysbench-tpcc"]
+            ok(len(tpcc) == 1 and tpcc[0]["sysbench"]["threads"] == 2
+               and len(tpcc[0]["sysbench"]["series"]) >= 2,
+               "the sysbench-tpcc point ran under systemd with its per-second series",
+               json.dumps(tpcc)[:600])
+            log = daemon_log(out)
+            ok("sysbench-tpcc dataset ready" in log, "the sysbench-tpcc dataset was prepared", log[-800:])
+            ok(log.count("restoring the data directory") == 2,
+               "the data directory was restored from the snapshot before the 2nd and 3rd workloads",
+               str(log.count("restoring the data directory")))
     elif kind == "vm-boot":
         results = completed_run(out, 4, sys.argv[3])
         volume_checks(out)

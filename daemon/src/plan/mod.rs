@@ -591,7 +591,8 @@ pub struct Workload {
     /// sysbench-tpcc: `--trx_level` (default RC, as scenario B).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trx_level: Option<TrxLevel>,
-    /// sysbench-tpcc: `--threads` of `prepare` (default: the CPUs, at most `tables` x `scale`).
+    /// sysbench-tpcc: `--threads` of `prepare` (default: the CPUs, at most max(`tables`,
+    /// `scale`), and never more than the connections the sweep needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare_threads: Option<u32>,
 }
@@ -1102,7 +1103,7 @@ impl Plan {
     pub fn max_clients(&self) -> u32 {
         self.workloads
             .iter()
-            .flat_map(|w| w.connections())
+            .flat_map(|w| w.connections().into_iter().chain(w.prepare_threads))
             .max()
             .unwrap_or(1)
     }

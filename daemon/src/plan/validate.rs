@@ -678,6 +678,20 @@ fn dataset(plan: &Plan, p: &mut Problems) {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && !d.database.starts_with(|c: char| c.is_ascii_digit());
+    if db_ok
+        && plan
+            .tpcc_datasets()
+            .iter()
+            .any(|t| t.database() == d.database)
+    {
+        p.push((
+            at.key("database"),
+            format!(
+                "\"{}\" is the database of this plan's sysbench-tpcc dataset (tpcc.lua prepare drops and remakes it): name pgbench's database otherwise",
+                d.database
+            ),
+        ));
+    }
     if !db_ok {
         p.push((
             at.key("database"),

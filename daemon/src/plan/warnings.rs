@@ -122,6 +122,15 @@ fn workloads(plan: &Plan, w: &mut Warnings) {
                 "a warm-up of zero has no effect: leave warmup out, or give it a length".into(),
             ));
         }
+        let tests = wl.connections().len() * wl.repeats as usize;
+        if wl.is_tpcc() && tests > 1 && plan.dataset.restore == super::RestorePolicy::Never {
+            w.push((
+                KeyPath::root().key("workloads").index(i).key("kind"),
+                format!(
+                    "sysbench-tpcc writes: with [dataset] restore = \"never\" each of its {tests} tests after the first starts from the data the one before left; scenario B restored the prepared data directory before every test (restore = \"each-point\")"
+                ),
+            ));
+        }
     }
 }
 

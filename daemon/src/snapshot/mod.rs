@@ -420,7 +420,13 @@ pub fn restore_reason(
 ) -> Option<String> {
     let policy_reason = match (policy, changed_by) {
         (_, None) | (RestorePolicy::Never, _) => None,
-        (RestorePolicy::EachPoint, Some(w)) if changed_by_warmup && w == point.workload => None,
+        // A measured point right after its workload's warm-up runs on what the warm-up left
+        // (that is the warm-up's purpose); a warm-up itself always starts from the snapshot.
+        (RestorePolicy::EachPoint, Some(w))
+            if changed_by_warmup && w == point.workload && !point.warmup =>
+        {
+            None
+        }
         (RestorePolicy::EachPoint, Some(w)) => {
             Some(format!("restore = \"each-point\" and {w} ran on the data"))
         }

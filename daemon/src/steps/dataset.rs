@@ -150,6 +150,8 @@ impl Step for Dataset {
                     s.dataset.spec = pgbench;
                     s.dataset.tpcc = tpcc;
                 })?;
+                let source = info.source.clone().unwrap_or_default();
+                super::tpcc::record_restored(cx, &source, info.wall_s).await?;
                 tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
                 return crate::snapshot::share(cx).await;
             }
@@ -188,12 +190,19 @@ pub fn full_spec(cx: &Context) -> String {
     if cx.plan.has_pgbench() {
         parts.push(spec(cx));
     }
-    parts.extend(
-        cx.plan
-            .tpcc_datasets()
-            .iter()
-            .map(|d| format!("sysbench-tpcc {}", super::tpcc::dataset_spec(d))),
-    );
+    // The scripts' release decides the tables tpcc.lua makes: part of the identity.
+    let scripts = cx
+        .plan
+        .sysbench
+        .as_ref()
+        .map(|s| s.tpcc_sha256.to_ascii_lowercase())
+        .unwrap_or_default();
+    parts.extend(cx.plan.tpcc_datasets().iter().map(|d| {
+        format!(
+            "sysbench-tpcc {} scripts={scripts}",
+            super::tpcc::dataset_spec(d)
+        )
+    }));
     parts.join("; ")
 }
 
@@ -269,7 +278,20 @@ async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
                     .is_some() =>
             {
                 tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
-                cx.journal.update(|s| s.dataset.snapshot = None)?;
+                // What the data directory holds now is not the prepared data (points may
+                // have changed it): every dataset is made again, and the bad snapshot goes.
+                let dir = crate::snapshot::local::snapshot_dir(&crate::snapshot::root(cx)?, id);
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .with_context(|| format!("removing {}", dir.display()))?;
+                }
+                cx.journal.update(|s| {
+                    s.dataset.snapshot = None;
+                    s.dataset.restoring = None;
+                    s.dataset.spec = None;
+                    s.dataset.tpcc.clear();
+                    s.dataset.changed_by = None;
+                })?;
                 return Ok(None);
             }
             Err(e) => return Err(e),

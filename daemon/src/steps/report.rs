@@ -81,6 +81,8 @@ async fn build(cx: &Context) -> Result<RunResults> {
     let effective = session.effective_settings().await?;
     let data_checksums = session.value("SHOW data_checksums").await?.as_deref() == Some("on");
     let dataset: Option<DatasetInfo> = read_json(&cx.run_dir.join("dataset.json")).ok();
+    let tpcc_datasets: Vec<crate::results::TpccDatasetInfo> =
+        read_json(&cx.run_dir.join("dataset-tpcc.json")).unwrap_or_default();
     let applied: BTreeMap<String, String> =
         read_json(&cx.run_dir.join("applied_settings.json")).unwrap_or_default();
     let mut timings: BTreeMap<String, f64> = cx
@@ -113,6 +115,7 @@ async fn build(cx: &Context) -> Result<RunResults> {
             effective_settings: effective,
         },
         dataset,
+        tpcc_datasets,
         tuning_in_effect: read_json(&cx.run_dir.join(super::in_effect::IN_EFFECT_FILE)).ok(),
         step_timings_s: timings,
         points_total: results.len(),

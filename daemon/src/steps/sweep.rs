@@ -62,8 +62,18 @@ impl Step for Sweep {
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         let points = points(cx)?;
         let total = points.len();
+        let mut todo: Vec<bool> = points.iter().map(|p| !recorded(cx, p)).collect();
+        // A warm-up counts only together with the point it warms: when that point is still
+        // to run (it was interrupted), its warm-up runs again right before it, so no restore
+        // and no restart come between them.
+        for i in 0..points.len().saturating_sub(1) {
+            let (w, next) = (&points[i], &points[i + 1]);
+            if w.warmup && !next.warmup && next.workload == w.workload && todo[i + 1] {
+                todo[i] = true;
+            }
+        }
         for (n, p) in points.iter().enumerate() {
-            if recorded(cx, p) {
+            if !todo[n] {
                 continue;
             }
             crate::notify::status(&format!(
@@ -234,73 +244,46 @@ pub async fn measure_point(
     };
     let out_text = std::fs::read_to_string(&stdout).unwrap_or_default();
     let err_text = std::fs::read_to_string(&stderr).unwrap_or_default();
-    if p.kind == WorkloadKind::SysbenchTpcc {
+    let (summary, latency, tps_series, sysbench, error) = if p.kind == WorkloadKind::SysbenchTpcc {
         let (sysbench, error) = super::tpcc::read_output(&out_text, &err_text, command_error);
-        return Ok(PointResult {
-            schema_version: RESULTS_SCHEMA_VERSION,
-            id: p.id.clone(),
-            workload: p.workload.clone(),
-            kind: p.kind,
-            builtin: p.builtin,
-            clients: p.clients,
-            threads: p.threads,
-            limit: p.limit,
-            protocol: p.protocol,
-            repeat: p.repeat,
-            checksums: p.checksums,
-            status: if error.is_some() {
-                PointStatus::Failed
-            } else {
-                PointStatus::Ok
-            },
-            error,
-            attempt,
-            started_at,
-            finished_at: crate::journal::now(),
-            wall_s,
-            command: spec.display(),
-            raw_dir: cx.rel(raw),
-            summary: None,
-            latency: None,
-            tps_series: sysbench
-                .as_ref()
-                .map(|r| r.tps_series())
-                .unwrap_or_default(),
-            sysbench,
-            stats: Some(stats),
-            os,
-        });
-    }
-    let summary = parse_summary(&out_text);
-    let mut error = command_error;
-    let summary = match summary {
-        Ok(s) => Some(s),
-        Err(e) => {
-            error = Some(match error {
-                Some(cmd) => format!("{e}; {cmd}"),
-                None => e.to_string(),
-            });
-            None
-        }
-    };
-    let latency = if p.warmup || summary.is_none() {
-        None
+        let series = sysbench
+            .as_ref()
+            .map(|r| r.tps_series())
+            .unwrap_or_default();
+        (None, None, series, sysbench, error)
     } else {
-        let files = log_files(raw, LOG_NAME)?;
-        match latency_from_logs(&files, p.latency_log == LatencyLog::Aggregate, bin.major) {
-            Ok(l) => Some(l),
+        let summary = parse_summary(&out_text);
+        let mut error = command_error;
+        let summary = match summary {
+            Ok(s) => Some(s),
             Err(e) => {
-                error.get_or_insert_with(|| format!("latency log: {e}"));
+                error = Some(match error {
+                    Some(cmd) => format!("{e}; {cmd}"),
+                    None => e.to_string(),
+                });
                 None
             }
-        }
-    };
-    let tps_series = match parse_progress(&err_text) {
-        Ok(series) => series,
-        Err(e) => {
-            error.get_or_insert_with(|| e.to_string());
-            Vec::new()
-        }
+        };
+        let latency = if p.warmup || summary.is_none() {
+            None
+        } else {
+            let files = log_files(raw, LOG_NAME)?;
+            match latency_from_logs(&files, p.latency_log == LatencyLog::Aggregate, bin.major) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    error.get_or_insert_with(|| format!("latency log: {e}"));
+                    None
+                }
+            }
+        };
+        let tps_series = match parse_progress(&err_text) {
+            Ok(series) => series,
+            Err(e) => {
+                error.get_or_insert_with(|| e.to_string());
+                Vec::new()
+            }
+        };
+        (summary, latency, tps_series, None, error)
     };
     let status = if error.is_some() {
         PointStatus::Failed
@@ -311,7 +294,7 @@ pub async fn measure_point(
         schema_version: RESULTS_SCHEMA_VERSION,
         id: p.id.clone(),
         workload: p.workload.clone(),
-        kind: crate::plan::WorkloadKind::Pgbench,
+        kind: p.kind,
         builtin: p.builtin,
         clients: p.clients,
         threads: p.threads,
@@ -328,7 +311,7 @@ pub async fn measure_point(
         command: spec.display(),
         raw_dir: cx.rel(raw),
         summary,
-        sysbench: None,
+        sysbench,
         latency,
         tps_series,
         stats: Some(stats),

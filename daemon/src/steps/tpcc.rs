@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
-use serde::{Deserialize, Serialize};
 
 use crate::engine::Context;
 use crate::loader;
@@ -18,6 +17,7 @@ use crate::plan::TpccDataset;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::{ident, literal, Session};
 use crate::postgres::Cluster;
+use crate::results::TpccDatasetInfo;
 use crate::runner::CommandSpec;
 use crate::sysbench::scripts;
 use crate::sysbench::tpcc::{self, Conn};
@@ -31,25 +31,6 @@ pub fn dataset_spec(ds: &TpccDataset) -> String {
         ds.scale,
         ds.use_fk
     )
-}
-
-/// One prepared dataset, as `dataset-tpcc.json` and results.json record it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TpccDatasetInfo {
-    pub database: String,
-    pub tables: u32,
-    pub scale: u32,
-    pub use_fk: bool,
-    pub prepare_threads: u32,
-    /// The prepare command as run.
-    pub command: String,
-    /// Seconds of `tpcc.lua prepare` alone (it includes the script's fixed 30 s wait for
-    /// every thread's tables).
-    pub prepare_s: f64,
-    /// Seconds from the load settings to the final CHECKPOINT.
-    pub wall_s: f64,
-    /// The database's size when prepared.
-    pub bytes: u64,
 }
 
 /// The connection sysbench uses.
@@ -128,6 +109,37 @@ pub async fn recover(cx: &mut Context) -> Result<()> {
     Ok(())
 }
 
+/// Records the plan's datasets as restored from a snapshot (`source`), in
+/// `dataset-tpcc.json`.
+pub async fn record_restored(cx: &Context, source: &str, secs: f64) -> Result<()> {
+    let c = cx.server()?;
+    let mut all = Vec::new();
+    for ds in cx.plan.tpcc_datasets() {
+        let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, &ds.database()).await?;
+        let bytes = s
+            .value("SELECT pg_database_size(current_database())")
+            .await?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        all.push(TpccDatasetInfo {
+            database: ds.database(),
+            tables: ds.tables,
+            scale: ds.scale,
+            use_fk: ds.use_fk,
+            source: source.to_string(),
+            prepare_threads: None,
+            command: None,
+            prepare_s: None,
+            wall_s: secs,
+            bytes,
+        });
+    }
+    if !all.is_empty() {
+        crate::fsutil::write_json(&cx.run_dir.join("dataset-tpcc.json"), &all)?;
+    }
+    Ok(())
+}
+
 /// Prepares every missing dataset; returns what each took.
 pub async fn prepare_missing(cx: &mut Context) -> Result<Vec<TpccDatasetInfo>> {
     let todo = missing(cx).await?;
@@ -167,7 +179,10 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
         .iter()
         .filter(|w| w.tpcc_dataset() == Some(*ds))
         .find_map(|w| w.prepare_threads)
-        .unwrap_or_else(|| tpcc::default_prepare_threads(ds, cores));
+        .unwrap_or_else(|| {
+            // No more than the connections max_connections was sized for.
+            tpcc::default_prepare_threads(ds, cores).min(cx.plan.max_clients())
+        });
     crate::notify::status(&format!(
         "dataset: sysbench-tpcc prepare of {} ({} tables x {} warehouses, {threads} threads)",
         db, ds.tables, ds.scale
@@ -218,9 +233,10 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
         tables: ds.tables,
         scale: ds.scale,
         use_fk: ds.use_fk,
-        prepare_threads: threads,
-        command: spec.display(),
-        prepare_s,
+        source: crate::snapshot::SOURCE_GENERATED.to_string(),
+        prepare_threads: Some(threads),
+        command: Some(spec.display()),
+        prepare_s: Some(prepare_s),
         wall_s: started.elapsed().as_secs_f64(),
         bytes,
     };
