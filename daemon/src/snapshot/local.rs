@@ -28,6 +28,12 @@ pub const KEPT_ON_RESTORE: &[&str] = &[
     "pg_ident.conf",
 ];
 
+/// Directories and files of the server's own log inside the data directory (PGDG's
+/// `log_directory = 'log'` with the logging collector on, as on Rocky 8): a restore moves
+/// them over from the directory it replaces, so the run's server log is never swapped for
+/// the snapshot's.
+pub const LOGS_KEPT_ON_RESTORE: &[&str] = &["log", "pg_log", "current_logfiles"];
+
 /// Suffix of a snapshot directory still being written (never used).
 pub const PARTIAL: &str = ".partial";
 
@@ -892,6 +898,21 @@ pub fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<Path
             File::open(&target).and_then(|f| f.sync_all())?;
         }
     }
+    for name in LOGS_KEPT_ON_RESTORE {
+        let current = data.join(name);
+        if current.symlink_metadata().is_ok() {
+            let target = tmp.join(name);
+            if target.is_dir() {
+                std::fs::remove_dir_all(&target)
+                    .with_context(|| format!("removing the snapshot's {}", target.display()))?;
+            } else if target.symlink_metadata().is_ok() {
+                std::fs::remove_file(&target)
+                    .with_context(|| format!("removing the snapshot's {}", target.display()))?;
+            }
+            std::fs::rename(&current, &target)
+                .with_context(|| format!("keeping {} over the restore", current.display()))?;
+        }
+    }
     sync_dirs(tmp, dirs)?;
     let replaced = if data.exists() {
         nix::fcntl::renameat2(
@@ -1184,5 +1205,27 @@ mod tests {
             let _ = Command::new("losetup").args(["-d", &self.device]).status();
             let _ = &self.dir;
         }
+    }
+
+    #[test]
+    fn a_restore_keeps_the_run_s_server_log_not_the_snapshot_s() {
+        let root = tempfile::tempdir().expect("tmp");
+        let (tmp, data) = (root.path().join("restoring"), root.path().join("data"));
+        for (dir, log) in [(&tmp, "snapshot.log"), (&data, "run.log")] {
+            std::fs::create_dir_all(dir.join("log")).expect("mkdir");
+            std::fs::write(dir.join("log").join(log), log).expect("write");
+            std::fs::write(dir.join("PG_VERSION"), "15\n").expect("write");
+        }
+        std::fs::write(data.join("current_logfiles"), "stderr log/run.log\n").expect("write");
+        install(&tmp, &data, &[]).expect("install");
+        assert!(data.join("log/run.log").exists(), "the run's log stays");
+        assert!(
+            !data.join("log/snapshot.log").exists(),
+            "the snapshot's log is not put back"
+        );
+        assert_eq!(
+            std::fs::read_to_string(data.join("current_logfiles")).expect("read"),
+            "stderr log/run.log\n"
+        );
     }
 }
