@@ -363,6 +363,7 @@ pub async fn share(cx: &mut Context) -> Result<()> {
     };
     crate::notify::status(&format!("dataset: uploading snapshot {id} to {url}"));
     let resume = cx.journal.state.state.dataset.snapshot_upload.clone();
+    let resumed = resume.is_some();
     let t0 = Instant::now();
     let journal = &mut cx.journal;
     let result = store::upload(&store, &dir, &manifest, resume, &mut |p| {
@@ -383,6 +384,11 @@ pub async fn share(cx: &mut Context) -> Result<()> {
             );
         }
         Err(e) => {
+            if resumed {
+                // The multipart upload it resumed may be gone (aborted, expired by a
+                // lifecycle rule): the next start begins a new one rather than retry it forever.
+                cx.journal.update(|s| s.dataset.snapshot_upload = None)?;
+            }
             let text =
                 format!("the snapshot's upload to {url} failed: {e:#}; the next start tries again");
             tracing::warn!("{text}");
