@@ -7,7 +7,6 @@
 //! `collect vs awscli sync: X.XX, incremental: Y.YY of first` (collect's time over sync's,
 //! and the incremental collect's over the first's: lower is better for both).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
+use pgappliance::bench::seaweed::{self, free_port, BUCKET};
 use pgappliance::plan::Credentials;
 use pgappliance::runner::{CommandSpec, Runner};
 use pgappliance::synthetic::{fleet_run, run_objects};
@@ -22,7 +22,6 @@ use pgappliance::upload::{Store, StoreConfig};
 
 use crate::cli::BenchCollectCli;
 
-const BUCKET: &str = "pgappliance-bench";
 const PREFIX: &str = "fleet";
 
 /// A tool from `PGAPPLIANCE_VENV/bin` (the venv tools/install-deps fills) when it is there,
@@ -37,16 +36,6 @@ fn tool(given: Option<PathBuf>, name: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(name))
 }
 
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port())
-}
-
-fn random_hex(bytes: usize) -> Result<String> {
-    let mut buf = vec![0u8; bytes];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// A SeaweedFS server (`weed mini`) on loopback with one bucket and a generated key pair,
 /// killed when dropped.
 struct Seaweed {
@@ -59,47 +48,14 @@ struct Seaweed {
 
 impl Seaweed {
     fn start(weed: &Path, dir: &Path) -> Result<Seaweed> {
-        let access_key = format!("PGA{}", random_hex(9)?.to_uppercase());
-        let secret_key = random_hex(20)?;
+        let (access_key, secret_key) = seaweed::new_keys()?;
         let config = dir.join("s3.json");
-        std::fs::write(
-            &config,
-            format!(
-                r#"{{"identities":[{{"name":"bench","credentials":[{{"accessKey":"{access_key}","secretKey":"{secret_key}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#
-            ),
-        )
-        .with_context(|| format!("writing {}", config.display()))?;
+        std::fs::write(&config, seaweed::s3_config(&access_key, &secret_key))
+            .with_context(|| format!("writing {}", config.display()))?;
         let data = dir.join("data");
         std::fs::create_dir_all(&data)?;
         let s3_port = free_port()?;
-        let mut args = vec![
-            "-logtostderr".to_string(),
-            "mini".into(),
-            format!("-dir={}", data.display()),
-            "-ip=127.0.0.1".into(),
-            "-ip.bind=127.0.0.1".into(),
-            "-master.telemetry=false".into(),
-            "-admin.ui=false".into(),
-            "-webdav=false".into(),
-            format!("-s3.config={}", config.display()),
-            format!("-bucket={BUCKET}"),
-            format!("-s3.port={s3_port}"),
-            "-s3.port.iceberg=0".into(),
-            "-s3.port.lance=0".into(),
-        ];
-        for flag in [
-            "master.port",
-            "master.port.grpc",
-            "volume.port",
-            "volume.port.grpc",
-            "filer.port",
-            "filer.port.grpc",
-            "s3.port.grpc",
-            "admin.port",
-            "admin.port.grpc",
-        ] {
-            args.push(format!("-{flag}={}", free_port()?));
-        }
+        let args = seaweed::mini_args(&data, &config, s3_port)?;
         let log = dir.join("weed.log");
         let child = Command::new(weed)
             .args(&args)

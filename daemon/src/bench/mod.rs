@@ -5,6 +5,7 @@
 pub mod init;
 pub mod overhead;
 pub mod restore;
+pub mod seaweed;
 pub mod upload;
 
 /// Geometric mean of positive ratios.

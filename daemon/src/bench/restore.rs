@@ -133,13 +133,7 @@ struct Seaweed {
     keys: (String, String),
 }
 
-const BUCKET: &str = "pgappliance-bench";
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
-}
+use super::seaweed::{free_port, BUCKET};
 
 /// `weed` from the venv tools/install-deps fills (PGAPPLIANCE_VENV or ./.venv), or PATH.
 fn weed_binary() -> Result<PathBuf> {
@@ -171,51 +165,12 @@ impl Seaweed {
             std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
         }
         crate::fsutil::create_dir_all(&dir)?;
-        let mut bytes = [0u8; 16];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let keys = (
-            format!("PGA{}", hex[..17].to_uppercase()),
-            format!("sk{}", &hex[17..]),
-        );
+        let keys = super::seaweed::new_keys()?;
         let config = dir.join("s3.json");
-        std::fs::write(
-            &config,
-            format!(
-                r#"{{"identities":[{{"name":"bench","credentials":[{{"accessKey":"{}","secretKey":"{}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#,
-                keys.0, keys.1
-            ),
-        )?;
+        std::fs::write(&config, super::seaweed::s3_config(&keys.0, &keys.1))?;
         std::fs::create_dir_all(dir.join("data"))?;
         let s3 = free_port()?;
-        let mut args = vec![
-            "-logtostderr".to_string(),
-            "mini".into(),
-            format!("-dir={}", dir.join("data").display()),
-            "-ip=127.0.0.1".into(),
-            "-ip.bind=127.0.0.1".into(),
-            "-master.telemetry=false".into(),
-            "-admin.ui=false".into(),
-            "-webdav=false".into(),
-            format!("-s3.config={}", config.display()),
-            format!("-bucket={BUCKET}"),
-            format!("-s3.port={s3}"),
-            "-s3.port.iceberg=0".into(),
-            "-s3.port.lance=0".into(),
-        ];
-        for flag in [
-            "master.port",
-            "master.port.grpc",
-            "volume.port",
-            "volume.port.grpc",
-            "filer.port",
-            "filer.port.grpc",
-            "s3.port.grpc",
-            "admin.port",
-            "admin.port.grpc",
-        ] {
-            args.push(format!("-{flag}={}", free_port()?));
-        }
+        let args = super::seaweed::mini_args(&dir.join("data"), &config, s3)?;
         let log = std::fs::File::create(dir.join("weed.log"))?;
         let child = Command::new(&weed)
             .args(&args)
