@@ -133,6 +133,16 @@ fn nofile_for(clients: u32) -> u64 {
     (u64::from(clients) * 2 + 256).max(4096)
 }
 
+/// The limits every benchmark client of a point runs under: open files for its
+/// connections, and a timeout well past a timed point's length.
+pub(super) fn point_limits(spec: CommandSpec, p: &SweepPoint) -> CommandSpec {
+    let spec = spec.limit_nofile(nofile_for(p.clients));
+    match p.limit {
+        Limit::DurationS(s) => spec.timeout(Duration::from_secs(s + 600)),
+        Limit::Transactions(_) => spec,
+    }
+}
+
 async fn run_point(cx: &mut Context, p: &SweepPoint) -> Result<PointResult> {
     let attempt = cx.journal.begin_point(&p.id)?;
     let raw = cx
@@ -153,16 +163,12 @@ pub fn point_command(cx: &Context, p: &SweepPoint, raw: &Path) -> Result<Command
     let mut args = conn_args(cluster)?;
     args.extend(pgbench_args(p, &raw.join(LOG_NAME).display().to_string()));
     args.push(cx.plan.dataset.database.clone());
-    let mut spec = CommandSpec::new(cluster.bin.tool("pgbench"))
+    let spec = CommandSpec::new(cluster.bin.tool("pgbench"))
         .args(args)
         .cwd(raw)
         .user(cx.host.bench_user())
-        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
-        .limit_nofile(nofile_for(p.clients));
-    if let Limit::DurationS(s) = p.limit {
-        spec = spec.timeout(Duration::from_secs(s + 600));
-    }
-    Ok(spec)
+        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"));
+    Ok(point_limits(spec, p))
 }
 
 /// CHECKPOINT (when the point asks), statistics reset and snapshot; returns the snapshot.

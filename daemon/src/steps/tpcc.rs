@@ -255,16 +255,12 @@ pub fn point_command(
     let c = cx.server()?;
     let args = tpcc::run_args(Path::new(&format!("./{}", scripts::ENTRY)), p, &conn(c))
         .with_context(|| format!("point {} is not a timed sysbench-tpcc point", p.id))?;
-    let mut spec = CommandSpec::new(tpcc::SYSBENCH)
+    let spec = CommandSpec::new(tpcc::SYSBENCH)
         .args(args)
         .cwd(scripts_dir)
         .user(cx.host.bench_user())
-        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"))
-        .limit_nofile((u64::from(p.threads) * 2 + 256).max(4096));
-    if let crate::sweep::Limit::DurationS(s) = p.limit {
-        spec = spec.timeout(std::time::Duration::from_secs(s + 600));
-    }
-    Ok(spec)
+        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"));
+    Ok(super::sweep::point_limits(spec, p))
 }
 
 /// sysbench's run parsed, and the point's error: the command's failure, else what the
