@@ -39,15 +39,21 @@ pub struct RestoreBenchOptions {
 pub enum Candidate {
     PgbenchClient,
     PgbenchServer,
-    /// A restore as the sweep makes them (a snapshot checked before: sizes only).
+    /// A restore as the sweep makes them (a snapshot checked before: sizes only), into the
+    /// directory the restore before it replaced (its files reused).
     Local,
     /// A restore as the dataset step's first one (every chunk read and hashed).
     LocalVerified,
+    /// A restore from the store into the directory the restore before it replaced.
     Store,
+    /// A restore from the store into a new directory, as an appliance's first restore.
+    StoreNew,
     /// The floor of a restore here: stopping and starting the server with nothing done.
     FloorRestart,
     /// The floor of a restore here: writing and fsyncing the data directory's bytes.
     FloorWrite,
+    /// The floor of a restore into a new directory here: making its files, empty.
+    FloorCreate,
 }
 
 impl Candidate {
@@ -58,8 +64,10 @@ impl Candidate {
             Candidate::Local => "local snapshot restore",
             Candidate::LocalVerified => "local snapshot restore, every chunk hashed",
             Candidate::Store => "object store restore",
+            Candidate::StoreNew => "object store restore into a new directory",
             Candidate::FloorRestart => "floor: server stop + start",
             Candidate::FloorWrite => "floor: write + fsync of the data directory's bytes",
+            Candidate::FloorCreate => "floor: making the data directory's files, empty",
         }
     }
 }
@@ -114,6 +122,15 @@ impl RestoreReport {
     }
     pub fn store_speedup(&self) -> f64 {
         self.best_pgbench_s() / self.median_of(Candidate::Store)
+    }
+    /// A store restore into a new directory (an appliance's first restore).
+    pub fn store_new_speedup(&self) -> f64 {
+        self.best_pgbench_s() / self.median_of(Candidate::StoreNew)
+    }
+    /// The least a restore into a new directory can take here: a restart, making the
+    /// files and the write of their bytes.
+    pub fn new_dir_floor_s(&self) -> f64 {
+        self.floor_s() + self.median_of(Candidate::FloorCreate)
     }
     /// The least a local restore can take here: a restart and the write of its bytes.
     pub fn floor_s(&self) -> f64 {
@@ -295,7 +312,7 @@ async fn time_local(
         .await??;
     c.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    local::discard(r.replaced.as_deref())?;
+    local::retire(r.replaced.as_deref(), manifest.total_bytes())?;
     Ok(secs)
 }
 
@@ -312,7 +329,65 @@ async fn time_store(run: &Prepared, store: &Store, stored: &Manifest) -> Result<
     let replaced = local::install(&tmp, &data, &stored.dirs)?;
     c.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    local::discard(replaced.as_deref())?;
+    local::retire(replaced.as_deref(), stored.total_bytes())?;
+    Ok(secs)
+}
+
+/// As [`time_store`], into a new directory: the directory the restore before replaced is
+/// removed first (untimed, with a `sync`).
+async fn time_store_new(run: &Prepared, store: &Store, stored: &Manifest) -> Result<f64> {
+    let spare = local::restoring_dir(&run.cluster()?.data_dir());
+    local::discard(Some(&spare))?;
+    nix::unistd::sync();
+    time_store(run, store, stored).await
+}
+
+/// Makes the manifest's directories (untimed) and files (timed: empty, with their mode,
+/// by the copy's threads) in `dir`, then fsyncs the directories: seconds. Removed after.
+fn time_create(dir: &Path, manifest: &Manifest, owner: Option<Owner>) -> Result<f64> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    local::make_dirs(dir, &manifest.dirs, owner)?;
+    nix::unistd::sync();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let files = &manifest.files;
+    let t0 = Instant::now();
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..local::copy_threads())
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(f) = files.get(i) else {
+                            return Ok(());
+                        };
+                        let (file, _) = local::open_target(&dir.join(&f.path), f.mode)?;
+                        if let Some(o) = owner {
+                            nix::unistd::fchown(
+                                &file,
+                                Some(nix::unistd::Uid::from_raw(o.uid)),
+                                Some(nix::unistd::Gid::from_raw(o.gid)),
+                            )?;
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| bail!("a file-making thread panicked"))
+            })
+            .collect()
+    });
+    for r in results {
+        r?;
+    }
+    local::sync_dirs(dir, &manifest.dirs)?;
+    let secs = t0.elapsed().as_secs_f64();
+    std::fs::remove_dir_all(dir)?;
     Ok(secs)
 }
 
@@ -325,60 +400,71 @@ async fn time_restart(run: &Prepared) -> Result<f64> {
     Ok(t0.elapsed().as_secs_f64())
 }
 
-/// Writes `bytes` (in files of one chunk, by the copy's threads) into `dir` and fsyncs
-/// them: the disk's part of any restore of that size. Seconds; the files are removed.
+/// Writes `bytes` (in files of one chunk, by the copy's threads) over the files of `dir`
+/// and fsyncs them: the disk's part of any restore of that size. The files are made (and
+/// written once) untimed the first time, so each timing rewrites blocks the file system
+/// has already allocated, as a restore into the directory the previous restore replaced
+/// does. Seconds.
 fn time_write(dir: &Path, bytes: u64) -> Result<f64> {
     use crate::snapshot::manifest::CHUNK_BYTES;
     use std::os::unix::fs::FileExt;
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
-    }
-    crate::fsutil::create_dir_all(dir)?;
     let n = bytes.div_ceil(CHUNK_BYTES) as usize;
+    let len_of = |i: usize| (bytes - i as u64 * CHUNK_BYTES).min(CHUNK_BYTES);
     let block: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
-    let next = std::sync::Mutex::new(0usize);
-    let t0 = Instant::now();
-    let results: Vec<std::io::Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..local::copy_threads())
-            .map(|_| {
-                s.spawn(|| -> std::io::Result<()> {
-                    loop {
-                        let i = {
-                            let mut g = next.lock().map_err(|_| std::io::Error::other("lock"))?;
-                            let i = *g;
-                            *g += 1;
-                            i
-                        };
-                        if i >= n {
-                            return Ok(());
+    let write_all = |create: bool| -> Result<f64> {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let t0 = Instant::now();
+        let results: Vec<std::io::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..local::copy_threads())
+                .map(|_| {
+                    s.spawn(|| -> std::io::Result<()> {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            if i >= n {
+                                return Ok(());
+                            }
+                            let len = len_of(i);
+                            let f = std::fs::OpenOptions::new()
+                                .write(true)
+                                .create(create)
+                                .truncate(false)
+                                .open(dir.join(format!("{i}")))?;
+                            let mut off = 0u64;
+                            while off < len {
+                                let k = ((len - off) as usize).min(block.len());
+                                f.write_all_at(&block[..k], off)?;
+                                off += k as u64;
+                            }
+                            f.sync_all()?;
                         }
-                        let len = (bytes - i as u64 * CHUNK_BYTES).min(CHUNK_BYTES);
-                        let f = std::fs::File::create(dir.join(format!("{i}")))?;
-                        let mut off = 0u64;
-                        while off < len {
-                            let k = ((len - off) as usize).min(block.len());
-                            f.write_all_at(&block[..k], off)?;
-                            off += k as u64;
-                        }
-                        f.sync_all()?;
-                    }
+                    })
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("thread")))
-            })
-            .collect()
-    });
-    let secs = t0.elapsed().as_secs_f64();
-    for r in results {
-        r?;
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("thread")))
+                })
+                .collect()
+        });
+        let secs = t0.elapsed().as_secs_f64();
+        for r in results {
+            r.with_context(|| format!("writing into {}", dir.display()))?;
+        }
+        Ok(secs)
+    };
+    let made = (0..n)
+        .all(|i| std::fs::metadata(dir.join(format!("{i}"))).is_ok_and(|m| m.len() == len_of(i)));
+    if !made {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)?;
+        }
+        crate::fsutil::create_dir_all(dir)?;
+        write_all(true)?;
+        nix::unistd::sync();
     }
-    std::fs::remove_dir_all(dir)?;
-    Ok(secs)
+    write_all(false)
 }
 
 /// The first `limit` bytes of the snapshot's uncompressed archive stream.
@@ -521,9 +607,13 @@ pub async fn run(
         Candidate::Local,
         Candidate::LocalVerified,
         Candidate::Store,
+        Candidate::StoreNew,
         Candidate::FloorRestart,
         Candidate::FloorWrite,
+        Candidate::FloorCreate,
     ];
+    let create_dir = c.dir.join("create-floor");
+    let owner = Some(Owner::of(&c.data_dir())?);
     let floor_dir = c.dir.join("write-floor");
     let data_bytes = manifest.total_bytes();
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
@@ -541,6 +631,13 @@ pub async fn run(
                     time_local(&run, &snap, &manifest, Hashing::Always).await
                 }
                 Candidate::Store => time_store(&run, &store, &stored).await,
+                Candidate::StoreNew => time_store_new(&run, &store, &stored).await,
+                Candidate::FloorCreate => {
+                    let (d, m) = (create_dir.clone(), manifest.clone());
+                    tokio::task::spawn_blocking(move || time_create(&d, &m, owner))
+                        .await
+                        .context("the file-making thread")?
+                }
                 Candidate::FloorRestart => time_restart(&run).await,
                 Candidate::FloorWrite => {
                     let d = floor_dir.clone();
@@ -564,6 +661,8 @@ pub async fn run(
         .await?;
     c.stop().await?;
     std::fs::remove_dir_all(&snap).with_context(|| format!("removing {}", snap.display()))?;
+    local::discard(Some(&local::restoring_dir(&c.data_dir())))?;
+    local::discard(Some(&floor_dir))?;
     let medians = candidates
         .into_iter()
         .zip(times.iter_mut())
@@ -613,6 +712,8 @@ mod tests {
                 (Candidate::Store, 4.5),
                 (Candidate::FloorRestart, 0.5),
                 (Candidate::FloorWrite, 1.0),
+                (Candidate::StoreNew, 6.0),
+                (Candidate::FloorCreate, 0.25),
             ],
             codecs: Vec::new(),
             sample_bytes: 0,
@@ -623,5 +724,7 @@ mod tests {
         assert_eq!(r.verified_speedup(), 2.0);
         assert_eq!(r.floor_s(), 1.5);
         assert_eq!(r.ceiling(), 6.0);
+        assert_eq!(r.store_new_speedup(), 1.5);
+        assert_eq!(r.new_dir_floor_s(), 1.75);
     }
 }

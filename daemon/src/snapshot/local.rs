@@ -102,7 +102,11 @@ pub struct CopyOutcome {
 /// When a copy hashes what it copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hashing {
-    /// Every file (a reflinked one is read once for it).
+    /// Every file's chunks and each file's whole sha256 too (a snapshot being made: the
+    /// manifest lists both).
+    Manifest,
+    /// Every file's chunks (a reflinked one is read once for it), checked against the
+    /// manifest's.
     Always,
     /// The files whose bytes pass through the copy anyway.
     WhenCopying,
@@ -215,6 +219,213 @@ pub fn make_dirs(root: &Path, dirs: &[DirEntry], owner: Option<Owner>) -> Result
         chown(&p, owner)?;
     }
     Ok(())
+}
+
+/// Makes `root` the target of a copy of `dirs` and `files`: created when it does not exist,
+/// else recycled (the directory a restore replaced, kept by [`retire`], or one an
+/// interrupted restore left): whatever `dirs` and `files` do not list is removed, the
+/// missing directories are made, every directory gets its mode and owner. The files it
+/// keeps are only reused inodes: the copy rewrites each whole (see [`open_target`]).
+/// Returns how many files were kept for reuse.
+pub fn prepare_target(
+    root: &Path,
+    dirs: &[DirEntry],
+    files: &[FileEntry],
+    owner: Option<Owner>,
+) -> Result<usize> {
+    match std::fs::symlink_metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            make_dirs(root, dirs, owner)?;
+            return Ok(0);
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", root.display())),
+        Ok(md) if !md.is_dir() => {
+            std::fs::remove_file(root).with_context(|| format!("removing {}", root.display()))?;
+            make_dirs(root, dirs, owner)?;
+            return Ok(0);
+        }
+        Ok(_) => {}
+    }
+    let want_dirs: std::collections::HashSet<&str> = dirs.iter().map(|d| d.path.as_str()).collect();
+    let want_files: std::collections::HashSet<&str> =
+        files.iter().map(|f| f.path.as_str()).collect();
+    let mut kept = 0usize;
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let here = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&rel)
+        };
+        let entries =
+            std::fs::read_dir(&here).with_context(|| format!("listing {}", here.display()))?;
+        for e in entries {
+            let e = e.with_context(|| format!("listing {}", here.display()))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let r = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let p = e.path();
+            let md = std::fs::symlink_metadata(&p)
+                .with_context(|| format!("reading {}", p.display()))?;
+            if md.is_dir() && want_dirs.contains(r.as_str()) {
+                stack.push(r);
+            } else if md.is_dir() {
+                std::fs::remove_dir_all(&p).with_context(|| format!("removing {}", p.display()))?;
+            } else if md.is_file() && md.nlink() == 1 && want_files.contains(r.as_str()) {
+                kept += 1;
+            } else {
+                std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+            }
+        }
+    }
+    for d in dirs {
+        let p = if d.path.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&d.path)
+        };
+        if !p.is_dir() {
+            std::fs::create_dir(&p).with_context(|| format!("creating {}", p.display()))?;
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(d.mode))
+            .with_context(|| format!("setting the mode of {}", p.display()))?;
+        chown(&p, owner)?;
+    }
+    Ok(kept)
+}
+
+/// Opens `path` to be written whole: the file [`prepare_target`] kept there (its inode
+/// reused, its old bytes all overwritten or cut by the caller), else a new one with `mode`.
+/// Returns the file and whether it held bytes already.
+pub fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(mode)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let md = f
+        .metadata()
+        .with_context(|| format!("reading {}", path.display()))?;
+    if md.nlink() > 1 {
+        // Another name shares this inode: writing it would change that one too.
+        drop(f);
+        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        return Ok((f, false));
+    }
+    Ok((f, md.len() > 0))
+}
+
+/// The files of a copy that streams in (an unpack from the store) made ahead by a helper
+/// thread: [`Ahead::help`] makes them from the list's end while the stream takes them
+/// from its start ([`Ahead::take`]), so the two seldom wait on one directory; whichever
+/// comes to a file first makes it. Making a file (a new inode, its mode and owner) is the
+/// slow part of a restore into a new directory on some file systems (docs/performance.md).
+pub struct Ahead<'a> {
+    root: &'a Path,
+    files: &'a [FileEntry],
+    owner: Option<Owner>,
+    /// Per file: 0 not made, 1 being made, 2 made.
+    state: Vec<std::sync::atomic::AtomicU8>,
+    stop: AtomicBool,
+}
+
+impl<'a> Ahead<'a> {
+    pub fn new(root: &'a Path, files: &'a [FileEntry], owner: Option<Owner>) -> Ahead<'a> {
+        Ahead {
+            root,
+            files,
+            owner,
+            state: files
+                .iter()
+                .map(|_| std::sync::atomic::AtomicU8::new(0))
+                .collect(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    fn make(&self, idx: usize) -> Result<(File, bool)> {
+        let f = &self.files[idx];
+        let path = self.root.join(&f.path);
+        let (file, had_bytes) = open_target(&path, f.mode)?;
+        file.set_permissions(std::fs::Permissions::from_mode(f.mode))
+            .with_context(|| format!("setting the mode of {}", path.display()))?;
+        if let Some(o) = self.owner {
+            nix::unistd::fchown(
+                &file,
+                Some(nix::unistd::Uid::from_raw(o.uid)),
+                Some(nix::unistd::Gid::from_raw(o.gid)),
+            )
+            .with_context(|| format!("giving {} to uid {}", path.display(), o.uid))?;
+        }
+        Ok((file, had_bytes))
+    }
+
+    /// The helper thread's work: makes files from the end of the list until it meets one
+    /// the stream took or [`Ahead::stop`] is called. An error leaves the file to the stream.
+    pub fn help(&self) {
+        for idx in (0..self.files.len()).rev() {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if self.state[idx]
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                return;
+            }
+            match self.make(idx) {
+                Ok(_) => self.state[idx].store(2, Ordering::Release),
+                Err(e) => {
+                    tracing::debug!(error = %format!("{e:#}"), "making a file ahead failed: the stream makes it");
+                    self.state[idx].store(0, Ordering::Release);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ends [`Ahead::help`] at its next file.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// File `idx` opened to be written whole (made here unless the helper made it), and
+    /// whether it held bytes already (a reused file the caller cuts to its new length).
+    pub fn take(&self, idx: usize) -> Result<(File, bool)> {
+        loop {
+            match self.state[idx].compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    let r = self.make(idx);
+                    self.state[idx].store(2, Ordering::Release);
+                    return r;
+                }
+                Err(2) => {
+                    let path = self.root.join(&self.files[idx].path);
+                    let file = OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .with_context(|| format!("opening {}", path.display()))?;
+                    let len = file
+                        .metadata()
+                        .with_context(|| format!("reading {}", path.display()))?
+                        .len();
+                    return Ok((file, len > 0));
+                }
+                Err(_) => std::thread::yield_now(),
+            }
+        }
+    }
 }
 
 /// fsyncs every directory of `dirs` under `root`, deepest first.
@@ -452,7 +663,8 @@ pub fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
     }
 }
 
-/// Copies `files` from `src_root` to `dst_root` (its directories made): each destination
+/// Copies `files` from `src_root` to `dst_root` (its directories made, or recycled by
+/// [`prepare_target`]): each destination
 /// cloned with a reflink where the file system can, else written by several threads in
 /// chunks of [`CHUNK_BYTES`], largest first; hashed as `hashing` says; every file fsynced.
 pub fn copy_files(
@@ -474,14 +686,13 @@ pub fn copy_files(
             .metadata()
             .with_context(|| format!("reading {}", src.display()))?
             .len();
-        let to = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(f.mode)
-            .open(&dst)
-            .with_context(|| format!("creating {}", dst.display()))?;
+        let (to, had_bytes) = open_target(&dst, f.mode)?;
         let mut cloned = false;
         if reflink.load(Ordering::Relaxed) {
+            if had_bytes {
+                to.set_len(0)
+                    .with_context(|| format!("emptying {}", dst.display()))?;
+            }
             match clone_ioctl::clone_file(&to, &from) {
                 Ok(()) => cloned = true,
                 Err(e) if is_unsupported(e) => {
@@ -558,7 +769,7 @@ pub fn copy_files(
     let mut wholes = Vec::new();
     for (idx, size) in sizes.iter().enumerate() {
         let hash = match hashing {
-            Hashing::Always => true,
+            Hashing::Manifest | Hashing::Always => true,
             Hashing::WhenCopying => !cloned[idx],
             Hashing::Never => false,
         };
@@ -577,7 +788,7 @@ pub fn copy_files(
                 hash,
             });
         }
-        if hashing == Hashing::Always && n > 1 {
+        if hashing == Hashing::Manifest && n > 1 {
             wholes.push(Work::Whole { idx });
         }
     }
@@ -672,7 +883,7 @@ pub fn take(
         .collect();
     let owner = Owner::of(data)?;
     make_dirs(&partial, &dirs, Some(owner))?;
-    let outcome = copy_files(data, &partial, &files, Some(owner), Hashing::Always)?;
+    let outcome = copy_files(data, &partial, &files, Some(owner), Hashing::Manifest)?;
     for f in &mut files {
         let (size, _) = outcome
             .seen
@@ -835,10 +1046,8 @@ pub fn restore(
     hashing: Hashing,
 ) -> Result<Restored> {
     let tmp = restoring_dir(data);
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
-    }
-    make_dirs(&tmp, &manifest.dirs, owner)?;
+    let reused = prepare_target(&tmp, &manifest.dirs, &manifest.files, owner)?;
+    tracing::debug!(reused, "restore target prepared");
     let copy = copy_files(dir, &tmp, &manifest.files, owner, hashing);
     let copy = match copy {
         Ok(c) => c,
@@ -933,6 +1142,27 @@ pub fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<Path
         sync_path(parent)?;
     }
     Ok(replaced)
+}
+
+/// What becomes of the data directory a restore replaced (at [`restoring_dir`]): kept
+/// there as the next restore's target when the file system still has `room` bytes free
+/// with it (the next restore reuses its files instead of removing them and creating new
+/// ones; on ext4 without a journal a new inode costs about a millisecond of CPU after
+/// many were removed, docs/performance.md), else removed. Returns whether it was kept.
+pub fn retire(replaced: Option<&Path>, room: u64) -> Result<bool> {
+    let Some(p) = replaced.filter(|p| p.exists()) else {
+        return Ok(false);
+    };
+    let free = nix::sys::statvfs::statvfs(p)
+        .map(|s| s.blocks_available() * s.fragment_size())
+        .with_context(|| format!("reading the free space around {}", p.display()))?;
+    if free >= room {
+        tracing::debug!(spare = %p.display(), free, room, "the replaced data directory is kept for the next restore");
+        return Ok(true);
+    }
+    tracing::info!(replaced = %p.display(), free, room, "the replaced data directory is removed: the file system has too little room to keep it");
+    discard(Some(p))?;
+    Ok(false)
 }
 
 /// Removes the data directory a restore replaced.
@@ -1119,6 +1349,83 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_reuses_the_directory_the_one_before_replaced() {
+        let base = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        recycle(base.path());
+    }
+
+    /// Restores into the directory the restore before replaced, on the file system under
+    /// `base`, after making it differ from the snapshot in every way it can.
+    fn recycle(base: &Path) {
+        let data = base.join("data");
+        fill(&data);
+        let root = base.join("snapshots");
+        let (m, _) = take(&data, &root, &key(), false, WAL).expect("take");
+        let snap = snapshot_dir(&root, &m.id);
+        let mut want = tree(&data);
+        want.remove("pg_wal/000000010000000000000003");
+        let r = restore(&snap, &m, &data, None, Hashing::Never).expect("restore");
+        let spare = restoring_dir(&data);
+        assert!(retire(r.replaced.as_deref(), 0).expect("retire"), "kept");
+        assert!(spare.join("base/5/16384").exists());
+
+        // The spare is the run's old directory, and more: files the run made, a grown
+        // file, a missing one, a link to a file elsewhere, a symbolic link, a stray
+        // directory, a directory's mode changed.
+        std::fs::write(spare.join("base/5/99999"), b"new table").expect("write");
+        std::fs::write(spare.join("base/5/16384"), vec![1u8; 12_000_000]).expect("write");
+        std::fs::remove_file(spare.join("base/5/20003")).expect("rm");
+        let outside = base.join("outside");
+        std::fs::write(&outside, vec![5u8; 8192 * 4]).expect("write");
+        std::fs::remove_file(spare.join("base/5/20004")).expect("rm");
+        std::fs::hard_link(&outside, spare.join("base/5/20004")).expect("link");
+        std::os::unix::fs::symlink("/etc", spare.join("pg_tblspc_link")).expect("symlink");
+        std::fs::create_dir_all(spare.join("pgsql_tmp/deeper")).expect("mkdir");
+        std::fs::set_permissions(spare.join("base/5"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let ino = std::fs::metadata(spare.join("base/5/16384"))
+            .expect("stat")
+            .ino();
+        std::fs::write(data.join("base/5/16385"), b"changed").expect("write");
+
+        let r = restore(&snap, &m, &data, None, Hashing::Never).expect("restore");
+        let mut back = tree(&data);
+        back.remove("postgresql.auto.conf");
+        let mut w = want.clone();
+        w.remove("postgresql.auto.conf");
+        assert_eq!(
+            back, w,
+            "the restore is the snapshot, nothing of the spare's left"
+        );
+        assert_eq!(
+            std::fs::metadata(data.join("base/5/16384"))
+                .expect("stat")
+                .ino(),
+            ino,
+            "the spare's file was reused"
+        );
+        assert_eq!(
+            std::fs::read(&outside).expect("read"),
+            vec![5u8; 8192 * 4],
+            "a file linked from elsewhere is not written through"
+        );
+        assert_eq!(
+            std::fs::metadata(data.join("base/5")).expect("stat").mode() & 0o7777,
+            std::fs::metadata(snap.join("base/5")).expect("stat").mode() & 0o7777
+        );
+        // Hashed restores and clones reuse it as well.
+        assert!(retire(r.replaced.as_deref(), 0).expect("retire"));
+        std::fs::write(data.join("base/5/16385"), b"changed").expect("write");
+        let r = restore(&snap, &m, &data, None, Hashing::Always).expect("restore");
+        let mut back = tree(&data);
+        back.remove("postgresql.auto.conf");
+        assert_eq!(back, w);
+        // No room to keep it: removed.
+        assert!(!retire(r.replaced.as_deref(), u64::MAX).expect("retire"));
+        assert!(!spare.exists());
+    }
+
+    #[test]
     fn a_half_written_snapshot_is_never_listed_and_is_replaced() {
         let base = tempfile::tempdir().expect("tempdir");
         let data = base.path().join("data");
@@ -1146,6 +1453,10 @@ mod tests {
             reflinked >= 44,
             "every file of the snapshot is a reflink: {reflinked}"
         );
+        // Cloned over the files of the directory a restore replaced.
+        let again = xfs.mount.join("again");
+        std::fs::create_dir(&again).expect("mkdir");
+        recycle(&again);
     }
 
     struct XfsLoop {
@@ -1166,7 +1477,7 @@ mod tests {
             }
             let dir = tempfile::tempdir_in("/var/tmp").ok()?;
             let img = dir.path().join("xfs.img");
-            File::create(&img).ok()?.set_len(512 << 20).ok()?;
+            File::create(&img).ok()?.set_len(1 << 30).ok()?;
             let out = Command::new("losetup")
                 .args(["-f", "--show"])
                 .arg(&img)

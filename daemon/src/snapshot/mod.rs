@@ -142,8 +142,8 @@ pub async fn restore_local(
         s.dataset.changed_by = None;
         s.dataset.changed_by_warmup = false;
     })?;
-    let replaced = restored.replaced.clone();
-    tokio::task::spawn_blocking(move || local::discard(replaced.as_deref()))
+    let (replaced, room) = (restored.replaced.clone(), restored.copy.bytes);
+    tokio::task::spawn_blocking(move || local::retire(replaced.as_deref(), room))
         .await
         .context("the clean-up thread")??;
     let secs = t0.elapsed().as_secs_f64();
@@ -266,7 +266,8 @@ pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Opti
         .await?;
     cluster.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    tokio::task::spawn_blocking(move || local::discard(replaced.as_deref()))
+    let room = found.total_bytes();
+    tokio::task::spawn_blocking(move || local::retire(replaced.as_deref(), room))
         .await
         .context("the clean-up thread")??;
     cx.journal.update(|s| {

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
@@ -361,7 +360,7 @@ impl Read for ChannelReader {
     }
 }
 
-/// Unpacks the archive stream into `dest` (which must not exist), each file checked
+/// Unpacks the archive stream into `dest` (made, or recycled by [`local::prepare_target`]), each file checked
 /// against the manifest; returns the compressed size and sha256.
 fn unpack(
     reader: ChannelReader,
@@ -369,63 +368,24 @@ fn unpack(
     dest: &Path,
     owner: Option<Owner>,
 ) -> Result<(u64, String)> {
-    local::make_dirs(dest, &manifest.dirs, owner)?;
-    let listed = manifest.by_path();
+    local::prepare_target(dest, &manifest.dirs, &manifest.files, owner)?;
+    let index: std::collections::HashMap<&str, usize> = manifest
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.path.as_str(), i))
+        .collect();
+    let ahead = local::Ahead::new(dest, &manifest.files, owner);
     let mut seen: BTreeMap<String, (u64, Option<Digest>)> = BTreeMap::new();
     let dec = zstd::stream::read::Decoder::new(reader).context("starting zstd")?;
     let mut archive = tar::Archive::new(dec);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut entries = archive.entries().context("reading the archive")?;
-    for entry in &mut entries {
-        let mut entry = entry.context("reading the archive")?;
-        let path = entry
-            .path()
-            .context("an archive path")?
-            .to_string_lossy()
-            .into_owned();
-        match entry.header().entry_type() {
-            tar::EntryType::Directory => continue,
-            tar::EntryType::Regular => {}
-            other => bail!("the archive holds {path} of type {other:?}, not a file"),
-        }
-        let Some(f) = listed.get(path.as_str()) else {
-            bail!("the archive holds {path}, which the manifest does not list");
-        };
-        let target = dest.join(&path);
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(f.mode)
-            .open(&target)
-            .with_context(|| format!("creating {}", target.display()))?;
-        let mut h = Sha256::new();
-        let mut size = 0u64;
-        loop {
-            let n = entry
-                .read(&mut buf)
-                .with_context(|| format!("reading {path} from the archive"))?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .with_context(|| format!("writing {}", target.display()))?;
-            size += n as u64;
-        }
-        if let Some(o) = owner {
-            nix::unistd::fchown(
-                &out,
-                Some(nix::unistd::Uid::from_raw(o.uid)),
-                Some(nix::unistd::Gid::from_raw(o.gid)),
-            )
-            .with_context(|| format!("giving {} to uid {}", target.display(), o.uid))?;
-        }
-        // Written back by the kernel meanwhile; fsynced together at the end.
-        seen.insert(
-            path,
-            (size, Some(Digest::Whole(format!("{:x}", h.finalize())))),
-        );
-    }
+    let streamed: Result<()> = std::thread::scope(|s| {
+        s.spawn(|| ahead.help());
+        let r = unpack_entries(&mut archive, &index, &ahead, dest, &mut seen);
+        ahead.stop();
+        r
+    });
+    streamed?;
     // Whatever follows the tar's end (zstd's frame end) is read so the hash covers it all.
     let mut rest = archive.into_inner();
     std::io::copy(&mut rest, &mut std::io::sink()).context("reading the archive's end")?;
@@ -447,7 +407,65 @@ fn unpack(
     Ok((reader.size, format!("{:x}", reader.hasher.finalize())))
 }
 
-/// Downloads the store's snapshot into `dest` (which must not exist), streaming:
+/// The archive's files written through `ahead`, each hashed into `seen`.
+fn unpack_entries<R: Read>(
+    archive: &mut tar::Archive<R>,
+    index: &std::collections::HashMap<&str, usize>,
+    ahead: &local::Ahead<'_>,
+    dest: &Path,
+    seen: &mut BTreeMap<String, (u64, Option<Digest>)>,
+) -> Result<()> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut entries = archive.entries().context("reading the archive")?;
+    for entry in &mut entries {
+        let mut entry = entry.context("reading the archive")?;
+        let path = entry
+            .path()
+            .context("an archive path")?
+            .to_string_lossy()
+            .into_owned();
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => continue,
+            tar::EntryType::Regular => {}
+            other => bail!("the archive holds {path} of type {other:?}, not a file"),
+        }
+        let Some(&idx) = index.get(path.as_str()) else {
+            bail!("the archive holds {path}, which the manifest does not list");
+        };
+        if seen.contains_key(&path) {
+            bail!("the archive holds {path} twice");
+        }
+        let target = dest.join(&path);
+        let (mut out, had_bytes) = ahead.take(idx)?;
+        let mut h = Sha256::new();
+        let mut size = 0u64;
+        loop {
+            let n = entry
+                .read(&mut buf)
+                .with_context(|| format!("reading {path} from the archive"))?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .with_context(|| format!("writing {}", target.display()))?;
+            size += n as u64;
+        }
+        if had_bytes {
+            // A reused file: whatever lay past the new end goes.
+            out.set_len(size)
+                .with_context(|| format!("cutting {} to {size} bytes", target.display()))?;
+        }
+        // Written back by the kernel meanwhile; fsynced together at the end.
+        seen.insert(
+            path,
+            (size, Some(Digest::Whole(format!("{:x}", h.finalize())))),
+        );
+    }
+    Ok(())
+}
+
+/// Downloads the store's snapshot into `dest` (made, or recycled by [`local::prepare_target`]), streaming:
 /// decompressed, unpacked and each file hashed and fsynced while the next bytes arrive
 /// (a bounded channel between the download and the writer); checked against the manifest
 /// and the archive's size and sha256. On error `dest` is removed.
@@ -461,9 +479,6 @@ pub async fn download_into(
         .archive
         .clone()
         .context("the store's manifest names no archive")?;
-    if dest.exists() {
-        std::fs::remove_dir_all(dest).with_context(|| format!("removing {}", dest.display()))?;
-    }
     let path = object(store, &manifest.id, &archive.object);
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
     let (m, d) = (manifest.clone(), dest.to_path_buf());
@@ -573,6 +588,34 @@ mod tests {
             std::fs::read(out.join("base/1/1259")).expect("read"),
             vec![3u8; 300_000]
         );
+
+        // Into a directory to recycle (the one a restore replaced): its files are reused,
+        // cut to their new length, what the manifest does not list goes.
+        use std::os::unix::fs::MetadataExt;
+        std::fs::write(out.join("base/1/1259"), vec![9u8; 900_000]).expect("write");
+        std::fs::write(out.join("base/1/99999"), b"a table of the run").expect("write");
+        std::fs::create_dir_all(out.join("pgsql_tmp/x")).expect("mkdir");
+        std::fs::remove_file(out.join("PG_VERSION")).expect("rm");
+        let ino = std::fs::metadata(out.join("base/1/1259"))
+            .expect("stat")
+            .ino();
+        feed(a.clone(), out.clone()).expect("unpack into a recycled directory");
+        assert_eq!(
+            std::fs::read(out.join("base/1/1259")).expect("read"),
+            vec![3u8; 300_000]
+        );
+        assert_eq!(
+            std::fs::metadata(out.join("base/1/1259"))
+                .expect("stat")
+                .ino(),
+            ino,
+            "the file was reused, not made again"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.join("PG_VERSION")).expect("read"),
+            "15\n"
+        );
+        assert!(!out.join("base/1/99999").exists() && !out.join("pgsql_tmp").exists());
 
         // A manifest that does not match the archive's contents is corruption.
         let mut other = m.clone();

@@ -100,6 +100,11 @@ pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
         r.ceiling()
     );
     println!(
+        "object store restore into a new directory (an appliance's first): speedup {:.2}; floor there {:.2} s (restart + making the files + write)",
+        r.store_new_speedup(),
+        r.new_dir_floor_s()
+    );
+    println!(
         "restore speedup vs best pgbench mode: {:.2} local, {:.2} store",
         r.local_speedup(),
         r.store_speedup()
