@@ -228,6 +228,9 @@ fn bench_restore_prints_the_local_and_store_speedups() {
         "pgbench -i (client-side): ",
         "local snapshot restore: ",
         "object store restore: ",
+        "object store restore into a new directory: ",
+        "floor: making the data directory's files",
+        "object store restore into a new directory (an appliance's first): speedup ",
         "floor: write + fsync",
         "zstd-3: ",
         "gzip-1: ",
@@ -239,4 +242,18 @@ fn bench_restore_prints_the_local_and_store_speedups() {
         .join("snapshots")
         .read_dir()
         .is_ok_and(|mut d| d.next().is_some()));
+    // Nothing of the restores is left beside the data directory.
+    let cluster: Vec<String> = std::fs::read_dir(w.path().join("cluster"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        !cluster
+            .iter()
+            .any(|n| n.ends_with(".restoring") || n.ends_with("-floor")),
+        "{cluster:?}"
+    );
 }

@@ -575,22 +575,37 @@ fn run_work(
                                 (true, Some(root)) => {
                                     let dst = root.join(&f.path);
                                     Some(
-                                        OpenOptions::new().write(true).open(&dst).with_context(
-                                            || format!("opening {}", dst.display()),
-                                        )?,
+                                        OpenOptions::new()
+                                            .read(hash)
+                                            .write(true)
+                                            .open(&dst)
+                                            .with_context(|| {
+                                                format!("opening {}", dst.display())
+                                            })?,
                                     )
                                 }
                                 _ => None,
                             };
-                            let in_kernel = match (&to, hash) {
-                                (Some(to), false) => kernel_copy(&from, to, offset, len)
+                            // Copied inside the kernel where it can; a hashed copy then
+                            // reads the destination back: what is hashed is what was
+                            // written (and no thread writes through a buffer while holding
+                            // the file's lock).
+                            let in_kernel = match &to {
+                                Some(to) => kernel_copy(&from, to, offset, len)
                                     .with_context(|| format!("copying {}", f.path))?,
-                                _ => None,
+                                None => None,
                             };
-                            let (n, sha) = match in_kernel {
-                                Some(n) => (n, None),
-                                None => hash_range(&from, to.as_ref(), offset, len, hash, &mut buf)
-                                    .with_context(|| format!("copying {}", f.path))?,
+                            let (n, sha) = match (in_kernel, &to) {
+                                (Some(n), Some(to)) if hash => {
+                                    let (m, sha) = hash_range(to, None, offset, n, true, &mut buf)
+                                        .with_context(|| format!("reading back {}", f.path))?;
+                                    (m, sha)
+                                }
+                                (Some(n), _) => (n, None),
+                                (None, _) => {
+                                    hash_range(&from, to.as_ref(), offset, len, hash, &mut buf)
+                                        .with_context(|| format!("copying {}", f.path))?
+                                }
                             };
                             if n != len {
                                 bail!(
