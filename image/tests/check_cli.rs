@@ -532,6 +532,35 @@ fn values_that_would_only_fail_at_run_time_are_refused() {
 }
 
 #[test]
+fn setting_units_postgresql_would_refuse_are_found_by_check() {
+    assert_error(
+        &format!("{BASE}\n[tuning.settings]\nshared_buffers = \"128XB\"\n"),
+        27,
+        18,
+        "tuning.settings.shared_buffers",
+        "takes a memory unit, one of B, kB, MB, GB, TB (case matters), not \"XB\"",
+    );
+    assert_error(
+        &format!("{BASE}\n[tuning.settings]\ncheckpoint_timeout = \"15 sec\"\n"),
+        27,
+        22,
+        "tuning.settings.checkpoint_timeout",
+        "takes a time unit",
+    );
+    assert_error(
+        &format!("{BASE}\n[tuning.settings]\nwork_mem = \"lots\"\n"),
+        27,
+        12,
+        "tuning.settings.work_mem",
+        "takes a number with an optional memory unit",
+    );
+    let c = check_text(&format!(
+        "{BASE}\n[tuning.settings]\nwork_mem = \"64 MB\"\ncheckpoint_timeout = \"30min\"\n"
+    ));
+    assert_eq!(c.code, 0, "{}{}", c.stdout, c.stderr);
+}
+
+#[test]
 fn an_empty_plan_names_every_required_table_and_wrong_types_are_all_listed() {
     let c = check_text("");
     assert_ne!(c.code, 0);

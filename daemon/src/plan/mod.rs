@@ -8,6 +8,7 @@
 mod location;
 pub mod tuning;
 mod type_errors;
+pub mod units;
 mod validate;
 mod warnings;
 

@@ -569,6 +569,13 @@ fn tuning(plan: &Plan, p: &mut Problems) {
                     at.key("settings").key(name),
                     "setting values cannot contain newlines".into(),
                 ));
+            } else if let Some(problem) = super::units::unit_problem(name, s) {
+                p.push((at.key("settings").key(name), problem));
+            }
+        }
+        if let SettingValue::Bool(_) = value {
+            if let Some(problem) = super::units::unit_problem(name, &value.to_string()) {
+                p.push((at.key("settings").key(name), problem));
             }
         }
     }
