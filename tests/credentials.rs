@@ -286,9 +286,9 @@ fn minted_credentials_upload_a_run_only_under_the_prefix_and_say_when_they_expir
         .arg(&plan)
         .arg("--out")
         .arg(&built)
+        .arg("--daemon-binary")
+        .arg(harness::stand_in_daemon(scratch.path()))
         .args([
-            "--daemon-binary",
-            "/bin/true",
             "--payload-url",
             "https://h.example/p.tar.gz",
             "--mint-credentials",
@@ -513,9 +513,9 @@ fn a_lab_key_pair_delivered_on_the_medium_uploads_to_seaweedfs() {
         .arg(&plan)
         .arg("--out")
         .arg(&out)
+        .arg("--daemon-binary")
+        .arg(harness::stand_in_daemon(scratch.path()))
         .args([
-            "--daemon-binary",
-            "/bin/true",
             "--payload-url",
             "https://h.example/p.tar.gz",
             "--upload-credentials",

@@ -11,6 +11,7 @@ pub mod el8_facts;
 pub mod engine;
 pub mod fsutil;
 pub mod host;
+pub mod identity;
 pub mod in_effect;
 pub mod inventory;
 pub mod journal;

@@ -11,13 +11,34 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A small native executable standing in for the daemon (the builder only reads its ELF
-/// header and packs it; a debug build of the real daemon is large and slow to compress).
+/// A small native executable standing in for the daemon: `/bin/true` with the mark of a
+/// pgapplianced build appended (the builder reads its ELF header and looks for the mark,
+/// then packs it; a debug build of the real daemon is large and slow to compress).
 fn native_daemon() -> PathBuf {
-    PathBuf::from("/bin/true")
+    static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        let p =
+            std::env::temp_dir().join(format!("pgappliance-test-daemon-{}", std::process::id()));
+        let mut bytes = std::fs::read("/bin/true").expect("/bin/true");
+        bytes.extend_from_slice(pgappliance::identity::marker().as_bytes());
+        std::fs::write(&p, bytes).expect("write");
+        p
+    })
+    .clone()
 }
 
-/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes.
+/// Appends the mark of a pgapplianced build to the program at `p`.
+fn mark(p: &Path) {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(p)
+        .and_then(|mut f| f.write_all(pgappliance::identity::marker().as_bytes()))
+        .expect("mark");
+}
+
+/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes, with the
+/// mark of a pgapplianced build.
 fn fake_aarch64_binary(dir: &Path) -> PathBuf {
     let mut h = vec![0u8; 4096];
     h[..4].copy_from_slice(b"\x7fELF");
@@ -25,6 +46,7 @@ fn fake_aarch64_binary(dir: &Path) -> PathBuf {
     h[5] = 1;
     h[16..18].copy_from_slice(&2u16.to_le_bytes());
     h[18..20].copy_from_slice(&0xb7u16.to_le_bytes());
+    h.extend_from_slice(pgappliance::identity::marker().as_bytes());
     let p = dir.join("pgapplianced-aarch64");
     std::fs::write(&p, h).expect("write");
     p
@@ -585,7 +607,8 @@ fn only_an_executable_is_taken_as_the_daemon() {
         assert!(err.contains(says) && err.contains(name), "{name}: {err}");
         assert!(!out.exists(), "{name}: nothing written");
     }
-    // Executables: a PIE (ET_DYN with an interpreter), a static one, a static PIE.
+    // Executables: a PIE (ET_DYN with an interpreter), a static one, a static PIE; taken
+    // once they carry the mark of a pgapplianced build of this version.
     for (name, flags) in [
         ("pie", &["-fPIE", "-pie"][..]),
         ("static", &["-static"][..]),
@@ -593,8 +616,63 @@ fn only_an_executable_is_taken_as_the_daemon() {
     ] {
         let bin = aarch64_elf(dir.path(), name, flags);
         let o = build(&altra, &dir.path().join(format!("out-{name}")), &bin, &[]);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", describe(&o));
+        assert!(
+            stderr(&o).contains("is an aarch64 program but not pgapplianced"),
+            "{name}: {}",
+            describe(&o)
+        );
+        mark(&bin);
+        let o = build(&altra, &dir.path().join(format!("out-{name}")), &bin, &[]);
         assert!(o.status.success(), "{name}: {}", describe(&o));
     }
+    // Another version's daemon.
+    let old = aarch64_elf(dir.path(), "old", &["-static"]);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&old)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(b"\0pgapplianced-binary:0.0.1\0")
+        })
+        .expect("mark");
+    let o = build(&altra, &out, &old, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("is pgapplianced 0.0.1, but this pgappliance is"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!out.exists(), "nothing written");
+}
+
+#[test]
+fn a_program_of_the_right_architecture_that_is_not_the_daemon_is_refused() {
+    // libc.so.6 is a shared library that also runs as a program (it has an interpreter).
+    let libc = [
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect("the host's libc.so.6");
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("out");
+    let plan = repo().join("examples/quick.toml");
+    let o = build(
+        &plan,
+        &out,
+        &libc,
+        &["--payload-url", "https://h.example/p.tar.gz"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("is an x86_64 program but not pgapplianced"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!out.exists(), "nothing written");
 }
 
 #[test]

@@ -239,6 +239,16 @@ pub fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
 }
 
 /// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.
+/// A small program standing in for the daemon in a build: `/bin/true` with the mark of a
+/// pgapplianced build appended (`pgappliance::identity`), written into `dir`.
+pub fn stand_in_daemon(dir: &Path) -> PathBuf {
+    let p = dir.join("pgapplianced-stand-in");
+    let mut bytes = std::fs::read("/bin/true").expect("/bin/true");
+    bytes.extend_from_slice(pgappliance::identity::marker().as_bytes());
+    std::fs::write(&p, bytes).expect("write the stand-in daemon");
+    p
+}
+
 pub fn image_binary() -> PathBuf {
     let p = daemon_binary().with_file_name("pgappliance");
     assert!(

@@ -162,7 +162,8 @@ pub fn arch_name(a: Arch) -> &'static str {
 }
 
 /// Refuses a daemon binary that is unreadable, not an ELF executable (a shared library, an
-/// object file, a core dump) or built for another machine. Returns its bytes.
+/// object file, a core dump), built for another machine, or another program than
+/// pgapplianced of this version (`pgappliance::identity`). Returns its bytes.
 pub fn read_daemon_binary(path: &Path, want: Arch) -> Result<Vec<u8>> {
     // A device, FIFO or directory is no program, and `/dev/zero` would be read forever.
     let meta = std::fs::metadata(path)
@@ -182,7 +183,25 @@ pub fn read_daemon_binary(path: &Path, want: Arch) -> Result<Vec<u8>> {
             executable: Err(what),
             ..
         }) => bail!("{} is {what}: {}", path.display(), give()),
-        Ok(info) if info.machine == want => Ok(bytes),
+        Ok(info) if info.machine == want => {
+            let versions = pgappliance::identity::marker_versions(&bytes);
+            let ours = pgappliance::identity::VERSION;
+            if versions.iter().any(|v| v == ours) {
+                Ok(bytes)
+            } else if let Some(v) = versions.first() {
+                bail!(
+                    "{} is pgapplianced {v}, but this pgappliance is {ours}: build both from one checkout",
+                    path.display()
+                )
+            } else {
+                bail!(
+                    "{} is an {} program but not pgapplianced (it lacks the mark every pgapplianced build carries): {}",
+                    path.display(),
+                    arch_name(want),
+                    give()
+                )
+            }
+        }
         Ok(info) => bail!(
             "{} is built for {}, but the plan's target is {}: cross-build it (tools/cross-build-aarch64) or fix appliance.arch",
             path.display(),

@@ -45,8 +45,8 @@ pub fn venv_bin(name: &str) -> PathBuf {
     p
 }
 
-/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes: the
-/// builder only reads the header and packs it.
+/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes, with
+/// the mark of a pgapplianced build: the builder only reads those and packs it.
 pub fn fake_aarch64_binary(dir: &Path) -> PathBuf {
     let mut h = vec![0u8; 4096];
     h[..4].copy_from_slice(b"\x7fELF");
@@ -54,6 +54,7 @@ pub fn fake_aarch64_binary(dir: &Path) -> PathBuf {
     h[5] = 1;
     h[16..18].copy_from_slice(&2u16.to_le_bytes());
     h[18..20].copy_from_slice(&0xb7u16.to_le_bytes());
+    h.extend_from_slice(pgappliance::identity::marker().as_bytes());
     let p = dir.join("pgapplianced-aarch64");
     std::fs::write(&p, h).expect("write");
     p

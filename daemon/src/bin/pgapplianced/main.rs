@@ -1,6 +1,7 @@
 //! pgapplianced: parses the command line and dispatches; the work is in the library.
 
 mod cli;
+mod identity;
 mod present;
 
 use clap::Parser;
