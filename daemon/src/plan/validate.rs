@@ -223,6 +223,16 @@ pub fn check_store_url(url: &str) -> Result<(), String> {
                 "store prefix \"{prefix}\" has an empty, \".\" or \"..\" segment: write it plainly, e.g. s3://{bucket}/results/2026"
             ));
         }
+        // The object store library percent-encodes these in a key (a "%2e" is stored as
+        // "%252e"), so the objects would not be where the prefix says.
+        if let Some(c) = prefix
+            .chars()
+            .find(|c| c.is_control() || "%\\{}^`[]\"<>~#|*?".contains(*c))
+        {
+            return Err(format!(
+                "store prefix \"{prefix}\" has {c:?}, which would be stored percent-encoded: write the prefix unencoded with letters, digits, spaces and - _ . ! ' ( ) = + , ; : @ $ &, e.g. s3://{bucket}/results/2026"
+            ));
+        }
         Ok(())
     } else if let Some(rest) = url.strip_prefix("file://") {
         if !rest.starts_with('/') {
@@ -1110,6 +1120,7 @@ mod tests {
             "s3://bucket/",
             "s3://bucket/a/b",
             "s3://bucket/a/b/",
+            "s3://bucket/results 2026/run=1,a+b",
             "file:///srv/store",
             "file:///srv/store/",
         ] {
@@ -1120,6 +1131,11 @@ mod tests {
             "s3://bucket/a/../b",
             "s3://bucket/./a",
             "s3://bucket/a//",
+            "s3://bucket/%2e%2e/b",
+            "s3://bucket/results%202026",
+            "s3://bucket/a#b",
+            "s3://bucket/runs/*",
+            "s3://bucket/a\tb",
             "file:///srv/../etc",
             "file:///srv//x",
             "file://rel",
