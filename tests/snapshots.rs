@@ -124,6 +124,11 @@ fn a_local_restore_is_the_generated_dataset_and_a_corrupt_snapshot_is_not_used()
     assert_eq!(query(&w, "postgres", "show data_checksums"), "on");
     // rw changed balances; the restores put the generated data back.
     assert_eq!(fingerprint(&w), want, "restored before each workload");
+    // The directory the restores reused is gone once the sweep is over.
+    assert!(
+        !w.path().join("cluster/data.restoring").exists(),
+        "the restores' directory is removed after the sweep"
+    );
 
     // A new run in the same work directory restores instead of generating.
     reset(&w);

@@ -295,7 +295,8 @@ async fn time_pgbench(run: &Prepared, scale: u32, server_side: bool) -> Result<f
 }
 
 /// Stop, restore from the local snapshot `dir`, start and wait: seconds. The replaced
-/// directory is removed afterwards, untimed (as pgbench's DROP DATABASE is).
+/// directory is then kept for the next restore (or removed, untimed, as pgbench's DROP
+/// DATABASE is, when the file system lacks the room: [`local::retire`]).
 async fn time_local(
     run: &Prepared,
     dir: &Path,
@@ -312,12 +313,16 @@ async fn time_local(
         .await??;
     c.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    local::retire(r.replaced.as_deref(), manifest.total_bytes())?;
+    local::retire(
+        r.replaced.as_deref(),
+        crate::snapshot::room_to_keep(manifest.total_bytes(), false),
+    )?;
     Ok(secs)
 }
 
 /// Stop, download (streaming, every file checked) into the data directory's place,
-/// exchange, start and wait: seconds. The replaced directory is removed untimed.
+/// exchange, start and wait: seconds. The replaced directory is kept as the local
+/// restore's is.
 async fn time_store(run: &Prepared, store: &Store, stored: &Manifest) -> Result<f64> {
     let c = run.cluster()?;
     let data = c.data_dir();
@@ -329,7 +334,10 @@ async fn time_store(run: &Prepared, store: &Store, stored: &Manifest) -> Result<
     let replaced = local::install(&tmp, &data, &stored.dirs)?;
     c.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    local::retire(replaced.as_deref(), stored.total_bytes())?;
+    local::retire(
+        replaced.as_deref(),
+        crate::snapshot::room_to_keep(stored.total_bytes(), false),
+    )?;
     Ok(secs)
 }
 

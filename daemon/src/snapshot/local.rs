@@ -297,31 +297,61 @@ pub fn prepare_target(
     Ok(kept)
 }
 
+/// [`prepare_target`], and when the directory to reuse cannot be made right (a stray
+/// entry that cannot be removed, say), that directory removed and a new one made: a
+/// restore never fails for what the one before left.
+pub fn recycle_or_renew(
+    root: &Path,
+    dirs: &[DirEntry],
+    files: &[FileEntry],
+    owner: Option<Owner>,
+) -> Result<usize> {
+    match prepare_target(root, dirs, files, owner) {
+        Ok(n) => Ok(n),
+        Err(e) => {
+            tracing::warn!(target_dir = %root.display(), error = %format!("{e:#}"), "the directory to reuse could not be made right: it is removed and a new one made");
+            std::fs::remove_dir_all(root)
+                .with_context(|| format!("removing {}", root.display()))?;
+            make_dirs(root, dirs, owner)?;
+            Ok(0)
+        }
+    }
+}
+
 /// Opens `path` to be written whole: the file [`prepare_target`] kept there (its inode
 /// reused, its old bytes all overwritten or cut by the caller), else a new one with `mode`.
-/// Returns the file and whether it held bytes already.
+/// Whatever else is at `path` (a symbolic link, a directory, a FIFO, a file with another
+/// name elsewhere) is removed first and never written through; the open does not follow
+/// a link put there meanwhile. Returns the file and whether it held bytes already.
 pub fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.is_file() && md.nlink() == 1 => {}
+        Ok(md) if md.is_dir() => std::fs::remove_dir_all(path)
+            .with_context(|| format!("removing the directory {}", path.display()))?,
+        // Another name shares this inode (writing it would change that one too), or it is
+        // no regular file.
+        Ok(_) => {
+            std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    }
     let f = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(mode)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
+        .with_context(|| format!("opening or creating {}", path.display()))?;
     let md = f
         .metadata()
         .with_context(|| format!("reading {}", path.display()))?;
-    if md.nlink() > 1 {
-        // Another name shares this inode: writing it would change that one too.
-        drop(f);
-        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(path)
-            .with_context(|| format!("creating {}", path.display()))?;
-        return Ok((f, false));
+    if !md.is_file() || md.nlink() != 1 {
+        bail!(
+            "{} changed while it was restored (it is no longer a file of one name): is something else writing beside the data directory?",
+            path.display()
+        );
     }
     Ok((f, md.len() > 0))
 }
@@ -384,10 +414,15 @@ impl<'a> Ahead<'a> {
             {
                 return;
             }
-            match self.make(idx) {
-                Ok(_) => self.state[idx].store(2, Ordering::Release),
-                Err(e) => {
+            // Even a panic hands the file back: the stream must never wait on it forever.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.make(idx))) {
+                Ok(Ok(_)) => self.state[idx].store(2, Ordering::Release),
+                Ok(Err(e)) => {
                     tracing::debug!(error = %format!("{e:#}"), "making a file ahead failed: the stream makes it");
+                    self.state[idx].store(0, Ordering::Release);
+                    return;
+                }
+                Err(_) => {
                     self.state[idx].store(0, Ordering::Release);
                     return;
                 }
@@ -411,16 +446,8 @@ impl<'a> Ahead<'a> {
                     return r;
                 }
                 Err(2) => {
-                    let path = self.root.join(&self.files[idx].path);
-                    let file = OpenOptions::new()
-                        .write(true)
-                        .open(&path)
-                        .with_context(|| format!("opening {}", path.display()))?;
-                    let len = file
-                        .metadata()
-                        .with_context(|| format!("reading {}", path.display()))?
-                        .len();
-                    return Ok((file, len > 0));
+                    let f = &self.files[idx];
+                    return open_target(&self.root.join(&f.path), f.mode);
                 }
                 Err(_) => std::thread::yield_now(),
             }
@@ -1033,7 +1060,7 @@ pub fn list(root: &Path) -> Vec<(PathBuf, Result<Manifest>)> {
 #[derive(Debug)]
 pub struct Restored {
     pub copy: CopyOutcome,
-    /// Where the replaced data directory is until [`discard`] removes it.
+    /// Where the replaced data directory is now ([`restoring_dir`]), for [`retire`].
     pub replaced: Option<PathBuf>,
 }
 
@@ -1047,10 +1074,12 @@ pub fn restoring_dir(data: &Path) -> PathBuf {
 }
 
 /// Puts the snapshot in `dir` back as the data directory `data` (the server stopped): the
-/// files are copied (or cloned) into a sibling, checked against the manifest (a copy is
-/// hashed on the way), given the configuration files of [`KEPT_ON_RESTORE`] from the
-/// directory they replace, fsynced, and exchanged with `data` in one rename; the old
-/// directory is removed. Interrupted anywhere, `data` is either the old directory or the
+/// files are copied (or cloned) into the sibling [`restoring_dir`] (a new directory, or the
+/// one the restore before replaced, reused: [`recycle_or_renew`]), checked against the
+/// manifest (a hashed copy is read back), given the configuration files of
+/// [`KEPT_ON_RESTORE`] from the directory they replace, fsynced, and exchanged with `data`
+/// in one rename; the old directory is then where the sibling was, for the caller to
+/// [`retire`]. Interrupted anywhere, `data` is either the old directory or the
 /// restored one, and the restore can be done again. `hashing`: [`Hashing::Always`] reads
 /// a reflinked file too (a snapshot's first use), [`Hashing::WhenCopying`] trusts clones.
 pub fn restore(
@@ -1061,7 +1090,7 @@ pub fn restore(
     hashing: Hashing,
 ) -> Result<Restored> {
     let tmp = restoring_dir(data);
-    let reused = prepare_target(&tmp, &manifest.dirs, &manifest.files, owner)?;
+    let reused = recycle_or_renew(&tmp, &manifest.dirs, &manifest.files, owner)?;
     tracing::debug!(reused, "restore target prepared");
     let copy = copy_files(dir, &tmp, &manifest.files, owner, hashing);
     let copy = match copy {
@@ -1101,8 +1130,8 @@ pub fn restore(
 /// Puts the complete directory `tmp` (the sibling [`restoring_dir`] of `data`) in place of
 /// `data`: the configuration files of [`KEPT_ON_RESTORE`] copied over from `data`, its
 /// directories fsynced, the two exchanged in one rename (`data` is never missing), the
-/// parent fsynced. Returns where the replaced directory now is (removed with
-/// [`discard`], which may wait until the server runs again).
+/// parent fsynced. Returns where the replaced directory now is (kept for the next restore
+/// or removed by [`retire`], which may wait until the server runs again).
 pub fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<PathBuf>> {
     for name in KEPT_ON_RESTORE {
         let current = data.join(name);
@@ -1371,7 +1400,7 @@ mod tests {
 
     /// Restores into the directory the restore before replaced, on the file system under
     /// `base`, after making it differ from the snapshot in every way it can.
-    fn recycle(base: &Path) {
+    fn recycle(base: &Path) -> (usize, u64) {
         let data = base.join("data");
         fill(&data);
         let root = base.join("snapshots");
@@ -1385,8 +1414,9 @@ mod tests {
         assert!(spare.join("base/5/16384").exists());
 
         // The spare is the run's old directory, and more: files the run made, a grown
-        // file, a missing one, a link to a file elsewhere, a symbolic link, a stray
-        // directory, a directory's mode changed.
+        // file, a missing one, a file linked from elsewhere, symbolic links in place of a
+        // listed file and of a listed directory and beside them, a stray directory, the
+        // modes of a directory and of a file changed.
         std::fs::write(spare.join("base/5/99999"), b"new table").expect("write");
         std::fs::write(spare.join("base/5/16384"), vec![1u8; 12_000_000]).expect("write");
         std::fs::remove_file(spare.join("base/5/20003")).expect("rm");
@@ -1394,10 +1424,29 @@ mod tests {
         std::fs::write(&outside, vec![5u8; 8192 * 4]).expect("write");
         std::fs::remove_file(spare.join("base/5/20004")).expect("rm");
         std::fs::hard_link(&outside, spare.join("base/5/20004")).expect("link");
+        let victim = base.join("victim");
+        std::fs::write(&victim, b"not to be written").expect("write");
+        std::fs::remove_file(spare.join("base/5/20005")).expect("rm");
+        std::os::unix::fs::symlink(&victim, spare.join("base/5/20005")).expect("symlink");
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).expect("mkdir");
+        std::fs::remove_dir_all(spare.join("pg_wal/archive_status")).expect("rm");
+        std::os::unix::fs::symlink(&elsewhere, spare.join("pg_wal/archive_status"))
+            .expect("symlink");
         std::os::unix::fs::symlink("/etc", spare.join("pg_tblspc_link")).expect("symlink");
         std::fs::create_dir_all(spare.join("pgsql_tmp/deeper")).expect("mkdir");
-        std::fs::set_permissions(spare.join("base/5"), std::fs::Permissions::from_mode(0o755))
+        std::fs::set_permissions(spare.join("base/5"), std::fs::Permissions::from_mode(0o700))
             .expect("chmod");
+        std::fs::set_permissions(
+            spare.join("base/5/20001"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod");
+        assert_ne!(
+            layout(&spare)["base/5/20001"],
+            layout(&snap)["base/5/20001"]
+        );
+        assert_ne!(layout(&spare)["base/5"], layout(&snap)["base/5"]);
         let ino = std::fs::metadata(spare.join("base/5/16384"))
             .expect("stat")
             .ino();
@@ -1412,6 +1461,10 @@ mod tests {
             back, w,
             "the restore is the snapshot, nothing of the spare's left"
         );
+        // Every directory and file, with its kind and mode, is the snapshot's.
+        let mut snap_layout = layout(&snap);
+        snap_layout.remove(MANIFEST_FILE);
+        assert_eq!(layout(&data), snap_layout);
         assert_eq!(
             std::fs::metadata(data.join("base/5/16384"))
                 .expect("stat")
@@ -1425,19 +1478,61 @@ mod tests {
             "a file linked from elsewhere is not written through"
         );
         assert_eq!(
-            std::fs::metadata(data.join("base/5")).expect("stat").mode() & 0o7777,
-            std::fs::metadata(snap.join("base/5")).expect("stat").mode() & 0o7777
+            std::fs::read(&victim).expect("read"),
+            b"not to be written",
+            "a symbolic link is not written through"
         );
-        // Hashed restores and clones reuse it as well.
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).expect("ls").count(),
+            0,
+            "nor a linked directory"
+        );
+        // Hashed restores reuse it as well.
         assert!(retire(r.replaced.as_deref(), 0).expect("retire"));
         std::fs::write(data.join("base/5/16385"), b"changed").expect("write");
         let r = restore(&snap, &m, &data, None, Hashing::Always).expect("restore");
         let mut back = tree(&data);
         back.remove("postgresql.auto.conf");
         assert_eq!(back, w);
+        assert_eq!(layout(&data), snap_layout);
+        let reflinked = r.copy.reflinked;
         // No room to keep it: removed.
         assert!(!retire(r.replaced.as_deref(), u64::MAX).expect("retire"));
         assert!(!spare.exists());
+        (m.files.len(), reflinked)
+    }
+
+    /// Every entry under `dir`: its kind (d, f, l) and mode.
+    fn layout(dir: &Path) -> BTreeMap<String, (char, u32)> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![String::new()];
+        while let Some(rel) = stack.pop() {
+            let here = if rel.is_empty() {
+                dir.to_path_buf()
+            } else {
+                dir.join(&rel)
+            };
+            for e in std::fs::read_dir(&here).expect("ls") {
+                let e = e.expect("entry");
+                let name = e.file_name().to_string_lossy().into_owned();
+                let r = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                let md = std::fs::symlink_metadata(e.path()).expect("stat");
+                let kind = if md.is_dir() {
+                    stack.push(r.clone());
+                    'd'
+                } else if md.is_symlink() {
+                    'l'
+                } else {
+                    'f'
+                };
+                out.insert(r, (kind, md.mode() & 0o7777));
+            }
+        }
+        out
     }
 
     #[test]
@@ -1471,7 +1566,8 @@ mod tests {
         // Cloned over the files of the directory a restore replaced.
         let again = xfs.mount.join("again");
         std::fs::create_dir(&again).expect("mkdir");
-        recycle(&again);
+        let (files, reflinked) = recycle(&again);
+        assert_eq!(reflinked, files as u64, "every reused file is a clone");
     }
 
     struct XfsLoop {

@@ -92,6 +92,27 @@ fn open_store(cx: &Context, url: &str) -> Result<Store> {
     Store::open(&cfg)
 }
 
+/// The room a restore asks for before it keeps the directory it replaced for the next
+/// restore (`local::retire`): twice the dataset (the points may grow the data by its size
+/// and still leave as much), three times when a local snapshot of it is still to be taken.
+pub fn room_to_keep(dataset_bytes: u64, snapshot_to_come: bool) -> u64 {
+    dataset_bytes.saturating_mul(if snapshot_to_come { 3 } else { 2 })
+}
+
+/// Removes the directory the last restore replaced (kept for the next restore,
+/// `local::retire`) when no restore is to come: at the end of the sweep, and before a
+/// dataset is generated (which needs the room).
+pub async fn discard_spare(cx: &Context) -> Result<()> {
+    let spare = local::restoring_dir(&cx.server()?.data_dir());
+    if !spare.exists() {
+        return Ok(());
+    }
+    tracing::debug!(spare = %spare.display(), "removing the directory kept for restores");
+    tokio::task::spawn_blocking(move || local::discard(Some(&spare)))
+        .await
+        .context("the clean-up thread")?
+}
+
 /// Puts local snapshot `id` back as the data directory: the server stopped, the restore
 /// journaled, the server started again. Returns the seconds it took.
 pub async fn restore_local(
@@ -142,7 +163,10 @@ pub async fn restore_local(
         s.dataset.changed_by = None;
         s.dataset.changed_by_warmup = false;
     })?;
-    let (replaced, room) = (restored.replaced.clone(), restored.copy.bytes);
+    let (replaced, room) = (
+        restored.replaced.clone(),
+        room_to_keep(restored.copy.bytes, false),
+    );
     tokio::task::spawn_blocking(move || local::retire(replaced.as_deref(), room))
         .await
         .context("the clean-up thread")??;
@@ -266,7 +290,7 @@ pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Opti
         .await?;
     cluster.start().await?;
     let secs = t0.elapsed().as_secs_f64();
-    let room = found.total_bytes();
+    let room = room_to_keep(found.total_bytes(), cx.plan.dataset.keeps_snapshot());
     tokio::task::spawn_blocking(move || local::retire(replaced.as_deref(), room))
         .await
         .context("the clean-up thread")??;

@@ -368,7 +368,7 @@ fn unpack(
     dest: &Path,
     owner: Option<Owner>,
 ) -> Result<(u64, String)> {
-    local::prepare_target(dest, &manifest.dirs, &manifest.files, owner)?;
+    local::recycle_or_renew(dest, &manifest.dirs, &manifest.files, owner)?;
     let index: std::collections::HashMap<&str, usize> = manifest
         .files
         .iter()

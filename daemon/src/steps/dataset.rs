@@ -156,6 +156,7 @@ impl Step for Dataset {
                 return crate::snapshot::share(cx).await;
             }
         }
+        crate::snapshot::discard_spare(cx).await?;
         let mut generated = false;
         if cx.plan.has_pgbench()
             && (cx.journal.state.state.dataset.spec.as_deref() != Some(spec(cx).as_str())

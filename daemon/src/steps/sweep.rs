@@ -101,7 +101,7 @@ impl Step for Sweep {
                 );
             }
         }
-        Ok(())
+        crate::snapshot::discard_spare(cx).await
     }
 }
 
