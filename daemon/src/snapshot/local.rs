@@ -318,6 +318,21 @@ pub fn recycle_or_renew(
     }
 }
 
+/// Gives the open file at `path` its `mode` and, when `owner` says, its owner.
+fn set_mode_and_owner(file: &File, path: &Path, mode: u32, owner: Option<Owner>) -> Result<()> {
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    if let Some(o) = owner {
+        nix::unistd::fchown(
+            file,
+            Some(nix::unistd::Uid::from_raw(o.uid)),
+            Some(nix::unistd::Gid::from_raw(o.gid)),
+        )
+        .with_context(|| format!("giving {} to uid {}", path.display(), o.uid))?;
+    }
+    Ok(())
+}
+
 /// Opens `path` to be written whole: the file [`prepare_target`] kept there (its inode
 /// reused, its old bytes all overwritten or cut by the caller), else a new one with `mode`.
 /// Whatever else is at `path` (a symbolic link, a directory, a FIFO, a file with another
@@ -388,16 +403,7 @@ impl<'a> Ahead<'a> {
         let f = &self.files[idx];
         let path = self.root.join(&f.path);
         let (file, had_bytes) = open_target(&path, f.mode)?;
-        file.set_permissions(std::fs::Permissions::from_mode(f.mode))
-            .with_context(|| format!("setting the mode of {}", path.display()))?;
-        if let Some(o) = self.owner {
-            nix::unistd::fchown(
-                &file,
-                Some(nix::unistd::Uid::from_raw(o.uid)),
-                Some(nix::unistd::Gid::from_raw(o.gid)),
-            )
-            .with_context(|| format!("giving {} to uid {}", path.display(), o.uid))?;
-        }
+        set_mode_and_owner(&file, &path, f.mode, self.owner)?;
         Ok((file, had_bytes))
     }
 
@@ -751,16 +757,7 @@ pub fn copy_files(
             to.set_len(size)
                 .with_context(|| format!("sizing {}", dst.display()))?;
         }
-        to.set_permissions(std::fs::Permissions::from_mode(f.mode))
-            .with_context(|| format!("setting the mode of {}", dst.display()))?;
-        if let Some(o) = owner {
-            nix::unistd::fchown(
-                &to,
-                Some(nix::unistd::Uid::from_raw(o.uid)),
-                Some(nix::unistd::Gid::from_raw(o.gid)),
-            )
-            .with_context(|| format!("giving {} to uid {}", dst.display(), o.uid))?;
-        }
+        set_mode_and_owner(&to, &dst, f.mode, owner)?;
         Ok((size, cloned))
     };
     let mut made: Vec<Option<(u64, bool)>> = vec![None; files.len()];
