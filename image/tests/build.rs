@@ -17,8 +17,8 @@ fn repo() -> PathBuf {
 fn native_daemon() -> PathBuf {
     static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     MADE.get_or_init(|| {
-        let p =
-            std::env::temp_dir().join(format!("pgappliance-test-daemon-{}", std::process::id()));
+        let p = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("pgapplianced-stand-in-{}", std::process::id()));
         let mut bytes = std::fs::read("/bin/true").expect("/bin/true");
         bytes.extend_from_slice(pgappliance::identity::marker().as_bytes());
         std::fs::write(&p, bytes).expect("write");

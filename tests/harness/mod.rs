@@ -238,7 +238,6 @@ pub fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.
 /// A small program standing in for the daemon in a build: `/bin/true` with the mark of a
 /// pgapplianced build appended (`pgappliance::identity`), written into `dir`.
 pub fn stand_in_daemon(dir: &Path) -> PathBuf {
@@ -249,6 +248,7 @@ pub fn stand_in_daemon(dir: &Path) -> PathBuf {
     p
 }
 
+/// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.
 pub fn image_binary() -> PathBuf {
     let p = daemon_binary().with_file_name("pgappliance");
     assert!(

@@ -1,8 +1,10 @@
-//! The units of PostgreSQL setting values, checked when the plan is read: a value such as
-//! `"128XB"` or `"4 mb"` would otherwise pass `check` and fail only when `ALTER SYSTEM`
-//! runs on the target. PostgreSQL reads a number, optional spaces and a unit, and knows
+//! The units of PostgreSQL's settings of memory and time, checked when the plan is read: a
+//! value such as `shared_buffers = "128XB"` or `work_mem = "4 mb"` would otherwise pass
+//! `check` and fail only when `ALTER SYSTEM` runs on the target. PostgreSQL reads a number
+//! (decimal, `0x` hex, a fraction, an exponent), optional spaces and a unit, and knows
 //! (case-sensitively) the memory units B, kB, MB, GB, TB and the time units us, ms, s, min,
-//! h, d; a setting takes the units of its kind only. Pure.
+//! h, d; a setting takes the units of its kind only. Other settings are left to the server
+//! (a text setting may well read `"2nd"`). Pure.
 
 /// PostgreSQL's memory units.
 pub const MEMORY_UNITS: &[&str] = &["B", "kB", "MB", "GB", "TB"];
@@ -10,15 +12,19 @@ pub const MEMORY_UNITS: &[&str] = &["B", "kB", "MB", "GB", "TB"];
 pub const TIME_UNITS: &[&str] = &["us", "ms", "s", "min", "h", "d"];
 
 /// Settings measured in memory (PostgreSQL 12 to 17, `GUC_UNIT_BYTE`/`KB`/`MB`/`BLOCKS`/
-/// `XBLOCKS`).
+/// `XBLOCKS`), sorted.
 const MEMORY_SETTINGS: &[&str] = &[
     "autovacuum_work_mem",
     "backend_flush_after",
     "bgwriter_flush_after",
     "checkpoint_flush_after",
+    "commit_timestamp_buffers",
     "effective_cache_size",
     "gin_pending_list_limit",
     "huge_page_size",
+    "io_combine_limit",
+    "log_parameter_max_length",
+    "log_parameter_max_length_on_error",
     "log_rotation_size",
     "log_temp_files",
     "logical_decoding_work_mem",
@@ -30,19 +36,26 @@ const MEMORY_SETTINGS: &[&str] = &[
     "min_parallel_index_scan_size",
     "min_parallel_table_scan_size",
     "min_wal_size",
+    "multixact_member_buffers",
+    "multixact_offset_buffers",
+    "notify_buffers",
+    "serializable_buffers",
     "shared_buffers",
+    "subtransaction_buffers",
     "temp_buffers",
     "temp_file_limit",
     "track_activity_query_size",
+    "transaction_buffers",
     "vacuum_buffer_usage_limit",
     "wal_buffers",
+    "wal_decode_buffer_size",
     "wal_keep_size",
     "wal_skip_threshold",
     "wal_writer_flush_after",
     "work_mem",
 ];
 
-/// Settings measured in time (PostgreSQL 12 to 17, `GUC_UNIT_MS`/`S`/`MIN`).
+/// Settings measured in time (PostgreSQL 12 to 17, `GUC_UNIT_MS`/`S`/`MIN`), sorted.
 const TIME_SETTINGS: &[&str] = &[
     "archive_timeout",
     "authentication_timeout",
@@ -51,6 +64,7 @@ const TIME_SETTINGS: &[&str] = &[
     "bgwriter_delay",
     "checkpoint_timeout",
     "checkpoint_warning",
+    "client_connection_check_interval",
     "deadlock_timeout",
     "idle_in_transaction_session_timeout",
     "idle_session_timeout",
@@ -59,78 +73,110 @@ const TIME_SETTINGS: &[&str] = &[
     "log_min_duration_sample",
     "log_min_duration_statement",
     "log_rotation_age",
+    "log_startup_progress_interval",
+    "max_standby_archive_delay",
+    "max_standby_streaming_delay",
+    "old_snapshot_threshold",
+    "post_auth_delay",
+    "pre_auth_delay",
+    "recovery_min_apply_delay",
     "statement_timeout",
     "tcp_keepalives_idle",
     "tcp_keepalives_interval",
+    "tcp_user_timeout",
+    "transaction_timeout",
     "vacuum_cost_delay",
+    "wal_receiver_status_interval",
     "wal_receiver_timeout",
+    "wal_retrieve_retry_interval",
     "wal_sender_timeout",
+    "wal_summary_keep_time",
     "wal_writer_delay",
 ];
 
-/// `value` split as a number and the unit after it, when it has that shape (`"8GB"`,
-/// `"1.5 min"`, `"-1"`); None for other values (`"on"`, `"replica"`, `"0.0.0.0"`).
+/// `value` split as a number and what follows it, as PostgreSQL reads them (`strtol` with
+/// base 0, then `strtod`, then spaces): an optional sign, then `0x` and hex digits, or
+/// digits with an optional `.`, more digits and an exponent; None when no number starts
+/// the value (`"on"`, `"replica"`).
 fn number_and_unit(value: &str) -> Option<(&str, &str)> {
-    let v = value.trim();
-    let digits_end = v
-        .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || (i == 0 && (c == '-' || c == '+'))))
-        .map_or(v.len(), |(i, _)| i);
-    let number = &v[..digits_end];
-    if !number.chars().any(|c| c.is_ascii_digit())
-        || number.matches('.').count() > 1
-        || number.ends_with('.')
+    let v = value.trim_start();
+    let b = v.as_bytes();
+    let mut i = 0;
+    if matches!(b.first(), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let start = i;
+    if b.len() > i + 2
+        && b[i] == b'0'
+        && matches!(b[i + 1], b'x' | b'X')
+        && b[i + 2].is_ascii_hexdigit()
     {
+        i += 2;
+        while i < b.len() && b[i].is_ascii_hexdigit() {
+            i += 1;
+        }
+    } else {
+        let int_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let mut digits = i > int_start;
+        if i < b.len() && b[i] == b'.' {
+            i += 1;
+            let frac_start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            digits |= i > frac_start;
+        }
+        if !digits {
+            return None;
+        }
+        if i < b.len() && matches!(b[i], b'e' | b'E') {
+            let mut j = i + 1;
+            if j < b.len() && matches!(b[j], b'+' | b'-') {
+                j += 1;
+            }
+            let exp_start = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j > exp_start {
+                i = j;
+            }
+        }
+    }
+    if i == start {
         return None;
     }
-    let unit = v[digits_end..].trim_start();
-    if !unit.chars().all(|c| c.is_ascii_alphabetic()) {
-        return None;
-    }
-    Some((number, unit))
+    Some((&v[..i], v[i..].trim()))
 }
 
-/// What is wrong with `value` for setting `name`, if PostgreSQL would refuse its unit, or
-/// it is not a number at all for a setting of memory or time; None otherwise (a value
-/// that is not a number with a unit, for any other setting, is left to PostgreSQL).
+/// What is wrong with `value` for setting `name` when it is a setting of memory or time:
+/// a unit PostgreSQL would refuse for it, or no number at all; None otherwise. Other
+/// settings (text, enums, extensions' own) are left to PostgreSQL.
 pub fn unit_problem(name: &str, value: &str) -> Option<String> {
     let memory = MEMORY_SETTINGS.contains(&name);
     let time = TIME_SETTINGS.contains(&name);
-    let Some((_, unit)) = number_and_unit(value) else {
-        return match (memory, time) {
-            (true, _) => Some(format!(
-                "\"{value}\": {name} takes a number with an optional memory unit, e.g. \"64MB\""
-            )),
-            (_, true) => Some(format!(
-                "\"{value}\": {name} takes a number with an optional time unit, e.g. \"30s\""
-            )),
-            _ => None,
-        };
-    };
-    if unit.is_empty() {
+    if !memory && !time {
         return None;
     }
-    let list = |units: &[&str]| units.join(", ");
-    if memory && !MEMORY_UNITS.contains(&unit) {
-        return Some(format!(
-            "\"{value}\": {name} takes a memory unit, one of {} (case matters), not \"{unit}\"",
-            list(MEMORY_UNITS)
-        ));
+    let (kind, units, example) = if memory {
+        ("memory", MEMORY_UNITS, "64MB")
+    } else {
+        ("time", TIME_UNITS, "30s")
+    };
+    match number_and_unit(value) {
+        None => Some(format!(
+            "\"{value}\": {name} takes a number with an optional {kind} unit, e.g. \"{example}\""
+        )),
+        Some((_, "")) => None,
+        Some((_, unit)) if units.contains(&unit) => None,
+        Some((_, unit)) => Some(format!(
+            "\"{value}\": {name} takes a {kind} unit, one of {} (case matters), not \"{unit}\"",
+            units.join(", ")
+        )),
     }
-    if time && !TIME_UNITS.contains(&unit) {
-        return Some(format!(
-            "\"{value}\": {name} takes a time unit, one of {} (case matters), not \"{unit}\"",
-            list(TIME_UNITS)
-        ));
-    }
-    if !memory && !time && !MEMORY_UNITS.contains(&unit) && !TIME_UNITS.contains(&unit) {
-        return Some(format!(
-            "\"{value}\": \"{unit}\" is not a PostgreSQL unit: memory units are {}, time units {} (case matters)",
-            list(MEMORY_UNITS),
-            list(TIME_UNITS)
-        ));
-    }
-    None
 }
 
 #[cfg(test)]
@@ -138,21 +184,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_lists_are_sorted_and_apart() {
+        for list in [MEMORY_SETTINGS, TIME_SETTINGS] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
+        assert!(!MEMORY_SETTINGS.iter().any(|m| TIME_SETTINGS.contains(m)));
+    }
+
+    #[test]
     fn postgresql_s_units_pass_and_others_are_named() {
         for (name, value) in [
             ("shared_buffers", "8GB"),
             ("shared_buffers", "131072"),
+            ("shared_buffers", "0x400"),
+            ("shared_buffers", "0xffMB"),
             ("work_mem", "64 MB"),
+            ("work_mem", "1e3"),
+            ("work_mem", "5.GB"),
+            ("work_mem", ".5GB"),
+            ("work_mem", "+4MB"),
             ("effective_cache_size", " 192GB "),
             ("wal_buffers", "-1"),
             ("checkpoint_timeout", "30min"),
+            ("statement_timeout", "1e6"),
+            ("vacuum_cost_delay", "2.5ms"),
+            ("vacuum_cost_delay", "1e-3s"),
+            ("vacuum_cost_delay", "1.5e3ms"),
             ("checkpoint_completion_target", "0.9"),
             ("statement_timeout", "0"),
-            ("vacuum_cost_delay", "2.5ms"),
             ("wal_level", "replica"),
             ("listen_addresses", "0.0.0.0"),
-            ("some_extension.size", "4kB"),
-            ("some_extension.delay", "10s"),
+            ("cluster_name", "2nd"),
+            ("max_connections", "0x64"),
+            ("some_extension.size", "3 KB"),
             ("log_line_prefix", "%m [%p] "),
         ] {
             assert_eq!(unit_problem(name, value), None, "{name} = {value}");
@@ -180,8 +244,5 @@ mod tests {
             p.contains("statement_timeout takes a number with an optional time unit"),
             "{p}"
         );
-        assert_eq!(unit_problem("my.setting", "lots"), None);
-        let p = unit_problem("my.setting", "3 KB").expect("KB");
-        assert!(p.contains("\"KB\" is not a PostgreSQL unit"), "{p}");
     }
 }

@@ -227,10 +227,10 @@ pub fn check_store_url(url: &str) -> Result<(), String> {
         // "%252e"), so the objects would not be where the prefix says.
         if let Some(c) = prefix
             .chars()
-            .find(|c| c.is_control() || "%\\{}^`[]\"<>~#|*?".contains(*c))
+            .find(|c| !c.is_ascii() || c.is_control() || "%\\{}^`[]\"<>~#|*?".contains(*c))
         {
             return Err(format!(
-                "store prefix \"{prefix}\" has {c:?}, which would be stored percent-encoded: write the prefix unencoded with letters, digits, spaces and - _ . ! ' ( ) = + , ; : @ $ &, e.g. s3://{bucket}/results/2026"
+                "store prefix \"{prefix}\" has {c:?}, which would be stored percent-encoded: write the prefix unencoded with ASCII letters, digits, spaces and - _ . ! ' ( ) = + , ; : @ $ &, e.g. s3://{bucket}/results/2026"
             ));
         }
         Ok(())
@@ -1135,6 +1135,7 @@ mod tests {
             "s3://bucket/results%202026",
             "s3://bucket/a#b",
             "s3://bucket/runs/*",
+            "s3://bucket/résultats",
             "s3://bucket/a\tb",
             "file:///srv/../etc",
             "file:///srv//x",

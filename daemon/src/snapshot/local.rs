@@ -298,8 +298,8 @@ pub fn prepare_target(
 }
 
 /// [`prepare_target`], and when the directory to reuse cannot be made right (a stray
-/// entry that cannot be removed, say), that directory removed and a new one made: a
-/// restore never fails for what the one before left.
+/// entry that cannot be removed, say), that directory moved aside (and removed as far as
+/// it goes) and a new one made.
 pub fn recycle_or_renew(
     root: &Path,
     dirs: &[DirEntry],
@@ -309,10 +309,23 @@ pub fn recycle_or_renew(
     match prepare_target(root, dirs, files, owner) {
         Ok(n) => Ok(n),
         Err(e) => {
-            tracing::warn!(target_dir = %root.display(), error = %format!("{e:#}"), "the directory to reuse could not be made right: it is removed and a new one made");
-            std::fs::remove_dir_all(root)
-                .with_context(|| format!("removing {}", root.display()))?;
+            // Moved aside (a rename, which what blocked the clean-up does not block), a new
+            // one made, the old one removed as far as it goes.
+            let aside = root.with_file_name(format!(
+                "{}.unusable-{}",
+                root.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                std::process::id()
+            ));
+            tracing::warn!(target_dir = %root.display(), aside = %aside.display(), error = %format!("{e:#}"), "the directory to reuse could not be made right: it is moved aside and a new one made");
+            std::fs::rename(root, &aside).with_context(|| {
+                format!("moving {} aside to {}", root.display(), aside.display())
+            })?;
             make_dirs(root, dirs, owner)?;
+            if let Err(e) = std::fs::remove_dir_all(&aside) {
+                tracing::warn!(dir = %aside.display(), error = %e, "could not remove the unusable directory; remove it by hand");
+            }
             Ok(0)
         }
     }
@@ -429,6 +442,7 @@ impl<'a> Ahead<'a> {
                     return;
                 }
                 Err(_) => {
+                    tracing::warn!(file = %self.files[idx].path, "making a file ahead panicked: the stream makes it");
                     self.state[idx].store(0, Ordering::Release);
                     return;
                 }

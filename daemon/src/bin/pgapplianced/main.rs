@@ -7,6 +7,7 @@ mod present;
 use clap::Parser;
 
 fn main() {
+    identity::keep();
     pgappliance::logging::init();
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
