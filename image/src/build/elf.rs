@@ -330,7 +330,23 @@ mod tests {
         } else {
             Arch::X86_64
         };
-        read_daemon_binary(&exe, native).expect("native");
+        // A native program, but not pgapplianced: refused as such, and taken once marked.
+        let err = read_daemon_binary(&exe, native)
+            .expect_err("not the daemon")
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "is an {} program but not pgapplianced",
+                arch_name(native)
+            )),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().expect("tmp");
+        let marked = dir.path().join("marked");
+        let mut bytes = std::fs::read(&exe).expect("read");
+        bytes.extend_from_slice(pgappliance::identity::marker().as_bytes());
+        std::fs::write(&marked, bytes).expect("write");
+        read_daemon_binary(&marked, native).expect("native and marked");
         let other = if native == Arch::X86_64 {
             Arch::Aarch64
         } else {
