@@ -358,41 +358,13 @@ fn time_create(dir: &Path, manifest: &Manifest, owner: Option<Owner>) -> Result<
     }
     local::make_dirs(dir, &manifest.dirs, owner)?;
     nix::unistd::sync();
-    let next = std::sync::atomic::AtomicUsize::new(0);
     let files = &manifest.files;
     let t0 = Instant::now();
-    let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..local::copy_threads())
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(f) = files.get(i) else {
-                            return Ok(());
-                        };
-                        let (file, _) = local::open_target(&dir.join(&f.path), f.mode)?;
-                        if let Some(o) = owner {
-                            nix::unistd::fchown(
-                                &file,
-                                Some(nix::unistd::Uid::from_raw(o.uid)),
-                                Some(nix::unistd::Gid::from_raw(o.gid)),
-                            )?;
-                        }
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| bail!("a file-making thread panicked"))
-            })
-            .collect()
-    });
-    for r in results {
-        r?;
-    }
+    local::each_on_copy_threads(files.len(), |i| {
+        let (f, path) = (&files[i], dir.join(&files[i].path));
+        let (file, _) = local::open_target(&path, f.mode)?;
+        local::set_mode_and_owner(&file, &path, f.mode, owner)
+    })?;
     local::sync_dirs(dir, &manifest.dirs)?;
     let secs = t0.elapsed().as_secs_f64();
     std::fs::remove_dir_all(dir)?;
@@ -420,47 +392,27 @@ fn time_write(dir: &Path, bytes: u64) -> Result<f64> {
     let len_of = |i: usize| (bytes - i as u64 * CHUNK_BYTES).min(CHUNK_BYTES);
     let block: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
     let write_all = |create: bool| -> Result<f64> {
-        let next = std::sync::atomic::AtomicUsize::new(0);
         let t0 = Instant::now();
-        let results: Vec<std::io::Result<()>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..local::copy_threads())
-                .map(|_| {
-                    s.spawn(|| -> std::io::Result<()> {
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            if i >= n {
-                                return Ok(());
-                            }
-                            let len = len_of(i);
-                            let f = std::fs::OpenOptions::new()
-                                .write(true)
-                                .create(create)
-                                .truncate(false)
-                                .open(dir.join(format!("{i}")))?;
-                            let mut off = 0u64;
-                            while off < len {
-                                let k = ((len - off) as usize).min(block.len());
-                                f.write_all_at(&block[..k], off)?;
-                                off += k as u64;
-                            }
-                            f.sync_all()?;
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(std::io::Error::other("thread")))
-                })
-                .collect()
-        });
-        let secs = t0.elapsed().as_secs_f64();
-        for r in results {
-            r.with_context(|| format!("writing into {}", dir.display()))?;
-        }
-        Ok(secs)
+        local::each_on_copy_threads(n, |i| {
+            let len = len_of(i);
+            let path = dir.join(format!("{i}"));
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .open(&path)
+                .with_context(|| format!("opening {}", path.display()))?;
+            let mut off = 0u64;
+            while off < len {
+                let k = ((len - off) as usize).min(block.len());
+                f.write_all_at(&block[..k], off)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                off += k as u64;
+            }
+            f.sync_all()
+                .with_context(|| format!("syncing {}", path.display()))
+        })?;
+        Ok(t0.elapsed().as_secs_f64())
     };
     let made = (0..n)
         .all(|i| std::fs::metadata(dir.join(format!("{i}"))).is_ok_and(|m| m.len() == len_of(i)));

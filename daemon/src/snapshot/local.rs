@@ -332,7 +332,7 @@ pub fn recycle_or_renew(
 }
 
 /// Gives the open file at `path` its `mode` and, when `owner` says, its owner.
-fn set_mode_and_owner(file: &File, path: &Path, mode: u32, owner: Option<Owner>) -> Result<()> {
+pub fn set_mode_and_owner(file: &File, path: &Path, mode: u32, owner: Option<Owner>) -> Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("setting the mode of {}", path.display()))?;
     if let Some(o) = owner {
@@ -700,21 +700,35 @@ fn run_work(
 
 /// fsyncs files under `root` on several threads.
 pub fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
-    let queue = Mutex::new(files.iter().collect::<Vec<_>>());
+    each_on_copy_threads(files.len(), |i| {
+        let p = root.join(&files[i].path);
+        File::open(&p)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("syncing {}", p.display()))
+    })
+}
+
+/// Runs `work` for each index below `count` on [`copy_threads`] threads, each taking the
+/// next index; stops at the first error, which it returns (a panicking `work` is one).
+pub fn each_on_copy_threads(count: usize, work: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..copy_threads() {
-            s.spawn(|| {
-                while let Some(f) = queue.lock().ok().and_then(|mut q| q.pop()) {
-                    let p = root.join(&f.path);
-                    if let Err(e) = File::open(&p).and_then(|f| f.sync_all()) {
-                        if let Ok(mut fe) = first_error.lock() {
-                            fe.get_or_insert(
-                                anyhow::Error::from(e).context(format!("syncing {}", p.display())),
-                            );
-                        }
-                        return;
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count || failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(i)))
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a copy thread panicked")));
+                if let Err(e) = r {
+                    failed.store(true, Ordering::Relaxed);
+                    if let Ok(mut fe) = first_error.lock() {
+                        fe.get_or_insert(e);
                     }
+                    return;
                 }
             });
         }
@@ -778,35 +792,15 @@ pub fn copy_files(
     if !files.is_empty() {
         made[0] = Some(create(0)?);
     }
-    let next = AtomicUsize::new(1);
+    // The first file alone (it tells whether the file system clones), then the others.
     let results = Mutex::new(Vec::new());
-    let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..copy_threads() {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= files.len() || first_error.lock().map(|e| e.is_some()).unwrap_or(true) {
-                    return;
-                }
-                match create(i) {
-                    Ok(r) => {
-                        if let Ok(mut v) = results.lock() {
-                            v.push((i, r));
-                        }
-                    }
-                    Err(e) => {
-                        if let Ok(mut fe) = first_error.lock() {
-                            fe.get_or_insert(e);
-                        }
-                        return;
-                    }
-                }
-            });
+    each_on_copy_threads(files.len().saturating_sub(1), |k| {
+        let r = create(k + 1)?;
+        if let Ok(mut v) = results.lock() {
+            v.push((k + 1, r));
         }
-    });
-    if let Some(e) = first_error.into_inner().ok().flatten() {
-        return Err(e);
-    }
+        Ok(())
+    })?;
     for (i, r) in results.into_inner().unwrap_or_default() {
         made[i] = Some(r);
     }
