@@ -9,7 +9,7 @@ mod harness;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harness::{describe, example, processes_mentioning, Workdir};
 
@@ -24,6 +24,17 @@ fn environ(pid: u32) -> Option<String> {
     std::fs::read(format!("/proc/{pid}/environ"))
         .ok()
         .map(|b| String::from_utf8_lossy(&b).replace('\0', "\n"))
+}
+
+/// The parent's pid, from /proc/PID/stat (the field after the parenthesised name).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn comm(pid: u32) -> String {
@@ -88,34 +99,46 @@ fn no_credential_reaches_postgres_or_pgbench_and_the_socket_takes_peer() {
     for (name, value) in SECRETS.iter().chain([&canary.as_str()]).zip(&values) {
         cmd.env(name, value);
     }
+    // Every pgbench the run starts is stopped right after it started, together with the
+    // daemon (a fault point), read, and let go on.
+    harness::with_fault(&mut cmd, "spawned:pgbench@*=stop-child");
     let log = w.path().join("daemon.log");
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("start pgapplianced");
-
-    // Catch pgbench processes of this run while the sweep goes on.
     let needle = w.path().display().to_string();
     let mut pgbench_seen = 0;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let status = loop {
-        for pid in processes_mentioning(&needle) {
-            if comm(pid) == "pgbench" {
-                if let Some(env) = environ(pid) {
-                    assert_clean(&format!("pgbench (pid {pid})"), &env, &canary, &values);
-                    pgbench_seen += 1;
-                }
+    let code = loop {
+        match harness::wait_for_rest(&child, Duration::from_secs(600), &log) {
+            harness::Rest::Exited(code, how) => {
+                assert!(code.is_some(), "the run ended by {how}");
+                break code;
             }
+            harness::Rest::Stopped => {}
         }
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
+        // The pgbench just started (the one before it was waited for and reaped).
+        let stopped: Vec<u32> = processes_mentioning(&needle)
+            .into_iter()
+            .filter(|&pid| comm(pid) == "pgbench" && parent(pid) == Some(child.id()))
+            .collect();
+        assert_eq!(
+            stopped.len(),
+            1,
+            "the daemon stopped at a pgbench start: one pgbench of it expected"
+        );
+        for pid in stopped {
+            let env = environ(pid).expect("a stopped pgbench's environment");
+            assert_clean(&format!("pgbench (pid {pid})"), &env, &canary, &values);
+            pgbench_seen += 1;
+            harness::resume(pid);
         }
-        assert!(Instant::now() < deadline, "run did not finish");
-        std::thread::sleep(Duration::from_millis(10));
+        harness::resume(child.id());
     };
-    assert!(
-        status.success(),
+    assert_eq!(
+        code,
+        Some(0),
         "{}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );

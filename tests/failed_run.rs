@@ -239,14 +239,21 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
 fn one_daemon_per_work_directory() {
     let w = Workdir::new("failed-lock");
     let plan = harness::workspace().join("tests/plans/resume.toml");
-    let mut first = w.run_command(&plan).spawn().expect("spawn");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !w.path().join("state.json").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    // The first daemon holds the work directory, stopped at its first step (a fault point).
+    let log = w.path().join("first.log");
+    let mut cmd = w.run_command(&plan);
+    harness::with_fault(&mut cmd, "begin:inventory=stop");
+    let mut first = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn");
+    match harness::wait_for_rest(&first, std::time::Duration::from_secs(300), &log) {
+        harness::Rest::Stopped => {}
+        harness::Rest::Exited(_, how) => panic!(
+            "the first run ended ({how}) before its first step:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
     }
     let second = w.run(&plan);
     let reset = daemon(&["reset"], &w);

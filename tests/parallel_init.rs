@@ -111,32 +111,28 @@ fn parallel_init_equals_pgbench_init_and_restores_the_plan() {
 fn a_parallel_load_killed_midway_is_redone_with_the_plan_settings_restored() {
     let plan = harness::workspace().join("tests/plans/parallel-init.toml");
     let w = Workdir::new("parallel-kill");
-    let mut child = w
-        .run_command(&plan)
+    // Killed inside the COPY streams, after the third piece went out.
+    let log = w.path().join("killed-load.log");
+    let mut cmd = w.run_command(&plan);
+    harness::with_fault(&mut cmd, "loader-chunk-sent@3=stop");
+    let child = cmd
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("spawn");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
-    loop {
-        if w.journal()
-            .is_some_and(|j| j["state"]["dataset"]["load_degree"].is_u64())
-        {
-            break;
-        }
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "run ended before the load"
-        );
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the load never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    match harness::wait_for_rest(&child, std::time::Duration::from_secs(600), &log) {
+        harness::Rest::Stopped => {}
+        harness::Rest::Exited(_, how) => panic!(
+            "the run ended ({how}) before the load:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
     }
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    assert!(
+        w.journal()
+            .is_some_and(|j| j["state"]["dataset"]["load_degree"].is_u64()),
+        "the load is on record"
+    );
+    harness::kill_stopped(child);
     run_plan(&w, &plan);
     assert_eq!(query(&w, "postgres", "show fsync"), "on");
     assert_eq!(query(&w, "postgres", "show wal_level"), "replica");

@@ -35,39 +35,40 @@ fn pending(j: &Value) -> (String, String) {
     )
 }
 
-/// Waits until `cond` holds on the journal, then waits `after` and kills the daemon.
-fn kill_when(
+/// Starts run `n` with the fault point `fault` armed to stop the daemon there, lets what the
+/// daemon started go on for `linger` (a pgbench point keeps running) after checking `cond` on
+/// the journal, then kills the daemon (SIGKILL): a kill -9 at exactly that place.
+fn kill_at(
     w: &Workdir,
     logs: &Path,
     n: usize,
     what: &str,
-    after: Duration,
+    fault: &str,
+    linger: Duration,
     cond: impl Fn(&Value) -> bool,
 ) {
-    let mut child = spawn(w, logs, n);
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        if let Some(j) = w.journal() {
-            if cond(&j) {
-                break;
-            }
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "run {n} ended ({status}) before reaching the moment \"{what}\":\n{}\n{}",
-                std::fs::read_to_string(logs.join(format!("run{n}.err"))).unwrap_or_default(),
-                w.journal().map(|j| j.to_string()).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for \"{what}\""
-        );
-        std::thread::sleep(Duration::from_millis(5));
+    let err = logs.join(format!("run{n}.err"));
+    let mut cmd = w.run_command(&plan());
+    harness::with_fault(&mut cmd, &format!("{fault}=stop"));
+    let child = cmd
+        .stdout(Stdio::from(
+            std::fs::File::create(logs.join(format!("run{n}.out"))).expect("log"),
+        ))
+        .stderr(Stdio::from(std::fs::File::create(&err).expect("log")))
+        .spawn()
+        .expect("spawn pgapplianced");
+    match harness::wait_for_rest(&child, Duration::from_secs(600), &err) {
+        harness::Rest::Stopped => {}
+        harness::Rest::Exited(_, how) => panic!(
+            "run {n} ended ({how}) before reaching \"{what}\" ({fault}):\n{}\n{}",
+            std::fs::read_to_string(&err).unwrap_or_default(),
+            w.journal().map(|j| j.to_string()).unwrap_or_default()
+        ),
     }
-    std::thread::sleep(after);
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    let j = w.journal().expect("journal");
+    assert!(cond(&j), "at \"{what}\" the journal says {j}");
+    std::thread::sleep(linger);
+    harness::kill_stopped(child);
     eprintln!(
         "killed run {n} at: {what}; journal pending = {:?}",
         w.journal().map(|j| pending(&j))
@@ -113,38 +114,42 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
     let logs = logs.path();
 
     let workdir = w.path().display().to_string();
-    kill_when(
+    kill_at(
         &w,
         logs,
         1,
         "inside initdb",
+        "spawned:initdb",
         Duration::from_millis(100),
         |j| pending(j) == ("postgres".into(), "initdb".into()) && running(&workdir, "initdb", ""),
     );
-    kill_when(
+    kill_at(
         &w,
         logs,
         2,
         "inside pgbench -i",
+        "spawned:pgbench:raw/dataset-init.stdout",
         Duration::from_millis(100),
         |j| pending(j).0 == "dataset" && running(&workdir, "pgbench", "--initialize"),
     );
-    kill_when(
+    kill_at(
         &w,
         logs,
         3,
         "in the middle of point 1",
+        "spawned:pgbench:p001-rw-c00001-r1/attempt-1/stdout.txt",
         Duration::from_millis(1000),
-        |j| pending(j).1.starts_with("p001"),
+        |j| pending(j).1.starts_with("p001") && running(&workdir, "pgbench", ""),
     );
     assert_no_orphan_pgbench(&w);
-    kill_when(
+    kill_at(
         &w,
         logs,
         4,
         "right after point 2 was recorded",
+        "point-recorded@2",
         Duration::ZERO,
-        |j| j["points"].as_object().is_some_and(|p| p.len() >= 2),
+        |j| j["points"].as_object().is_some_and(|p| p.len() == 2),
     );
     // A moment chosen by the clock rather than by the journal.
     let mut child = spawn(&w, logs, 5);

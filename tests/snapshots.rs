@@ -9,8 +9,8 @@
 mod harness;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use harness::seaweed::{SeaweedFs, BUCKET};
 use harness::{describe, fingerprint, query, Workdir};
@@ -187,45 +187,42 @@ fn a_local_restore_is_the_generated_dataset_and_a_corrupt_snapshot_is_not_used()
     );
 }
 
-fn spawn(w: &Workdir, plan: &Path, env: &[(&'static str, String)], log: &Path) -> Child {
-    let err = std::fs::File::create(log).expect("log");
-    let mut c = w.run_command(plan);
-    c.arg("--keep-running");
-    let mut c = with_env(c, env);
-    c.stdout(Stdio::null())
-        .stderr(Stdio::from(err))
-        .spawn()
-        .expect("spawn")
-}
-
-/// Starts a run and kills it (SIGKILL) as soon as `cond` holds.
-fn kill_when(
+/// Starts a run with the fault point `fault` armed to stop the daemon there, checks `cond`
+/// at that moment, then kills the daemon (SIGKILL): a kill -9 at exactly that place.
+fn kill_at(
     w: &Workdir,
     plan: &Path,
     env: &[(&'static str, String)],
     what: &str,
+    fault: &str,
     cond: impl Fn(&Workdir) -> bool,
 ) {
     let log = w
         .path()
         .join(format!("kill-{}.log", what.replace(' ', "-")));
-    let mut child = spawn(w, plan, env, &log);
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while !cond(w) {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "the run ended ({status}) before \"{what}\":\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for \"{what}\""
-        );
-        std::thread::sleep(Duration::from_millis(2));
+    let err = std::fs::File::create(&log).expect("log");
+    let mut c = w.run_command(plan);
+    c.arg("--keep-running");
+    let mut c = with_env(c, env);
+    harness::with_fault(&mut c, &format!("{fault}=stop"));
+    let child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("spawn");
+    match harness::wait_for_rest(&child, Duration::from_secs(600), &log) {
+        harness::Rest::Stopped => {}
+        harness::Rest::Exited(_, how) => panic!(
+            "the run ended ({how}) before \"{what}\" ({fault}):\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ),
     }
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    assert!(
+        cond(w),
+        "at \"{what}\": {}",
+        w.journal().map(|j| j.to_string()).unwrap_or_default()
+    );
+    harness::kill_stopped(child);
     eprintln!("killed at: {what}");
 }
 
@@ -251,20 +248,37 @@ fn a_store_snapshot_restores_elsewhere_and_kill_9_is_finished_or_redone() {
     let plan = plan_in(&w, "snapshot.toml", edit);
 
     // Inside the snapshot: a half-written snapshot is never used, the next start takes it.
-    kill_when(&w, &plan, &env, "inside the snapshot", |w| {
-        snapshot_dirs(w).iter().any(|d| d.ends_with(".partial"))
-    });
+    kill_at(
+        &w,
+        &plan,
+        &env,
+        "inside the snapshot",
+        "snapshot-copied",
+        |w| snapshot_dirs(w).iter().any(|d| d.ends_with(".partial")),
+    );
     assert!(snapshot_dirs(&w).iter().all(|d| d.ends_with(".partial")));
     // Inside the upload, after its first part.
-    kill_when(&w, &plan, &env, "inside the upload", |w| {
-        journal_dataset(w)["snapshot_upload"]["parts"]
-            .as_object()
-            .is_some_and(|p| !p.is_empty())
-    });
+    kill_at(
+        &w,
+        &plan,
+        &env,
+        "inside the upload",
+        "snapshot-upload-part-journaled",
+        |w| {
+            journal_dataset(w)["snapshot_upload"]["parts"]
+                .as_object()
+                .is_some_and(|p| !p.is_empty())
+        },
+    );
     // Inside a restore of the sweep.
-    kill_when(&w, &plan, &env, "inside a restore", |w| {
-        journal_dataset(w)["restoring"].is_string()
-    });
+    kill_at(
+        &w,
+        &plan,
+        &env,
+        "inside a restore",
+        "restore-journaled",
+        |w| journal_dataset(w)["restoring"].is_string(),
+    );
     let resumed = std::fs::read_to_string(w.path().join("kill-inside-a-restore.log")).expect("log");
     assert!(
         resumed.contains("resuming the snapshot's upload"),

@@ -15,21 +15,45 @@ mod harness;
 use harness::{describe, processes_mentioning, Workdir};
 use serde_json::Value;
 
-/// The pinned copy of sysbench-tpcc (see ../shared/thirdparty/README.md) and its sha256.
+/// The pinned copy of sysbench-tpcc (third_party/README.md), checked, and its sha256.
 fn pinned_archive() -> (PathBuf, String) {
-    let dir = harness::workspace().join("../shared/thirdparty");
-    let path = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("sysbench-tpcc-"))
-        })
-        .expect("the pinned sysbench-tpcc archive in ../shared/thirdparty");
-    let bytes = std::fs::read(&path).expect("read the archive");
-    use sha2::Digest;
-    (path, format!("{:x}", sha2::Sha256::digest(&bytes)))
+    let (path, _, sha) = pgappliance::third_party::pinned(pgappliance::third_party::SYSBENCH_TPCC)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    (path, sha)
+}
+
+/// Starts run `n` with the fault point `fault` armed to stop the daemon right after it
+/// started that command, checks `cond` on the journal there, lets the command work for 2 s,
+/// then kills the daemon (SIGKILL): a kill -9 in the middle of that command.
+fn kill_at(
+    w: &Workdir,
+    plan: &Path,
+    logs: &Path,
+    n: usize,
+    fault: &str,
+    cond: impl Fn(&Value) -> bool,
+) {
+    let err = logs.join(format!("run{n}.err"));
+    let mut cmd = w.run_command(plan);
+    harness::with_fault(&mut cmd, &format!("{fault}=stop"));
+    let child = cmd
+        .stdout(Stdio::from(
+            std::fs::File::create(logs.join(format!("run{n}.out"))).expect("log"),
+        ))
+        .stderr(Stdio::from(std::fs::File::create(&err).expect("log")))
+        .spawn()
+        .expect("spawn pgapplianced");
+    match harness::wait_for_rest(&child, Duration::from_secs(900), &err) {
+        harness::Rest::Stopped => {}
+        harness::Rest::Exited(_, how) => panic!(
+            "run {n} ended ({how}) before {fault}:\n{}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        ),
+    }
+    let j = w.journal().expect("journal");
+    assert!(cond(&j), "run {n} at {fault}: {j}");
+    std::thread::sleep(Duration::from_secs(2));
+    harness::kill_stopped(child);
 }
 
 /// Serves `bytes` to every GET on a loopback port; returns the URL and a counter of
@@ -138,50 +162,24 @@ fn tpcc_plan_prepares_resumes_a_killed_prepare_and_matches_sysbench_output() {
     );
     drop(w2);
 
-    // First start: killed while tpcc.lua prepare runs (it waits 30 s for every thread's
-    // tables before loading, so the moment is wide).
+    // First start: killed while tpcc.lua prepare runs (a fault point right after it started).
     let logs = w.path().join("logs");
     std::fs::create_dir_all(&logs).expect("logs");
-    let mut child = w
-        .run_command(&plan)
-        .stdout(Stdio::from(
-            std::fs::File::create(logs.join("run1.out")).expect("log"),
-        ))
-        .stderr(Stdio::from(
-            std::fs::File::create(logs.join("run1.err")).expect("log"),
-        ))
-        .spawn()
-        .expect("spawn pgapplianced");
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let preparing = w
-            .journal()
-            .is_some_and(|j| j["state"]["dataset"]["tpcc_preparing"].is_string());
-        let sysbench_up = processes_mentioning("tpcc.lua").into_iter().any(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "sysbench")
-        });
-        if preparing && sysbench_up {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "run 1 ended ({status}) before the prepare:\n{}",
-                std::fs::read_to_string(logs.join("run1.err")).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < deadline, "prepare never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    kill_at(
+        &w,
+        &plan,
+        &logs,
+        1,
+        "spawned:sysbench:raw/dataset-sbtest_w1_t2.stdout",
+        |j| j["state"]["dataset"]["tpcc_preparing"].is_string(),
+    );
     let j = w.journal().expect("journal");
     assert_eq!(
         j["state"]["dataset"]["tpcc_preparing"], "sbtest_w1_t2",
         "the interrupted prepare is on record: {j}"
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // The prepare dies with the daemon (PR_SET_PDEATHSIG): bounded, not timed.
+    let deadline = Instant::now() + Duration::from_secs(120);
     while processes_mentioning("tpcc.lua").into_iter().any(|pid| {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sysbench")
     }) {
@@ -191,36 +189,14 @@ fn tpcc_plan_prepares_resumes_a_killed_prepare_and_matches_sysbench_output() {
 
     // Second start: the prepare is redone from an empty database, the first warm-up runs,
     // and the run is killed again in the middle of the measured point after it.
-    let mut child = w
-        .run_command(&plan)
-        .stdout(Stdio::from(
-            std::fs::File::create(logs.join("run2.out")).expect("log"),
-        ))
-        .stderr(Stdio::from(
-            std::fs::File::create(logs.join("run2.err")).expect("log"),
-        ))
-        .spawn()
-        .expect("spawn pgapplianced");
-    let deadline = Instant::now() + Duration::from_secs(400);
-    loop {
-        let in_point = w
-            .journal()
-            .is_some_and(|j| j["pending"]["item"] == "p002-tpcc-t00001-r1");
-        if in_point {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "run 2 ended ({status}) before the first measured point:\n{}",
-                std::fs::read_to_string(logs.join("run2.err")).unwrap_or_default()
-            );
-        }
-        assert!(Instant::now() < deadline, "the first point never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    kill_at(
+        &w,
+        &plan,
+        &logs,
+        2,
+        "spawned:sysbench:p002-tpcc-t00001-r1/attempt-1/stdout.txt",
+        |j| j["pending"]["item"] == "p002-tpcc-t00001-r1",
+    );
     let log2 = std::fs::read_to_string(logs.join("run2.err")).unwrap_or_default();
     assert!(
         log2.contains("sysbench-tpcc prepare was interrupted"),

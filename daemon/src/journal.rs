@@ -433,6 +433,10 @@ impl JournalFile {
             started_at: now(),
         });
         self.save()?;
+        crate::faults::point(&match item {
+            Some(item) => format!("begin:{}:{item}", step.as_str()),
+            None => format!("begin:{}", step.as_str()),
+        });
         Ok(previous)
     }
 
@@ -481,6 +485,7 @@ impl JournalFile {
             started_at: now(),
         });
         self.save()?;
+        crate::faults::point(&format!("begin-point:{id}"));
         Ok(n)
     }
 
@@ -499,7 +504,9 @@ impl JournalFile {
             item: None,
             started_at: now(),
         });
-        self.save()
+        self.save()?;
+        crate::faults::point("point-recorded");
+        Ok(())
     }
 
     /// Records the boot this process runs in, when it is a new one for the run.

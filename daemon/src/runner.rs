@@ -319,6 +319,7 @@ async fn run_local(spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
         command: display.clone(),
         source,
     })?;
+    crate::faults::spawned(&spec.program, child.id(), spec.stdout_file.as_deref());
     let mut stdout_pipe = child.stdout.take();
     let mut stderr_pipe = child.stderr.take();
     let read_out = async {

@@ -1407,19 +1407,11 @@ fn credentials_that_cannot_be_delivered_are_refused_and_none_is_a_warning() {
     assert!(stderr(&o).contains("AWS_ACCESS_KEY_ID"), "{}", describe(&o));
 }
 
-/// The pinned sysbench-tpcc copy for tests (../shared/thirdparty) and its bytes.
+/// The pinned sysbench-tpcc copy for tests (third_party/, its sha256 checked) and its bytes.
 fn pinned_tpcc() -> (PathBuf, Vec<u8>) {
-    let dir = repo().join("../shared/thirdparty");
-    let path = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("sysbench-tpcc-"))
-        })
-        .expect("the pinned sysbench-tpcc archive");
-    let bytes = std::fs::read(&path).expect("read it");
+    let (path, bytes, _) =
+        pgappliance::third_party::pinned(pgappliance::third_party::SYSBENCH_TPCC)
+            .unwrap_or_else(|e| panic!("{e:#}"));
     (path, bytes)
 }
 

@@ -244,7 +244,9 @@ fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
         .expect("wait");
     let text = describe(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(30), "{text}");
+    // A guard against waiting past --timeout (a wait that ignored it would last hours), not
+    // a timing: any slowness of the machine fits in it.
+    assert!(started.elapsed() < Duration::from_secs(300), "{text}");
     assert!(
         text.contains("127.0.0.1:1: TIMED OUT after 3s: last no status object yet"),
         "{text}"
@@ -445,8 +447,9 @@ fn a_redfish_launch_records_the_system_uuid_and_teardown_ejects_and_powers_off()
     assert!(!text.contains(BMC_PASSWORD), "{text}");
     let media = redfish_get(&bmc, &format!("{system}/VirtualMedia/Cd"));
     assert_eq!(media["Inserted"], false, "{media}");
-    // The fake driver applies power changes after a moment.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // The fake driver applies power changes after a moment (1-11 s measured; bounded here
+    // far above that).
+    let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let power = redfish_get(&bmc, &system)["PowerState"].clone();
         if power == "Off" {

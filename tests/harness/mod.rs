@@ -8,7 +8,8 @@ pub mod proxy;
 pub mod seaweed;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 /// The workspace root (the tests are compiled as part of the daemon package).
 pub fn workspace() -> PathBuf {
@@ -442,4 +443,55 @@ pub fn fingerprint(w: &Workdir) -> Vec<(String, String)> {
         }
     }
     f
+}
+
+/// Arms the daemon's fault points (`pgappliance::faults`): `spec` is `NAME[@N]=ACTION,...`.
+pub fn with_fault<'a>(cmd: &'a mut Command, spec: &str) -> &'a mut Command {
+    cmd.env(pgappliance::faults::VARIABLE, spec)
+}
+
+/// How a child armed with a `stop` fault point came to rest.
+pub enum Rest {
+    /// Stopped at the fault point: alive, holding whatever it held there.
+    Stopped,
+    /// Ended (reaped here): its exit code, if it exited, and how it ended.
+    Exited(Option<i32>, String),
+}
+
+/// Waits until `child` stops at its fault point or ends; waits on the process's state,
+/// which stays as it is once reached, so no moment can be missed. `log` is shown when it
+/// does not rest within `limit`.
+pub fn wait_for_rest(child: &Child, limit: Duration, log: &Path) -> Rest {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    let deadline = Instant::now() + limit;
+    loop {
+        match waitpid(pid, Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Stopped(..)) => return Rest::Stopped,
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Rest::Exited(Some(code), format!("exit status {code}"))
+            }
+            Ok(other) => return Rest::Exited(None, format!("{other:?}")),
+            Err(e) => return Rest::Exited(None, format!("waitpid: {e}")),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} neither stopped at its fault point nor ended within {limit:?}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills (SIGKILL) and reaps a child that [`wait_for_rest`] saw stopped.
+pub fn kill_stopped(mut child: Child) {
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+}
+
+/// Lets a child stopped at a fault point go on.
+pub fn resume(pid: u32) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
 }

@@ -40,13 +40,20 @@ impl Moto {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("start moto_server");
-        let m = Moto { child, port, dir };
+        let mut m = Moto { child, port, dir };
         // A TCP connect, not a request: every request counts against the unauthenticated ones.
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // A server that ended is reported at once; a live one has five minutes.
+        let deadline = Instant::now() + Duration::from_secs(300);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = m.child.try_wait() {
+                panic!(
+                    "moto_server ended ({status}) before listening:\n{}",
+                    m.log()
+                );
+            }
             assert!(
                 Instant::now() < deadline,
-                "moto_server did not listen within 60 s:\n{}",
+                "moto_server did not listen within 300 s:\n{}",
                 m.log()
             );
             std::thread::sleep(Duration::from_millis(200));

@@ -123,7 +123,7 @@ impl SeaweedFs {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("start weed mini");
-        let s = SeaweedFs {
+        let mut s = SeaweedFs {
             child,
             ports,
             access_key,
@@ -181,8 +181,11 @@ impl SeaweedFs {
         .expect("open store")
     }
 
-    fn wait_for_bucket(&self) {
-        let deadline = Instant::now() + Duration::from_secs(90);
+    /// Waits until the bucket answers (the S3 port opens before buckets exist). A server
+    /// that ended is reported at once with its log; a live one has five minutes (it
+    /// starts in seconds on a quiet machine, far slower beside two test binaries' builds).
+    fn wait_for_bucket(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(300);
         let rt = super::runtime();
         let store = self.store("");
         loop {
@@ -199,10 +202,16 @@ impl SeaweedFs {
             if ok {
                 return;
             }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "SeaweedFS ended ({status}) before its bucket answered; log:\n{}",
+                    self.log()
+                );
+            }
             assert!(
                 Instant::now() < deadline,
-                "SeaweedFS bucket did not answer within 90 s; log:\n{}",
-                std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default()
+                "SeaweedFS bucket did not answer within 300 s; log:\n{}",
+                self.log()
             );
             std::thread::sleep(Duration::from_millis(300));
         }

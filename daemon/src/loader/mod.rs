@@ -256,6 +256,7 @@ pub async fn parallel_init(
             });
             while let Some(chunk) = rx.recv().await {
                 sink.send(chunk).await?;
+                crate::faults::point("loader-chunk-sent");
             }
             encoder.await.context("the row encoder thread failed")?;
             sink.finish().await?;

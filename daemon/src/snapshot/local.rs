@@ -931,6 +931,7 @@ pub fn take(
     let owner = Owner::of(data)?;
     make_dirs(&partial, &dirs, Some(owner))?;
     let outcome = copy_files(data, &partial, &files, Some(owner), Hashing::Manifest)?;
+    crate::faults::point("snapshot-copied");
     for f in &mut files {
         let (size, _) = outcome
             .seen

@@ -135,6 +135,7 @@ pub async fn restore_local(
     };
     cx.journal
         .update(|s| s.dataset.restoring = Some(id.to_string()))?;
+    crate::faults::point("restore-journaled");
     crate::notify::status(&format!("dataset: restoring snapshot {id}"));
     let t0 = Instant::now();
     cluster.stop().await?;

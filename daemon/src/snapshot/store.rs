@@ -186,6 +186,7 @@ pub async fn upload(
                             .with_context(|| format!("uploading part {idx} of {path}"))?;
                         progress.parts.insert(idx, part.content_id);
                         journal(Some(&progress))?;
+                        crate::faults::point("snapshot-upload-part-journaled");
                         crate::notify::status(&format!("snapshot upload: part {}", idx + 1));
                     }
                     idx += 1;

@@ -180,22 +180,15 @@ fn script_dir(root: &Path) -> Result<Option<PathBuf>> {
 mod tests {
     use super::*;
 
-    fn pinned() -> Option<(PathBuf, String)> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/thirdparty");
-        let f = std::fs::read_dir(&dir).ok()?.flatten().find(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("sysbench-tpcc-")
-        })?;
-        let bytes = std::fs::read(f.path()).ok()?;
-        Some((f.path(), sha256_hex(&bytes)))
+    fn pinned() -> (PathBuf, String) {
+        let (path, _, sha) =
+            crate::third_party::pinned(crate::third_party::SYSBENCH_TPCC).expect("pinned copy");
+        (path, sha)
     }
 
     #[tokio::test]
     async fn a_file_url_is_fetched_verified_and_unpacked_once() {
-        let Some((path, sha)) = pinned() else {
-            panic!("the pinned sysbench-tpcc archive is missing from ../shared/thirdparty");
-        };
+        let (path, sha) = pinned();
         let work = tempfile::tempdir().expect("test step");
         let sb = Sysbench {
             tpcc_source: format!("file://{}", path.display()),
@@ -216,9 +209,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wrong_sha256_is_refused_naming_both_digests() {
-        let Some((path, sha)) = pinned() else {
-            panic!("the pinned sysbench-tpcc archive is missing from ../shared/thirdparty");
-        };
+        let (path, sha) = pinned();
         let wrong = "0".repeat(64);
         let sb = Sysbench {
             tpcc_source: format!("file://{}", path.display()),

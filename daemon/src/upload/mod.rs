@@ -422,6 +422,7 @@ impl Uploader<'_> {
                         p.parts.insert(idx, part.content_id);
                     }
                     self.save()?;
+                    crate::faults::point("upload-part-journaled");
                     let finished = self.journal.multipart.get(rel).map_or(0, |p| p.parts.len());
                     crate::notify::status(&format!("upload: {rel} part {finished}/{parts_total}"));
                 }

@@ -115,9 +115,17 @@ pub fn synthetic_rocky_iso(dir: &Path) -> PathBuf {
     dir.join("rocky.iso")
 }
 
-pub fn wait_for_port(port: u16, what: &str, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Waits until `child` listens on `port`: at once with its log when it ended, else up to
+/// five minutes (a loaded 2-core machine starts Python servers slowly).
+pub fn wait_for_port(child: &mut Child, port: u16, what: &str, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(300);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{what} ended ({status}) before listening on {port}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
         assert!(
             Instant::now() < deadline,
             "{what} did not listen on {port}: {}",
@@ -207,8 +215,13 @@ pub fn sushy() -> Daemon {
         .stderr(Stdio::from(log))
         .spawn()
         .expect("sushy-emulator");
-    let s = Daemon { child, dir, port };
-    wait_for_port(port, "sushy-emulator", &s.dir.path().join("log"));
+    let mut s = Daemon { child, dir, port };
+    wait_for_port(
+        &mut s.child,
+        port,
+        "sushy-emulator",
+        &s.dir.path().join("log"),
+    );
     s
 }
 
@@ -231,8 +244,8 @@ pub fn http_server(root: &Path) -> Daemon {
         .stderr(Stdio::from(log))
         .spawn()
         .expect("python3 http.server");
-    let s = Daemon { child, dir, port };
-    wait_for_port(port, "http.server", &s.dir.path().join("log"));
+    let mut s = Daemon { child, dir, port };
+    wait_for_port(&mut s.child, port, "http.server", &s.dir.path().join("log"));
     s
 }
 
@@ -248,9 +261,10 @@ pub fn fakebmc() -> Daemon {
         .stderr(Stdio::from(log))
         .spawn()
         .expect("fakebmc");
-    let d = Daemon { child, dir, port };
-    // It listens on UDP: ready once ipmitool gets an answer.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut d = Daemon { child, dir, port };
+    // It listens on UDP: ready once ipmitool gets an answer (at once reported when it ended;
+    // a live one has five minutes on a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let o = Command::new("ipmitool")
             .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
@@ -262,6 +276,9 @@ pub fn fakebmc() -> Daemon {
             .expect("ipmitool (Debian package ipmitool)");
         if o.status.success() {
             break d;
+        }
+        if let Ok(Some(status)) = d.child.try_wait() {
+            panic!("fakebmc ended ({status}) before answering: {}", d.log());
         }
         assert!(
             Instant::now() < deadline,
@@ -318,8 +335,13 @@ impl Moto {
             .stderr(Stdio::from(log))
             .spawn()
             .expect("moto_server");
-        let daemon = Daemon { child, dir, port };
-        wait_for_port(port, "moto_server", &daemon.dir.path().join("log"));
+        let mut daemon = Daemon { child, dir, port };
+        wait_for_port(
+            &mut daemon.child,
+            port,
+            "moto_server",
+            &daemon.dir.path().join("log"),
+        );
         let mut m = Moto {
             daemon,
             access_key: "unauthenticated".into(),
