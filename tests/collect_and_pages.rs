@@ -1017,7 +1017,8 @@ fn collect_replaces_only_a_directory_of_its_own() {
     let out = collect_into(&mine);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("runs/notes.txt (not written by collect's pages)"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains("runs/notes.txt (not written by collect's pages)"),
         "{}",
         describe(&out)
     );

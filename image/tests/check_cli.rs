@@ -1372,7 +1372,13 @@ fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() 
             .expect("run pgappliance");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("has a user name or password in it"), "{stderr}");
-        assert!(!stderr.contains("PASS"), "{args:?}: the password is shown: {stderr}");
+        assert!(
+            stderr.contains("has a user name or password in it"),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("PASS"),
+            "{args:?}: the password is shown: {stderr}"
+        );
     }
 }
