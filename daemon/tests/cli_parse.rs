@@ -302,3 +302,28 @@ fn a_closed_stdout_ends_printing_commands_quietly() {
         assert!(stderr.is_empty(), "{args:?}: nothing on stderr: {stderr}");
     }
 }
+
+#[test]
+fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    let (code, _, stderr) = daemon(&[
+        "run",
+        "--local",
+        &plan.display().to_string(),
+        "--workdir",
+        &work.display().to_string(),
+        "--store",
+        "s3://bucket/r",
+        "--endpoint",
+        "http://user:PASS@minio:9000",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--endpoint: \"http://***@minio:9000\" has a user name or password"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("PASS"), "{stderr}");
+    assert!(!work.exists(), "nothing written");
+}
