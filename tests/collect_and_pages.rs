@@ -962,3 +962,64 @@ fn collect_reads_a_lab_store_and_a_bucket_at_once_and_fetches_only_new_runs() {
         String::from_utf8_lossy(&out.stderr).contains("--endpoint is given 2 times for 3 stores")
     );
 }
+
+#[test]
+fn collect_replaces_only_a_directory_of_its_own() {
+    let store = tempfile::tempdir().expect("store");
+    let cache = tempfile::tempdir().expect("cache");
+    let url = format!("file://{}", store.path().display());
+    put_file_run(
+        store.path(),
+        "i-1",
+        &study_run("db1", "20261101T100000Z-0001", 1.0, 1.0, 1.0),
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let collect_into = |out: &Path| {
+        collect_with(
+            cache.path(),
+            &["--store", &url, "--out", out.to_str().expect("utf-8")],
+        )
+    };
+    // Someone's directory, directly or through a link: refused, nothing touched.
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).expect("mkdir");
+    std::fs::write(theirs.join("index.html"), "their page").expect("write");
+    std::fs::write(theirs.join("summary.csv"), "their figures").expect("write");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&theirs, &link).expect("symlink");
+    for out_dir in [&theirs, &link] {
+        let out = collect_into(out_dir);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("2 entries that pgappliance did not write: index.html, summary.csv"),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(theirs.join("index.html")).expect("read"),
+            "their page"
+        );
+        assert_eq!(
+            std::fs::read_to_string(theirs.join("summary.csv")).expect("read"),
+            "their figures"
+        );
+        assert!(!theirs.join("runs").exists());
+    }
+    // Its own: written, then replaced by the next collect.
+    let mine = dir.path().join("cmp");
+    for _ in 0..2 {
+        let out = collect_into(&mine);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(mine.join("index.html").is_file() && mine.join(".pgappliance-build").is_file());
+    }
+    // A file added to it makes it someone's again.
+    std::fs::write(mine.join("runs/notes.txt"), "mine").expect("write");
+    let out = collect_into(&mine);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("runs/notes.txt (not written by collect's pages)"),
+        "{}",
+        describe(&out)
+    );
+}

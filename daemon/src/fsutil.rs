@@ -1,15 +1,91 @@
-//! Crash-safe file writes: temp file in the same directory, fsync, rename, fsync directory.
-//! A reader (or a resumed daemon) sees the old content or the new, never a torn file.
+//! Files the programs read and write, safely.
+//!
+//! Reading a path a user gave: [`open_regular`] opens it without blocking and refuses
+//! anything but a regular file (a FIFO would block forever, a directory or a device is no
+//! input), naming the path and what it is.
+//!
+//! Writing the work directory: [`atomic_write`] (temp file in the same directory, fsync,
+//! rename, fsync directory: a reader or a resumed daemon sees the old content or the new,
+//! never a torn file) and [`open_own_file`] for files written in place (the lock, command
+//! output). Neither follows a symbolic link, and a file opened in place must be a regular
+//! file of one name that belongs to this user: a link planted in the work directory never
+//! makes the daemon write somewhere else.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-/// Reads a UTF-8 file of at most `max` bytes; a larger one (or an endless one such as
-/// `/dev/zero`) is refused with an error saying so, without being read into memory.
+/// What a file system entry is, in words for an error ("a FIFO", "a directory").
+pub fn kind_of(ft: fs::FileType) -> &'static str {
+    if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens a file a user named for reading. It is opened with `O_NONBLOCK`, so a FIFO never
+/// blocks, and refused unless it is a regular file; the error names the path and what it
+/// is. Symbolic links to a regular file are followed (the user chose the path).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(named)?;
+    let ft = f.metadata().map_err(named)?.file_type();
+    if !ft.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is {}, not a regular file: give a file",
+                path.display(),
+                kind_of(ft)
+            ),
+        ));
+    }
+    Ok(f)
+}
+
+/// The bytes of a regular file a user named (see [`open_regular`]).
+pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut open_regular(path)?, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// The text of a regular file a user named (see [`open_regular`]).
+pub fn read_regular_to_string(path: &Path) -> io::Result<String> {
+    String::from_utf8(read_regular(path)?).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: stream did not contain valid UTF-8", path.display()),
+        )
+    })
+}
+
+/// Reads a UTF-8 regular file of at most `max` bytes (see [`open_regular`]); a larger one
+/// is refused with an error saying so, without being read into memory.
 pub fn read_to_string_limited(path: &Path, max: u64, what: &str) -> io::Result<String> {
     let mut bytes = Vec::new();
-    io::Read::read_to_end(&mut io::Read::take(File::open(path)?, max + 1), &mut bytes)?;
+    io::Read::read_to_end(
+        &mut io::Read::take(open_regular(path)?, max + 1),
+        &mut bytes,
+    )?;
     if bytes.len() as u64 > max {
         return Err(io::Error::other(format!(
             "it is larger than {} KiB, the most {what} may be",
@@ -38,10 +114,17 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
         std::process::id()
     ));
     let result = (|| {
+        // A temp file left by an earlier process of the same pid, or a link planted under
+        // its name, is removed (a link itself, not its target), and the new one is created
+        // exclusively without following links.
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         let mut f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
@@ -59,6 +142,67 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()>
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
     atomic_write(path, &bytes)
+}
+
+/// Opens (creating it if need be) a file the daemon writes in place in its work
+/// directory: without following a symbolic link (`O_NOFOLLOW`) or blocking on a FIFO,
+/// and refused unless it is a regular file of one name owned by this user, so that no
+/// link, hard link or special file planted under its name makes the daemon write
+/// somewhere else. `truncate` empties it once it is checked.
+pub fn open_own_file(path: &Path, read: bool, truncate: bool) -> io::Result<File> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let f = OpenOptions::new()
+        .read(read)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| {
+            // A link (ELOOP), a FIFO without a reader (ENXIO), a directory (EISDIR):
+            // named as what it is.
+            match fs::symlink_metadata(path) {
+                Ok(md) if !md.file_type().is_file() => io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{} is {}: the daemon writes only files of its own there; remove it",
+                        path.display(),
+                        kind_of(md.file_type())
+                    ),
+                ),
+                _ => named(e),
+            }
+        })?;
+    let md = f.metadata().map_err(named)?;
+    let refuse = |why: String| {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} {why}: the daemon writes only files of its own there; remove it",
+                path.display()
+            ),
+        ))
+    };
+    if !md.file_type().is_file() {
+        return refuse(format!("is {}", kind_of(md.file_type())));
+    }
+    if md.nlink() != 1 {
+        return refuse(format!(
+            "has {} names (hard links): writing it would change another file",
+            md.nlink()
+        ));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if md.uid() != me {
+        return refuse(format!(
+            "belongs to uid {}, not to this user (uid {me})",
+            md.uid()
+        ));
+    }
+    if truncate {
+        f.set_len(0).map_err(named)?;
+    }
+    Ok(f)
 }
 
 pub fn create_dir_all(path: &Path) -> io::Result<()> {
@@ -97,5 +241,84 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[test]
+    fn atomic_write_never_writes_through_a_planted_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("precious");
+        fs::write(&victim, "keep me\n").expect("write");
+        let work = dir.path().join("work");
+        fs::create_dir(&work).expect("mkdir");
+        // A link where the temp file goes, and one where the file goes.
+        let tmp = work.join(format!(".state.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).expect("symlink");
+        std::os::unix::fs::symlink(&victim, work.join("state.json")).expect("symlink");
+        atomic_write(&work.join("state.json"), b"new").expect("write");
+        assert_eq!(fs::read_to_string(&victim).expect("read"), "keep me\n");
+        let md = fs::symlink_metadata(work.join("state.json")).expect("stat");
+        assert!(
+            md.file_type().is_file(),
+            "the link is replaced, not followed"
+        );
+        assert_eq!(fs::read(work.join("state.json")).expect("read"), b"new");
+    }
+
+    #[test]
+    fn own_files_are_refused_unless_regular_of_one_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("precious");
+        fs::write(&victim, "keep me\n").expect("write");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        let hard = dir.path().join("hard");
+        fs::hard_link(&victim, &hard).expect("link");
+        for (path, says) in [
+            (&link, "is a symbolic link"),
+            (&fifo, "is a FIFO"),
+            (&hard, "has 2 names"),
+            (&dir.path().to_path_buf(), "is a directory"),
+        ] {
+            let e = open_own_file(path, false, true)
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        assert_eq!(fs::read_to_string(&victim).expect("read"), "keep me\n");
+        let own = dir.path().join("own");
+        fs::write(&own, "old").expect("write");
+        open_own_file(&own, false, true).expect("own file");
+        assert_eq!(fs::read(&own).expect("read"), b"");
+    }
+
+    #[test]
+    fn user_inputs_must_be_regular_files_and_a_fifo_never_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("plan.toml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        for (path, says) in [
+            (fifo.as_path(), "is a FIFO, not a regular file"),
+            (dir.path(), "is a directory, not a regular file"),
+            (
+                Path::new("/dev/null"),
+                "is a character device, not a regular file",
+            ),
+        ] {
+            let e = read_to_string_limited(path, 1 << 20, "a plan")
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(&path.display().to_string()), "{e}");
+            assert!(e.contains(says), "{says}: {e}");
+            let e = read_regular(path).expect_err("refused").to_string();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        let file = dir.path().join("ok");
+        fs::write(&file, "text").expect("write");
+        assert_eq!(read_regular_to_string(&file).expect("read"), "text");
     }
 }

@@ -280,14 +280,12 @@ impl Executor for LocalExecutor {
 fn open_output(path: &Option<PathBuf>, command: &str) -> Result<Stdio, CommandError> {
     match path {
         None => Ok(Stdio::piped()),
-        Some(p) => {
-            std::fs::File::create(p)
-                .map(Stdio::from)
-                .map_err(|source| CommandError::Spawn {
-                    command: format!("{command} (opening {})", p.display()),
-                    source,
-                })
-        }
+        Some(p) => crate::fsutil::open_own_file(p, false, true)
+            .map(Stdio::from)
+            .map_err(|source| CommandError::Spawn {
+                command: format!("{command} (opening {})", p.display()),
+                source,
+            }),
     }
 }
 
@@ -427,6 +425,23 @@ mod tests {
             .expect_err("fails");
         assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "hello\n");
         assert!(err.to_string().contains("oops"));
+    }
+
+    #[test]
+    fn an_output_file_planted_as_a_link_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("precious");
+        std::fs::write(&victim, "keep me\n").expect("write");
+        let out = dir.path().join("out");
+        std::os::unix::fs::symlink(&victim, &out).expect("symlink");
+        let spec = CommandSpec::new("sh")
+            .args(["-c", "echo overwritten"])
+            .output_files(&out, &dir.path().join("err"));
+        let err = rt()
+            .block_on(Runner::local().run(&spec))
+            .expect_err("refused");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me\n");
     }
 
     #[test]

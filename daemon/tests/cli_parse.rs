@@ -151,13 +151,64 @@ fn parse_pgbench_refuses_impossible_figures_naming_the_line() {
 
 #[test]
 fn parse_refuses_an_endless_input_unread() {
-    // /dev/zero never ends: refused by its size, not read until memory runs out.
+    // /dev/zero never ends: refused as a device, not read until memory runs out.
     for kind in ["pgbench", "pgbench-init"] {
         let (code, _, stderr) = daemon(&["parse", kind, "/dev/zero"]);
         assert_eq!(code, 1, "{kind}: {stderr}");
         assert!(
-            stderr.contains("/dev/zero") && stderr.contains("larger than 65536 KiB"),
+            stderr.contains("/dev/zero is a character device, not a regular file"),
             "{kind}: {stderr}"
+        );
+    }
+}
+
+/// Runs pgapplianced, killing it if it has not ended within 10 s; its exit status
+/// (`None` when it had to be killed) and stderr.
+fn daemon_within_10s(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgapplianced"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run pgapplianced");
+    let start = std::time::Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if start.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    (code, stderr)
+}
+
+#[test]
+fn a_fifo_as_input_or_plan_is_refused_at_once_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("input");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let fifo = fifo.display().to_string();
+    let work = dir.path().join("work").display().to_string();
+    for args in [
+        vec!["parse", "pgbench", fifo.as_str()],
+        vec!["parse", "pgbench-init", fifo.as_str()],
+        vec!["parse", "sysbench", fifo.as_str()],
+        vec!["run", "--local", fifo.as_str(), "--workdir", work.as_str()],
+    ] {
+        let (code, stderr) = daemon_within_10s(&args);
+        assert_eq!(code, Some(1), "{args:?} must end at once: {stderr}");
+        assert!(
+            stderr.contains(&format!("{fifo} is a FIFO, not a regular file")),
+            "{args:?}: {stderr}"
         );
     }
 }
@@ -214,4 +265,65 @@ fn parse_sysbench_refuses_aborted_output_naming_file_and_what_is_missing() {
     let (code, _, stderr) = daemon(&["parse", "sysbench", "/nonexistent/sysbench.txt"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("/nonexistent/sysbench.txt"), "{stderr}");
+}
+
+/// Runs pgapplianced with stdout a pipe whose reader is already gone.
+fn daemon_into_closed_pipe(args: &[&str]) -> (i32, String) {
+    let (reader, writer) = nix::unistd::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_pgapplianced"))
+        .args(args)
+        .stdout(std::process::Stdio::from(writer))
+        .output()
+        .expect("run pgapplianced");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_ends_printing_commands_quietly() {
+    let pgbench = fixture("v15-captured-t.txt").display().to_string();
+    let sysbench = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sysbench/run-1.0.20-t2.txt")
+        .display()
+        .to_string();
+    for args in [
+        vec!["parse", "pgbench", pgbench.as_str()],
+        vec!["parse", "sysbench", sysbench.as_str()],
+    ] {
+        let (code, stderr) = daemon_into_closed_pipe(&args);
+        assert_eq!(
+            code,
+            pgappliance::stdout::CLOSED_STDOUT_STATUS,
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.is_empty(), "{args:?}: nothing on stderr: {stderr}");
+    }
+}
+
+#[test]
+fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    let (code, _, stderr) = daemon(&[
+        "run",
+        "--local",
+        &plan.display().to_string(),
+        "--workdir",
+        &work.display().to_string(),
+        "--store",
+        "s3://bucket/r",
+        "--endpoint",
+        "http://user:PASS@minio:9000",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--endpoint: \"http://***@minio:9000\" has a user name or password"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("PASS"), "{stderr}");
+    assert!(!work.exists(), "nothing written");
 }

@@ -208,7 +208,7 @@ async fn bench(cli: BenchCollectCli) -> Result<i32> {
     let added = runs.div_ceil(100);
     let t = Instant::now();
     let bytes = fill(&store, 0, runs, machines, jobs).await?;
-    println!(
+    pgappliance::outln!(
         "filled {url} with {runs} synthetic runs of {machines} machines ({:.1} MiB, 3 objects a run) in {:.1} s",
         bytes as f64 / (1 << 20) as f64,
         t.elapsed().as_secs_f64()
@@ -233,7 +233,7 @@ async fn bench(cli: BenchCollectCli) -> Result<i32> {
     let (first, stdout) = timed(&runner, &collect("first")).await?;
     let rss = max_rss_of_children_mib();
     expect_fetched(&stdout, runs, 0)?;
-    println!("first collect: {first:.2} s (fetched {runs} runs), peak RSS {rss:.1} MiB");
+    pgappliance::outln!("first collect: {first:.2} s (fetched {runs} runs), peak RSS {rss:.1} MiB");
 
     let sync = CommandSpec::new(aws.display().to_string())
         .args(["s3", "sync", "--only-show-errors", "--endpoint-url"])
@@ -263,17 +263,17 @@ async fn bench(cli: BenchCollectCli) -> Result<i32> {
             2 * runs
         );
     }
-    println!(
+    pgappliance::outln!(
         "aws s3 sync of every run's manifest.json and results.json: {theirs:.2} s ({synced} files)"
     );
 
     fill(&store, runs, runs + added, machines, jobs).await?;
     let (incremental, stdout) = timed(&runner, &collect("incremental")).await?;
     expect_fetched(&stdout, added, runs)?;
-    println!(
+    pgappliance::outln!(
         "incremental collect after {added} more run(s): {incremental:.2} s (fetched {added}, {runs} from the cache)"
     );
-    println!(
+    pgappliance::outln!(
         "collect vs awscli sync: {:.2}, incremental: {:.2} of first",
         first / theirs,
         incremental / first

@@ -1,7 +1,6 @@
 //! `pgappliance check`: the daemon's plan parser and validator, run ahead of the build,
 //! and the warnings about what a valid plan may still get wrong.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -261,8 +260,8 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
         if let Some(plan) = &found.plan {
             // Thread counts depend on the target's cores; the point list does not.
             let points = expand(plan, 1);
-            println!("{}: ok: {}", path.display(), summary(plan, &points));
-            println!("{}: run time: {}", path.display(), run_time(plan, &points));
+            pgappliance::outln!("{}: ok: {}", path.display(), summary(plan, &points));
+            pgappliance::outln!("{}: run time: {}", path.display(), run_time(plan, &points));
             match check_credentials_file(plan) {
                 Ok(None) => {}
                 Ok(Some(warning)) => {
@@ -280,7 +279,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
         } else {
             code = 1;
         }
-        std::io::stdout().flush()?;
+        pgappliance::stdout::flush();
         for w in &found.warnings {
             eprintln!("{}", render_warning(path, w));
         }

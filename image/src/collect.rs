@@ -28,6 +28,7 @@ use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
 use sha2::{Digest, Sha256};
 
 use crate::cli::CollectCli;
+use crate::outdir;
 
 pub struct CollectArgs {
     pub stores: Vec<StoreConfig>,
@@ -603,7 +604,20 @@ fn page_name(appliance: &str, run_id: &str) -> String {
     format!("runs/{}--{}.html", clean(appliance), clean(run_id))
 }
 
+/// Checks that collect may write `out` ([`crate::outdir`]): new, empty or an earlier
+/// collect's pages, and holding neither the cache nor a file store it reads.
+pub fn check_out(out: &Path, stores: &[StoreConfig], cache: &Path) -> Result<outdir::OutDir> {
+    let file_stores: Vec<&Path> = stores
+        .iter()
+        .filter_map(|s| s.url.strip_prefix("file://").map(Path::new))
+        .collect();
+    let mut inputs = vec![("the collect cache", cache)];
+    inputs.extend(file_stores.iter().map(|d| ("a file store it reads", *d)));
+    outdir::check(out, &inputs, outdir::Kind::Collect)
+}
+
 pub async fn collect(args: CollectArgs) -> Result<i32> {
+    let out = check_out(&args.out, &args.stores, &args.cache)?;
     let mut stores = Vec::new();
     for cfg in &args.stores {
         existing_file_store(&cfg.url)?;
@@ -709,8 +723,11 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         baseline_index(&shown, args.baseline.as_deref()).map_err(anyhow::Error::msg)?
     };
 
-    std::fs::create_dir_all(args.out.join("runs"))
-        .with_context(|| format!("creating {}", args.out.join("runs").display()))?;
+    // Written beside --out and moved into place whole, once everything is written.
+    let staging = out.staging()?;
+    let dir = staging.path();
+    std::fs::create_dir_all(dir.join("runs"))
+        .with_context(|| format!("creating {}", dir.join("runs").display()))?;
     // Each shown run's own page, rendered one run at a time from the cache.
     let mut run_pages = Vec::new();
     for run in &shown {
@@ -720,14 +737,14 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         let results =
             parse_results(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let page = page_name(&run.appliance, &run.run_id);
-        let file = args.out.join(&page);
+        let file = dir.join(&page);
         std::fs::write(&file, pgappliance::report::render(&results))
             .with_context(|| format!("writing {}", file.display()))?;
         run_pages.push(page);
     }
     let store_urls: Vec<String> = stores.iter().map(|s| s.url.clone()).collect();
-    let index = args.out.join("index.html");
-    let csv = args.out.join("summary.csv");
+    let index = dir.join("index.html");
+    let csv = dir.join("summary.csv");
     std::fs::write(
         &index,
         render_index(
@@ -746,6 +763,8 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
     let rows = rows(&shown);
     std::fs::write(&csv, summary_csv(&rows))
         .with_context(|| format!("writing {}", csv.display()))?;
+    outdir::write_marker(dir, outdir::Kind::Collect)?;
+    outdir::install(staging, &out)?;
     for s in &skipped {
         eprintln!("skipped {}: {}", s.key, s.reason);
     }
@@ -754,7 +773,7 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         let base = &labels(&shown)[baseline];
         let found = regressions(&rows, base, t);
         for r in &found {
-            println!(
+            pgappliance::outln!(
                 "regressed: {} {}{} at {} clients: tps {:+.1} %{}",
                 r.machine,
                 r.workload,
@@ -770,7 +789,7 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
                     .unwrap_or_default()
             );
         }
-        println!(
+        pgappliance::outln!(
             "{} point(s) regressed by more than {t} % against {base}",
             found.len()
         );
@@ -778,7 +797,7 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
             code = EXIT_REGRESSION;
         }
     }
-    println!(
+    pgappliance::outln!(
         "collected {collected} run(s), skipped {}; showing {} ({}); fetched {fetched}, {from_cache} from the cache; wrote {} and {}",
         skipped.len(),
         shown.len(),

@@ -6,10 +6,15 @@ mod check;
 mod cli;
 mod collect;
 mod launch;
+mod outdir;
 
 use clap::Parser;
 
 fn main() {
+    if let Err(why) = pgappliance::url::refuse_credentials_in_args(std::env::args_os()) {
+        eprintln!("error: {why}");
+        std::process::exit(2);
+    }
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Check {

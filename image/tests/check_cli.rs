@@ -613,10 +613,52 @@ fn a_plan_larger_than_the_limit_is_refused_unread() {
         "{}",
         c.stderr
     );
-    // An endless file is refused the same way, not read until memory runs out.
+    // An endless device is refused as what it is, not read until memory runs out.
     let c = check_path(Path::new("/dev/zero"));
     assert_eq!(c.code, 1, "{}{}", c.stdout, c.stderr);
-    assert!(c.stderr.contains("larger than 1024 KiB"), "{}", c.stderr);
+    assert!(
+        c.stderr
+            .contains("/dev/zero is a character device, not a regular file"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn a_fifo_or_directory_as_the_plan_is_refused_at_once_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("plan.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    for (path, what) in [(fifo.as_path(), "a FIFO"), (dir.path(), "a directory")] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+            .arg("check")
+            .arg(path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run pgappliance");
+        let start = std::time::Instant::now();
+        let code = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status.code();
+            }
+            if start.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+        }
+        assert_eq!(code, Some(1), "{what}: must end at once: {stderr}");
+        assert!(
+            stderr.contains(&format!("{} is {what}, not a regular file", path.display())),
+            "{stderr}"
+        );
+    }
 }
 
 const REPO_LINE: &str = "repository = \"https://download.postgresql.org/pub/repos/yum/reporpms/EL-8-x86_64/pgdg-redhat-repo-latest.noarch.rpm\"";
@@ -1234,4 +1276,109 @@ fn sysbench_tpcc_workloads_are_validated_like_the_rest() {
     );
     let c = check_text(&with("scale = 10\n", ""));
     assert!(c.stderr.contains("dataset.scale"), "{}", c.stderr);
+}
+
+#[test]
+fn a_closed_stdout_ends_check_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plan.toml");
+    std::fs::write(&path, BASE).expect("write plan");
+    let (reader, writer) = nix::unistd::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("check")
+        .arg(&path)
+        .stdout(std::process::Stdio::from(writer))
+        .output()
+        .expect("run pgappliance");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(pgappliance::stdout::CLOSED_STDOUT_STATUS),
+        "{stderr}"
+    );
+    assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
+}
+
+#[test]
+fn a_url_with_credentials_is_refused_under_any_key_without_showing_them() {
+    let cases = [
+        (
+            format!("{BASE}\n[upload]\nstore = \"s3://bucket/r\"\nendpoint = \"http://user:PASS@minio:9000\"\n"),
+            "upload.endpoint",
+            "\"http://***@minio:9000\" has a user name or password in it",
+        ),
+        (
+            format!("{BASE}\n[upload]\nstore = \"s3://key:PASS@bucket/r\"\n"),
+            "upload.store",
+            "\"s3://***@bucket/r\" has a user name or password in it",
+        ),
+        (
+            TPCC.replacen(
+                "file:///srv/sysbench-tpcc.tar.gz",
+                "https://user:PASS@mirror.lab/sysbench-tpcc.tar.gz",
+                1,
+            ),
+            "sysbench.tpcc_source",
+            "\"https://***@mirror.lab/sysbench-tpcc.tar.gz\" has a user name or password",
+        ),
+        (
+            with(
+                "repository = \"https://",
+                "repository = \"https://u:PASS@",
+            ),
+            "postgres.repository",
+            "has a user name or password in it",
+        ),
+    ];
+    for (text, key, words) in cases {
+        let c = check_text(&text);
+        assert_eq!(c.code, 1, "{key}: {}", c.stderr);
+        assert!(
+            c.stderr
+                .lines()
+                .any(|l| l.contains(&format!(": {key}: ")) && l.contains(words)),
+            "{key}: {words}: {}",
+            c.stderr
+        );
+        assert!(
+            !c.stderr.contains("PASS") && !c.stdout.contains("PASS"),
+            "{key}: the password is shown: {}{}",
+            c.stdout,
+            c.stderr
+        );
+    }
+}
+
+#[test]
+fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() {
+    for args in [
+        &["eject", "--bmc", "https://admin:PASS@bmc.lab", "--insecure"][..],
+        &["eject", "--bmc=https://admin:PASS@bmc.lab", "--insecure"][..],
+        &[
+            "collect",
+            "--store",
+            "s3://bucket/r",
+            "--endpoint",
+            "http://u:PASS@minio:9000",
+            "--out",
+            "/nonexistent-out",
+        ][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+            .args(args)
+            .env_remove("PGAPPLIANCE_BMC_PASSWORD")
+            .output()
+            .expect("run pgappliance");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("has a user name or password in it"),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("PASS"),
+            "{args:?}: the password is shown: {stderr}"
+        );
+    }
 }

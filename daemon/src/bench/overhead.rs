@@ -110,8 +110,16 @@ pub async fn run(
                         .envs(spec.environment(std::env::vars(), identity.as_ref()))
                         .args(&spec.args)
                         .current_dir(&raw)
-                        .stdout(std::fs::File::create(raw.join("stdout.txt"))?)
-                        .stderr(std::fs::File::create(raw.join("stderr.txt"))?);
+                        .stdout(crate::fsutil::open_own_file(
+                            &raw.join("stdout.txt"),
+                            false,
+                            true,
+                        )?)
+                        .stderr(crate::fsutil::open_own_file(
+                            &raw.join("stderr.txt"),
+                            false,
+                            true,
+                        )?);
                     let status = cmd.status().await.context("running pgbench directly")?;
                     let out = std::fs::read_to_string(raw.join("stdout.txt"))?;
                     let s = parse_summary(&out)

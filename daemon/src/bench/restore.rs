@@ -184,11 +184,14 @@ impl Seaweed {
         crate::fsutil::create_dir_all(&dir)?;
         let keys = super::seaweed::new_keys()?;
         let config = dir.join("s3.json");
-        std::fs::write(&config, super::seaweed::s3_config(&keys.0, &keys.1))?;
+        crate::fsutil::atomic_write(
+            &config,
+            super::seaweed::s3_config(&keys.0, &keys.1).as_bytes(),
+        )?;
         std::fs::create_dir_all(dir.join("data"))?;
         let s3 = free_port()?;
         let args = super::seaweed::mini_args(&dir.join("data"), &config, s3)?;
-        let log = std::fs::File::create(dir.join("weed.log"))?;
+        let log = crate::fsutil::open_own_file(&dir.join("weed.log"), false, true)?;
         let child = Command::new(&weed)
             .args(&args)
             .stdout(Stdio::null())

@@ -25,7 +25,7 @@ const FILE: &str = "data.bin";
 
 fn write_random(path: &Path, mib: u64) -> Result<()> {
     let mut src = std::fs::File::open("/dev/urandom")?;
-    let mut out = std::fs::File::create(path)?;
+    let mut out = crate::fsutil::open_own_file(path, false, true)?;
     let mut buf = vec![0u8; 1 << 20];
     for _ in 0..mib {
         std::io::Read::read_exact(&mut src, &mut buf)?;

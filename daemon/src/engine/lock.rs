@@ -19,13 +19,8 @@ impl WorkdirLock {
     /// Takes the lock, or says which process holds it.
     pub fn acquire(workdir: &Path) -> Result<Self> {
         let path = workdir.join(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
+        let file = crate::fsutil::open_own_file(&path, true, false)
+            .with_context(|| format!("taking the work directory's lock {}", path.display()))?;
         let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(f) => f,
             Err((mut file, errno)) => {
@@ -68,5 +63,28 @@ mod tests {
         );
         drop(first);
         WorkdirLock::acquire(dir.path()).expect("free again");
+    }
+
+    #[test]
+    fn a_link_planted_as_the_lock_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("precious");
+        std::fs::write(&victim, "keep me\n").expect("write");
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).expect("mkdir");
+        std::os::unix::fs::symlink(&victim, work.join(LOCK_FILE)).expect("symlink");
+        let err = format!("{:#}", WorkdirLock::acquire(&work).err().expect("refused"));
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(
+            err.contains(&work.join(LOCK_FILE).display().to_string()),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me\n");
+        // A hard link to another file is refused too.
+        std::fs::remove_file(work.join(LOCK_FILE)).expect("rm");
+        std::fs::hard_link(&victim, work.join(LOCK_FILE)).expect("link");
+        let err = format!("{:#}", WorkdirLock::acquire(&work).err().expect("refused"));
+        assert!(err.contains("hard links"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me\n");
     }
 }

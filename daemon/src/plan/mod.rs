@@ -1053,11 +1053,20 @@ impl Plan {
                 }
             }
         };
+        // A URL with credentials in it, under any key: refused, and no other finding about
+        // that key is shown (it could quote the URL whole).
+        let credentials = validate::urls_with_credentials(text);
         let mut errors = found.issues;
+        errors.extend(
+            credentials
+                .iter()
+                .map(|(path, message)| location::locate(text, path, message.clone())),
+        );
         if let Some(plan) = &found.plan {
             errors.extend(
                 validate::validate(plan)
                     .into_iter()
+                    .filter(|(path, _)| !credentials.iter().any(|(c, _)| path.starts_with(c)))
                     .filter(|(path, _)| {
                         // Not real when the key, or a key it is judged against, holds a
                         // stand-in.

@@ -199,9 +199,41 @@ pub fn check_abs_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Every string of the plan that is a URL with a user name or password in it, under any
+/// key (`upload.endpoint`, `sysbench.tpcc_source`, the repositories, a store…), with the
+/// refusal ([`crate::url::refuse_credentials`]).
+pub fn urls_with_credentials(text: &str) -> Problems {
+    fn walk(v: &toml::Value, at: KeyPath, out: &mut Problems) {
+        match v {
+            toml::Value::String(s) => {
+                if let Err(why) = crate::url::refuse_credentials(s) {
+                    out.push((at, why));
+                }
+            }
+            toml::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, at.index(i), out);
+                }
+            }
+            toml::Value::Table(t) => {
+                for (k, item) in t {
+                    walk(item, at.key(k), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(table) = text.parse::<toml::Table>() {
+        walk(&toml::Value::Table(table), root(), &mut out);
+    }
+    out
+}
+
 /// A store URL: `s3://bucket/prefix` or `file:///dir`, its prefix or directory written
 /// plainly (one trailing `/` allowed). Also checked when a store comes from the command line.
 pub fn check_store_url(url: &str) -> Result<(), String> {
+    crate::url::refuse_credentials(url)?;
     if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let ok = (3..=63).contains(&bucket.len())

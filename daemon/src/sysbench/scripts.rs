@@ -44,7 +44,7 @@ pub async fn fetch(sb: &Sysbench) -> Result<Vec<u8>> {
     let src = sb.tpcc_source.as_str();
     let bytes = if let Some(path) = src.strip_prefix("file://") {
         let mut buf = Vec::new();
-        std::fs::File::open(path)
+        crate::fsutil::open_regular(std::path::Path::new(path))
             .with_context(|| format!("opening the sysbench-tpcc archive {path}"))?
             .take(MAX_ARCHIVE_BYTES + 1)
             .read_to_end(&mut buf)

@@ -261,7 +261,7 @@ impl SystemdExecutor {
             .unwrap_or_else(|| self.capture_dir.join(format!("{name}.err")));
         // systemd 239 opens output files without truncating them: start them empty.
         for f in [&stdout, &stderr] {
-            std::fs::File::create(f)
+            crate::fsutil::open_own_file(f, false, true)
                 .with_context(|| format!("creating {}", f.display()))
                 .map_err(spawn_err)?;
         }

@@ -155,6 +155,9 @@ impl Store {
             .clone()
             .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
         {
+            // From the plan, a command line or AWS_ENDPOINT_URL: no credentials in it.
+            crate::url::refuse_credentials(&endpoint)
+                .map_err(|why| anyhow::anyhow!("the S3 endpoint {why}"))?;
             b = b
                 .with_allow_http(endpoint.starts_with("http://"))
                 .with_endpoint(endpoint);
@@ -514,7 +517,7 @@ pub fn read_credentials_file(path: &std::path::Path, profile: &str) -> Result<Ke
             md.uid()
         );
     }
-    let text = std::fs::read_to_string(path)
+    let text = crate::fsutil::read_regular_to_string(path)
         .with_context(|| format!("reading credentials file {}", path.display()))?;
     parse_credentials(&text, profile)
         .map_err(|why| anyhow::anyhow!("credentials file {}: {why}", path.display()))

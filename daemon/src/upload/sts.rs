@@ -187,6 +187,9 @@ pub fn operator_credentials_from_env() -> Result<AwsCredential> {
 /// the policy within STS's size, the keys fit for the method (GetFederationToken needs an
 /// IAM user's long-term keys, not session keys).
 pub fn check_request(req: &MintRequest, operator: &AwsCredential) -> Result<()> {
+    // From --sts-endpoint, AWS_ENDPOINT_URL_STS or the plan: no credentials in it.
+    crate::url::refuse_credentials(&req.endpoint)
+        .map_err(|why| anyhow::anyhow!("the STS endpoint {why}"))?;
     let ttl = req.ttl;
     let max = req.method.max_ttl();
     if ttl < MIN_TTL || ttl > max {

@@ -205,7 +205,7 @@ pub fn run_mint(cmd: MintCommand) -> Result<i32> {
         bail!("internal: nothing minted");
     };
     write_private(&cmd.out, &d.text)?;
-    println!(
+    pgappliance::outln!(
         "{}: {}; they expire at {}; the appliance reads them from {}",
         cmd.out.display(),
         d.origin,

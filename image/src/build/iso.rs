@@ -114,9 +114,7 @@ pub fn remaster(
     extra: &[(&Path, &str)],
     work: &Path,
 ) -> Result<String> {
-    if !input.is_file() {
-        bail!("{}: no such ISO file", input.display());
-    }
+    pgappliance::fsutil::open_regular(input).context("the ISO (--iso)")?;
     let inp = input.display().to_string();
     let pvd = run(
         CommandSpec::new("xorriso").args(["-indev", &inp, "-pvd_info"]),

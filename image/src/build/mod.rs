@@ -4,12 +4,11 @@
 //! and, given `--payload-url`, the cloud-init user-data. The payload is checked for
 //! completeness against what the kickstart and user-data enable before anything is written.
 //! Written to a temporary directory and moved into place at the end, so DIR never holds
-//! half a build; DIR is only replaced when it is empty or an earlier build ([`outdir`]).
+//! half a build; DIR is only replaced when it is empty or an earlier build ([`crate::outdir`]).
 
 pub mod credentials;
 pub mod elf;
 pub mod iso;
-pub mod outdir;
 pub mod payload;
 pub mod render;
 
@@ -21,6 +20,7 @@ use pgappliance::plan::{Plan, PlanError};
 use pgappliance::platform::{APPLIANCE_DAEMON, APPLIANCE_PLAN};
 use sha2::{Digest, Sha256};
 
+use crate::outdir;
 use payload::Member;
 
 #[derive(Debug, clap::Args)]
@@ -141,7 +141,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(file) = &args.credentials.upload_credentials {
         inputs.push(("the credentials file", file.as_path()));
     }
-    let out = outdir::check(&args.out, &inputs)?;
+    let out = outdir::check(&args.out, &inputs, outdir::Kind::Build)?;
     let delivery = credentials::prepare(&plan, &args.credentials)?;
     if delivery.is_some() && args.iso.is_none() && args.payload_url.is_none() {
         bail!(
@@ -211,12 +211,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     }
     payload::check_complete(&members, &plan, &enabled)?;
 
-    let parent = out.path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".pgappliance-build-")
-        .tempdir_in(parent)
-        .with_context(|| format!("creating a temporary directory in {}", parent.display()))?;
+    let tmp = out.staging()?;
     let write = |name: &str, data: &[u8]| {
         std::fs::write(tmp.path().join(name), data).with_context(|| format!("writing {name}"))
     };
@@ -264,29 +259,35 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         }
         None => None,
     };
-    outdir::write_marker(tmp.path())?;
-    let replaced = matches!(out.previous, outdir::Previous::Build(_));
+    outdir::write_marker(tmp.path(), outdir::Kind::Build)?;
+    let replaced = matches!(out.previous, outdir::Previous::Earlier(_));
     outdir::install(tmp, &out)?;
-    println!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
+    pgappliance::outln!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
     match &plan.install {
-        Some(install) => println!(
+        Some(install) => pgappliance::outln!(
             "ks.cfg           Rocky 8 {} kickstart, OS on {}",
             elf::arch_name(plan.appliance.arch),
             install.os_disk()
         ),
-        None => println!(
+        None => pgappliance::outln!(
             "ks.cfg           not written: the plan has no [install] table (bare metal only)"
         ),
     }
     if user_data.is_some() {
-        println!("user-data.yaml   cloud-config fetching the payload from the given URL");
+        pgappliance::outln!(
+            "user-data.yaml   cloud-config fetching the payload from the given URL"
+        );
     } else {
-        println!("user-data.yaml   not written: give --payload-url for cloud instances");
+        pgappliance::outln!("user-data.yaml   not written: give --payload-url for cloud instances");
     }
     match iso_volid {
-        Some(v) => println!("appliance.iso    remastered, volume id {v}, boots the kickstart"),
+        Some(v) => {
+            pgappliance::outln!("appliance.iso    remastered, volume id {v}, boots the kickstart")
+        }
         None => {
-            println!("appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media")
+            pgappliance::outln!(
+                "appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media"
+            )
         }
     }
     if let Some(d) = &delivery {
@@ -297,7 +298,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         if user_data.is_some() {
             on.push("user-data.yaml");
         }
-        println!(
+        pgappliance::outln!(
             "credentials      {} for {} on {} (written 0600, keep private); {}",
             d.origin,
             d.target,
@@ -308,12 +309,12 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         );
     }
     if replaced {
-        println!(
+        pgappliance::outln!(
             "built into {} (the earlier build there replaced)",
             out.path.display()
         );
     } else {
-        println!("built into {}", out.path.display());
+        pgappliance::outln!("built into {}", out.path.display());
     }
     Ok(0)
 }

@@ -35,9 +35,35 @@ pub struct Fetched {
     pub etag: Option<String>,
 }
 
+/// The base of a BMC's Redfish URLs from `--bmc`: `https://HOST[:PORT]`, with nothing
+/// after it but an optional `/` (the Redfish paths are appended to it), and no user name or
+/// password in it (they come from --bmc-credentials or the environment). What is wrong is
+/// named, without repeating a query or fragment (they may hold a token).
+pub fn base_url(url: &str) -> Result<String> {
+    pgappliance::url::refuse_credentials(url)
+        .map_err(|why| anyhow::anyhow!("the BMC URL {why}"))?;
+    let Some(p) = pgappliance::url::split(url).filter(|p| !p.authority.is_empty()) else {
+        bail!("the BMC URL \"{url}\" is not an https:// URL with a host: give https://HOST[:PORT]");
+    };
+    let address = format!("{}://{}", p.scheme, p.authority);
+    if p.query.is_some() {
+        bail!("the BMC URL {address}/… has a query (`?…`): give the BMC's address alone, {address}; the Redfish paths are added to it");
+    }
+    if p.fragment.is_some() {
+        bail!("the BMC URL {address}/… has a fragment (`#…`): give the BMC's address alone, {address}");
+    }
+    if !matches!(p.path, "" | "/") {
+        bail!(
+            "the BMC URL {address}{} has a path: give the BMC's address alone, {address}; the Redfish paths (/redfish/v1/…) are added to it",
+            p.path
+        );
+    }
+    Ok(address)
+}
+
 impl Bmc {
     pub fn new(o: BmcOptions) -> Result<Bmc> {
-        let base = o.url.trim_end_matches('/').to_string();
+        let base = base_url(&o.url)?;
         if base.starts_with("http://") && !o.insecure {
             bail!("the BMC URL {base} is plain http: use https, or --insecure to send credentials unencrypted");
         }
@@ -219,4 +245,36 @@ fn source_chain(e: &dyn std::error::Error) -> String {
     }
     parts.dedup();
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bmc_url_is_an_address_alone_without_credentials() {
+        for (url, base) in [
+            ("https://bmc.lab", "https://bmc.lab"),
+            ("https://bmc.lab:8443/", "https://bmc.lab:8443"),
+            ("http://10.0.0.5", "http://10.0.0.5"),
+        ] {
+            assert_eq!(base_url(url).expect(url), base);
+        }
+        for (url, says) in [
+            ("https://h/?token=Q", "has a query"),
+            ("https://h?token=Q", "has a query"),
+            ("https://h/#Q", "has a fragment"),
+            ("https://h/redfish/v1", "https://h/redfish/v1 has a path"),
+            (
+                "https://admin:Q@h",
+                "https://***@h\" has a user name or password",
+            ),
+            ("https://admin:Q@h/x?y", "has a user name or password"),
+            ("bmc.lab", "is not an https:// URL"),
+        ] {
+            let e = base_url(url).expect_err(url).to_string();
+            assert!(e.contains(says), "{url}: {e}");
+            assert!(!e.contains('Q'), "{url}: {e}");
+        }
+    }
 }

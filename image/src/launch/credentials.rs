@@ -32,10 +32,11 @@ impl BmcCredentials {
 }
 
 /// Parses a credentials file: `user = NAME` and `password = SECRET` lines (`#` comments).
-/// Errors never contain the password.
+/// Errors never contain the password; a key given twice is refused (which one would be
+/// meant?), naming the key and both lines.
 pub fn parse(text: &str) -> Result<BmcCredentials, String> {
-    let mut user = None;
-    let mut password = None;
+    let mut user: Option<(usize, String)> = None;
+    let mut password: Option<(usize, String)> = None;
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -48,18 +49,26 @@ pub fn parse(text: &str) -> Result<BmcCredentials, String> {
             ));
         };
         let v = v.trim().to_string();
-        match k.trim() {
-            "user" => user = Some(v),
-            "password" => password = Some(v),
+        let key = k.trim();
+        let slot = match key {
+            "user" => &mut user,
+            "password" => &mut password,
             other => {
                 return Err(format!(
                     "line {}: unknown key \"{other}\" (user, password)",
                     n + 1
                 ))
             }
+        };
+        if let Some((first, _)) = slot {
+            return Err(format!(
+                "line {}: `{key}` is given twice (first on line {first}): keep one",
+                n + 1
+            ));
         }
+        *slot = Some((n + 1, v));
     }
-    match (user, password) {
+    match (user.map(|(_, u)| u), password.map(|(_, p)| p)) {
         (Some(u), Some(p)) if !u.is_empty() && !p.is_empty() => Ok(BmcCredentials {
             user: u,
             password: p,
@@ -85,8 +94,8 @@ pub fn read_file(path: &Path) -> Result<BmcCredentials> {
             meta.uid()
         );
     }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = pgappliance::fsutil::read_regular_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?;
     parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -127,6 +136,33 @@ mod tests {
             assert!(e.contains(want), "{e}");
             assert!(!e.contains("topsecret"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_naming_it_and_its_lines() {
+        for (text, want) in [
+            (
+                "user = a\npassword = topsecret\npassword = other\n",
+                "line 3: `password` is given twice (first on line 2)",
+            ),
+            (
+                "user = a\n# c\nuser = b\npassword = topsecret\n",
+                "line 3: `user` is given twice (first on line 1)",
+            ),
+        ] {
+            let e = parse(text).expect_err(text);
+            assert!(e.contains(want), "{e}");
+            assert!(!e.contains("topsecret") && !e.contains("other"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_fifo_as_the_credentials_file_is_refused_at_once() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("bmc");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+        let e = format!("{:#}", read_file(&p).expect_err("fifo"));
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
     }
 
     #[test]

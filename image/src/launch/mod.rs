@@ -54,7 +54,8 @@ impl BmcArgs {
     fn connect(&self, url: &str, creds: &credentials::BmcCredentials) -> Result<bmc::Bmc> {
         let ca_pem = match &self.bmc_ca {
             Some(p) => Some(
-                std::fs::read(p).with_context(|| format!("reading --bmc-ca {}", p.display()))?,
+                pgappliance::fsutil::read_regular(p)
+                    .with_context(|| format!("reading --bmc-ca {}", p.display()))?,
             ),
             None => None,
         };
@@ -243,6 +244,17 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     if let Some(u) = &args.iso_url {
         redfish::check_image_url(u, redfish::Firmware::Other)?;
     }
+    // --out is refused before anything is presigned, uploaded or started (the build
+    // checks it again, with all its inputs, when it writes it).
+    let mut inputs = vec![("the plan", args.build.plan.as_path())];
+    inputs.extend(
+        args.build
+            .daemon_binary
+            .as_deref()
+            .map(|d| ("the daemon binary", d)),
+    );
+    inputs.extend(args.build.iso.as_deref().map(|i| ("the ISO", i)));
+    crate::outdir::check(&args.build.out, &inputs, crate::outdir::Kind::Build)?;
     let ipmi_targets = args
         .ipmis
         .iter()
@@ -264,7 +276,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         None => Vec::new(),
     };
     let plan = Plan::load(&args.build.plan)?;
-    let plan_bytes = std::fs::read(&args.build.plan)
+    let plan_bytes = pgappliance::fsutil::read_regular(&args.build.plan)
         .with_context(|| format!("reading {}", args.build.plan.display()))?;
     let store_cfg = args.store.config(&plan.upload);
     store_cfg.preflight()?;
@@ -348,7 +360,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
                 presign::upload(&store, &out.join("appliance.iso"), &parts).await?;
                 let (object, url) =
                     presign::presign(&store, &parts, url_lifetime, "appliance.iso").await?;
-                println!(
+                pgappliance::outln!(
                     "uploaded appliance.iso to {object}, presigned for {}",
                     humantime::format_duration(url_lifetime)
                 );
@@ -359,7 +371,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         for (address, bmc) in &bmcs {
             let at = record::timestamp(SystemTime::now());
             let url = iso_url.as_deref().unwrap_or_default();
-            let mut say = |line: String| println!("{address}: {line}");
+            let mut say = |line: String| pgappliance::outln!("{address}: {line}");
             let r =
                 redfish::launch(bmc, bmc_args.system.as_deref(), url, power_wait, &mut say).await;
             targets.push(record_target(
@@ -372,7 +384,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         let runner = pgappliance::runner::Runner::local();
         for (address, t) in ipmis.iter().zip(&ipmi_targets) {
             let at = record::timestamp(SystemTime::now());
-            let mut say = |line: String| println!("{address}: {line}");
+            let mut say = |line: String| pgappliance::outln!("{address}: {line}");
             let r = match &creds {
                 Some(c) => ipmi::launch(&runner, t, c, &mut say).await,
                 None => Err(anyhow::anyhow!("no BMC credentials")),
@@ -392,12 +404,12 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
                     let parts = ["launches", id.as_str(), "payload.tar.gz"];
                     presign::upload(&store, &out.join("payload.tar.gz"), &parts)
                         .await
-                        .map(|()| println!("uploaded payload.tar.gz to {object}"))?;
+                        .map(|()| pgappliance::outln!("uploaded payload.tar.gz to {object}"))?;
                 }
                 let user_data = std::fs::read_to_string(out.join("user-data.yaml"))
                     .context("reading the user-data the build wrote")?;
                 let request = ec2_args.request(&plan.appliance.name, &id, user_data)?;
-                let mut say = |line: String| println!("{address}: {line}");
+                let mut say = |line: String| pgappliance::outln!("{address}: {line}");
                 ec2::launch(
                     client,
                     &request,
@@ -477,13 +489,13 @@ fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
             Some(record::Started::Ec2(_)) => continue,
         };
         for k in kept {
-            println!("{}: the BMC did not keep what it accepted: {k}", t.address);
+            pgappliance::outln!("{}: the BMC did not keep what it accepted: {k}", t.address);
         }
         if !kept.is_empty() {
             not_kept += 1;
         }
     }
-    println!(
+    pgappliance::outln!(
         "launch {}: {} of {} targets started; record {key}",
         rec.launch_id,
         rec.targets.len() - failed,
@@ -506,7 +518,7 @@ pub fn eject(args: EjectArgs) -> Result<i32> {
         for url in &args.bmc.bmcs {
             let bmc = args.bmc.connect(url, &creds)?;
             let media = redfish::eject(&bmc, args.bmc.system.as_deref()).await?;
-            println!("{url}: ejected {media}");
+            pgappliance::outln!("{url}: ejected {media}");
         }
         Ok(0)
     })

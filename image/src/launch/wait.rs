@@ -310,7 +310,8 @@ fn parse_time(text: &str, what: &str) -> Result<SystemTime> {
 pub async fn load_record(store: &Store, arg: &str) -> Result<LaunchRecord> {
     let (text, source) = if Path::new(arg).is_file() {
         (
-            std::fs::read(arg).with_context(|| format!("reading the launch record {arg}"))?,
+            pgappliance::fsutil::read_regular(Path::new(arg))
+                .with_context(|| format!("reading the launch record {arg}"))?,
             arg.to_string(),
         )
     } else {
@@ -473,7 +474,19 @@ pub fn run(args: WaitArgs) -> Result<i32> {
         let record = load_record(&store, &args.launch).await?;
         let created = parse_time(&record.created_at, "the launch record's created_at")?;
         let units = units(&record);
-        println!(
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("collect-{}", record.launch_id)));
+        if args.teardown {
+            // Refused now rather than after hours of waiting; checked again when written.
+            crate::collect::check_out(
+                &out,
+                std::slice::from_ref(&cfg),
+                &crate::collect::default_cache()?,
+            )?;
+        }
+        pgappliance::outln!(
             "launch {} of plan {} ({} targets, created {}): watching {}",
             record.launch_id,
             record.plan.name,
@@ -487,10 +500,10 @@ pub fn run(args: WaitArgs) -> Result<i32> {
             match v {
                 View::Arrived { .. } => {
                     arrived += 1;
-                    println!("{}: {}", u.label, v.describe());
+                    pgappliance::outln!("{}: {}", u.label, v.describe());
                 }
-                View::Failed(f) => println!("{}: FAILED {f}", u.label),
-                other => println!(
+                View::Failed(f) => pgappliance::outln!("{}: FAILED {f}", u.label),
+                other => pgappliance::outln!(
                     "{}: TIMED OUT after {}: last {}",
                     u.label,
                     humantime::format_duration(args.timeout),
@@ -498,7 +511,7 @@ pub fn run(args: WaitArgs) -> Result<i32> {
                 ),
             }
         }
-        println!(
+        pgappliance::outln!(
             "launch {}: {arrived} of {} arrived",
             record.launch_id,
             units.len()
@@ -506,10 +519,6 @@ pub fn run(args: WaitArgs) -> Result<i32> {
         let mut ok = arrived == units.len();
         if args.teardown {
             ok &= teardown(&record, &args, &cfg).await;
-            let out = args
-                .out
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(format!("collect-{}", record.launch_id)));
             ok &= collect(&cfg, &out).await;
         }
         Ok(if ok { 0 } else { 1 })
@@ -551,7 +560,7 @@ impl Display {
     fn show(&self, i: usize, unit: &Unit, view: &View) {
         let line = format!("{}: {}", unit.label, view.describe());
         match self {
-            Display::Lines => println!("{line}"),
+            Display::Lines => pgappliance::outln!("{line}"),
             Display::Live { bars, .. } if view.is_final() => bars[i].finish_with_message(line),
             Display::Live { bars, .. } => bars[i].set_message(line),
         }
@@ -711,7 +720,7 @@ async fn teardown(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> 
     let mut ok = true;
     for t in &record.targets {
         let Some(started) = &t.started else {
-            println!("{}: teardown: nothing to do (not started)", t.address);
+            pgappliance::outln!("{}: teardown: nothing to do (not started)", t.address);
             continue;
         };
         let r: Result<String> = async {
@@ -763,10 +772,10 @@ async fn teardown(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> 
         }
         .await;
         match r {
-            Ok(what) => println!("{}: teardown: {what}", t.address),
+            Ok(what) => pgappliance::outln!("{}: teardown: {what}", t.address),
             Err(e) => {
                 ok = false;
-                println!("{}: teardown FAILED: {e:#}", t.address);
+                pgappliance::outln!("{}: teardown FAILED: {e:#}", t.address);
             }
         }
     }
@@ -791,15 +800,15 @@ async fn collect(cfg: &StoreConfig, out: &Path) -> bool {
     .await;
     match r {
         Ok(0) => {
-            println!("collected {} into {}", cfg.url, out.display());
+            pgappliance::outln!("collected {} into {}", cfg.url, out.display());
             true
         }
         Ok(code) => {
-            println!("collect into {} ended with status {code}", out.display());
+            pgappliance::outln!("collect into {} ended with status {code}", out.display());
             false
         }
         Err(e) => {
-            println!("collect FAILED: {e:#}");
+            pgappliance::outln!("collect FAILED: {e:#}");
             false
         }
     }

@@ -274,21 +274,21 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             let text = read(&file)?;
             let summary = pgappliance::pgbench::parse_summary(&text)
                 .with_context(|| format!("{}", file.display()))?;
-            println!("{}", serde_json::to_string_pretty(&summary)?);
+            pgappliance::outln!("{}", serde_json::to_string_pretty(&summary)?);
             Ok(0)
         }
         Command::Parse(ParseCommand::PgbenchInit { file }) => {
             let text = read(&file)?;
             let b = pgappliance::pgbench::parse_init(&text)
                 .with_context(|| format!("{}", file.display()))?;
-            println!("{}", serde_json::to_string_pretty(&b)?);
+            pgappliance::outln!("{}", serde_json::to_string_pretty(&b)?);
             Ok(0)
         }
         Command::Parse(ParseCommand::Sysbench { file }) => {
             let text = read(&file)?;
             let run = pgappliance::sysbench::parse_output(&text)
                 .with_context(|| format!("{}", file.display()))?;
-            println!("{}", serde_json::to_string_pretty(&run)?);
+            pgappliance::outln!("{}", serde_json::to_string_pretty(&run)?);
             Ok(0)
         }
         Command::Status { workdir } => crate::present::status(&workdir.workdir),
@@ -315,7 +315,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                     rounds,
                 },
                 &mut |p| {
-                    println!(
+                    pgappliance::outln!(
                         "round {} {}: direct {:.1} tps, appliance {:.1} tps, ratio {:.3}",
                         p.round,
                         p.point,
@@ -410,7 +410,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                 parts.options(),
             )
             .await?;
-            println!("run {run_id}: {}", m.describe());
+            pgappliance::outln!("run {run_id}: {}", m.describe());
             Ok(0)
         }
     }
@@ -453,19 +453,19 @@ async fn run(args: RunArgs) -> Result<i32> {
         Err(e) => return Err(e),
     };
     if outcome.already_complete {
-        println!("run {} was already complete", outcome.run_id);
+        pgappliance::outln!("run {} was already complete", outcome.run_id);
     }
-    println!("results: {}", outcome.results.display());
-    println!("summary: {}", outcome.summary_csv.display());
-    println!("report:  {}", outcome.report.display());
+    pgappliance::outln!("results: {}", outcome.results.display());
+    pgappliance::outln!("summary: {}", outcome.summary_csv.display());
+    pgappliance::outln!("report:  {}", outcome.report.display());
     if let Some((store, n)) = &outcome.uploaded {
-        println!("stored:  {n} objects and manifest.json in {store}");
+        pgappliance::outln!("stored:  {n} objects and manifest.json in {store}");
     }
     if outcome.failed_points.is_empty() {
-        println!("{} points, all ok", outcome.points);
+        pgappliance::outln!("{} points, all ok", outcome.points);
         Ok(0)
     } else {
-        println!(
+        pgappliance::outln!(
             "{} points, {} failed: {}",
             outcome.points,
             outcome.failed_points.len(),

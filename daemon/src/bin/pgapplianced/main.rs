@@ -9,6 +9,10 @@ use clap::Parser;
 fn main() {
     identity::keep();
     pgappliance::logging::init();
+    if let Err(why) = pgappliance::url::refuse_credentials_in_args(std::env::args_os()) {
+        eprintln!("error: {why}");
+        std::process::exit(2);
+    }
     let cli = cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -6,17 +6,17 @@ use pgappliance::bench::overhead::OverheadReport;
 use pgappliance::bench::upload::UploadBenchReport;
 
 pub fn overhead(r: &OverheadReport) {
-    println!(
+    pgappliance::outln!(
         "{} point pairs; daemon CPU {:.3} s over {:.1} s of sweep through the appliance",
         r.pairs.len(),
         r.daemon_cpu_s,
         r.sweep_wall_s
     );
-    println!(
+    pgappliance::outln!(
         "daemon CPU per minute of sweep: {:.3} s",
         r.cpu_per_minute()
     );
-    println!("harness tps ratio: {:.3}", r.ratio);
+    pgappliance::outln!("harness tps ratio: {:.3}", r.ratio);
 }
 
 pub fn init_event(e: &InitEvent) {
@@ -26,7 +26,7 @@ pub fn init_event(e: &InitEvent) {
                 .iter()
                 .map(|(p, s)| format!("{p} {s:.2} s"))
                 .collect();
-            println!(
+            pgappliance::outln!(
                 "  parallel, {workers} worker(s) phases: {}",
                 phases.join(", ")
             );
@@ -35,44 +35,44 @@ pub fn init_event(e: &InitEvent) {
             round,
             candidate,
             seconds,
-        } => println!("round {round}: {}: {seconds:.2} s", candidate.label()),
+        } => pgappliance::outln!("round {round}: {}: {seconds:.2} s", candidate.label()),
     }
 }
 
 pub fn init(r: &InitReport) {
-    println!("scale {}, {} round(s), medians:", r.scale, r.rounds);
+    pgappliance::outln!("scale {}, {} round(s), medians:", r.scale, r.rounds);
     for (cand, m) in &r.medians {
-        println!("  {}: {m:.2} s", cand.label());
+        pgappliance::outln!("  {}: {m:.2} s", cand.label());
     }
     for (cand, speedup) in r.speedups() {
-        println!(
+        pgappliance::outln!(
             "  {} speedup vs best pgbench mode: {speedup:.2}",
             cand.label()
         );
     }
-    println!("init speedup vs best pgbench mode: {:.2}", r.ratio());
+    pgappliance::outln!("init speedup vs best pgbench mode: {:.2}", r.ratio());
 }
 
 pub fn restore_event(e: &pgappliance::bench::restore::RestoreEvent) {
     use pgappliance::bench::restore::RestoreEvent;
     match e {
-        RestoreEvent::Note(text) => println!("{text}"),
+        RestoreEvent::Note(text) => pgappliance::outln!("{text}"),
         RestoreEvent::Timed {
             round,
             candidate,
             seconds,
-        } => println!("round {round}: {}: {seconds:.2} s", candidate.label()),
+        } => pgappliance::outln!("round {round}: {}: {seconds:.2} s", candidate.label()),
     }
 }
 
 pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-    println!(
+    pgappliance::outln!(
         "compression of the archive, first {:.0} MiB, one thread:",
         mib(r.sample_bytes)
     );
     for c in &r.codecs {
-        println!(
+        pgappliance::outln!(
             "  {}: {:.1} % of the size, compress {:.0} MiB/s, decompress {:.0} MiB/s",
             c.codec,
             c.ratio * 100.0,
@@ -80,7 +80,7 @@ pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
             c.decompress_mib_s
         );
     }
-    println!(
+    pgappliance::outln!(
         "scale {}, data directory {:.0} MiB, archive {:.0} MiB, {} round(s), medians:",
         r.scale,
         mib(r.data_bytes),
@@ -88,23 +88,23 @@ pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
         r.rounds
     );
     for (cand, m) in &r.medians {
-        println!("  {}: {m:.2} s", cand.label());
+        pgappliance::outln!("  {}: {m:.2} s", cand.label());
     }
-    println!(
+    pgappliance::outln!(
         "local restore with every chunk hashed (a dataset step's first): speedup {:.2}",
         r.verified_speedup()
     );
-    println!(
+    pgappliance::outln!(
         "restore floor here: {:.2} s (restart + write), local speedup ceiling {:.2}",
         r.floor_s(),
         r.ceiling()
     );
-    println!(
+    pgappliance::outln!(
         "object store restore into a new directory (an appliance's first): speedup {:.2}; floor there {:.2} s (restart + making the files + write)",
         r.store_new_speedup(),
         r.new_dir_floor_s()
     );
-    println!(
+    pgappliance::outln!(
         "restore speedup vs best pgbench mode: {:.2} local, {:.2} store",
         r.local_speedup(),
         r.store_speedup()
@@ -113,25 +113,25 @@ pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
 
 pub fn upload(r: &UploadBenchReport) {
     let mib = r.size_mib as f64;
-    println!(
+    pgappliance::outln!(
         "pgappliance upload: {mib:.0} MiB in {:.2} s = {:.1} MiB/s (sha256, multipart, read-back verified), peak RSS {:.1} MiB",
         r.ours_s,
         mib / r.ours_s,
         r.peak_rss_mib
     );
-    println!(
+    pgappliance::outln!(
         "aws s3 cp: {mib:.0} MiB in {:.2} s = {:.1} MiB/s",
         r.awscli_s,
         mib / r.awscli_s
     );
-    println!("upload throughput vs awscli: {:.2}", r.ratio());
+    pgappliance::outln!("upload throughput vs awscli: {:.2}", r.ratio());
 }
 
 /// `pgapplianced status`.
 pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
     let s = pgappliance::engine::status::read(workdir)?;
     let j = &s.journal;
-    println!("run {} (started {})", j.run_id, j.started_at);
+    pgappliance::outln!("run {} (started {})", j.run_id, j.started_at);
     for (step, _) in pgappliance::engine::ORDER {
         let line = match j.steps.get(&step) {
             Some(r) if r.finished_at.is_some() => format!(
@@ -146,10 +146,10 @@ pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
             Some(_) => "started".to_string(),
             None => "-".to_string(),
         };
-        println!("  {:<10} {line}", step.as_str());
+        pgappliance::outln!("  {:<10} {line}", step.as_str());
     }
     if let Some(p) = &j.pending {
-        println!(
+        pgappliance::outln!(
             "current: {}{} since {}",
             p.step.as_str(),
             p.item
@@ -159,45 +159,45 @@ pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
             p.started_at
         );
     }
-    println!("points: {}/{}", j.points.len(), j.points_total);
+    pgappliance::outln!("points: {}/{}", j.points.len(), j.points_total);
     match s.daemon {
-        Some(pid) => println!("daemon: running (pid {pid})"),
-        None => println!("daemon: not running"),
+        Some(pid) => pgappliance::outln!("daemon: running (pid {pid})"),
+        None => pgappliance::outln!("daemon: not running"),
     }
     if let Some(last) = &s.last {
-        println!("last report: {} ({})", last.text, ago(&last.at));
+        pgappliance::outln!("last report: {} ({})", last.text, ago(&last.at));
     } else if let Some(at) = &j.updated_at {
-        println!("last journal update: {}", ago(at));
+        pgappliance::outln!("last journal update: {}", ago(at));
     }
     if let Some(f) = &j.failure {
         if f.refused {
-            println!(
+            pgappliance::outln!(
                 "stopped: refused in step {} at {}: {}",
                 f.step.as_str(),
                 f.at,
                 f.error
             );
-            println!(
+            pgappliance::outln!(
                 "  change the plan (or the machine) as it says, then `pgapplianced reset` and start again"
             );
         } else {
-            println!(
+            pgappliance::outln!(
                 "stopped: step {} failed at {}: {}",
                 f.step.as_str(),
                 f.at,
                 f.error
             );
             if s.daemon.is_none() {
-                println!(
+                pgappliance::outln!(
                     "  start it again to resume, or `pgapplianced reset` to put this run aside"
                 );
             }
         }
     }
     match &j.finished_at {
-        Some(t) => println!("finished {t}"),
+        Some(t) => pgappliance::outln!("finished {t}"),
         None => {
-            println!("not finished");
+            pgappliance::outln!("not finished");
             if let Some(e) = &s.estimate {
                 let known = e.points_left - e.unknown_points;
                 let unknown = format!(
@@ -206,9 +206,12 @@ pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
                 );
                 match (known, e.unknown_points) {
                     (0, 0) => {}
-                    (0, _) => println!("time left: {unknown}"),
-                    (k, 0) => println!("time left: about {} for {k} point(s)", duration(e.seconds)),
-                    (k, _) => println!(
+                    (0, _) => pgappliance::outln!("time left: {unknown}"),
+                    (k, 0) => pgappliance::outln!(
+                        "time left: about {} for {k} point(s)",
+                        duration(e.seconds)
+                    ),
+                    (k, _) => pgappliance::outln!(
                         "time left: about {} for {k} point(s), and {unknown}",
                         duration(e.seconds)
                     ),
@@ -217,7 +220,7 @@ pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
         }
     }
     if s.done_marker {
-        println!(
+        pgappliance::outln!(
             "done marker present: the appliance will not run again until `pgapplianced reset`"
         );
     }
@@ -246,18 +249,18 @@ fn duration(seconds: f64) -> String {
 
 /// `pgapplianced reset`.
 pub fn reset(o: &pgappliance::engine::reset::ResetOutcome) {
-    println!(
+    pgappliance::outln!(
         "run {}{} put aside in {}",
         o.run_id,
         if o.was_finished { " (finished)" } else { "" },
         o.archived_to.display()
     );
     if let Some(s) = &o.stopped {
-        println!("{s}");
+        pgappliance::outln!("{s}");
     }
     match &o.upload {
-        Ok(where_) => println!("evidence uploaded: {where_}"),
-        Err(why) => println!("evidence not uploaded: {why}"),
+        Ok(where_) => pgappliance::outln!("evidence uploaded: {where_}"),
+        Err(why) => pgappliance::outln!("evidence not uploaded: {why}"),
     }
-    println!("the next run starts clean");
+    pgappliance::outln!("the next run starts clean");
 }

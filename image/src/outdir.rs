@@ -1,11 +1,14 @@
-//! Where a build goes: `--out DIR` is only ever replaced when it is empty or holds an
-//! earlier build of this tool, unchanged (the marker `.pgappliance-build` lists every file
-//! that build wrote with its size and sha256). Anything else is refused naming what is
-//! there, and so, outright, is a file system root, `$HOME`, the current directory, or a
-//! directory holding an input of the build, or a parent of one of these. Paths are resolved
-//! first (symbolic links, `..`, relative to the current directory), so another spelling of
-//! the same directory is caught too. The new build is moved into place by renames: the old
-//! directory is only deleted once the new one stands where it was.
+//! Where a command that writes a directory puts it (`build --out`, `launch --out`,
+//! `collect --out`, `wait --teardown --out`): `--out DIR` is only ever replaced when it is
+//! empty or holds an earlier output of the same command of this tool, unchanged (the marker
+//! `.pgappliance-build` names the command and lists every file it wrote with its size and
+//! sha256). Anything else is refused naming what is there, and so, outright, is a file
+//! system root, `$HOME`, the current directory, or a directory holding an input of the
+//! command, or a parent of one of these. Paths are resolved first (symbolic links, `..`,
+//! relative to the current directory), so another spelling of the same directory is caught
+//! too: a link to `/` is the root. The new output is written into a directory beside DIR
+//! ([`OutDir::staging`]) and moved into place by renames: the old directory is only deleted
+//! once the new one stands where it was.
 
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -16,8 +19,41 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// The file in a build directory that says this tool wrote it and what it wrote.
+/// The file in an output directory that says this tool wrote it and what it wrote.
 pub const MARKER: &str = ".pgappliance-build";
+
+/// Which command wrote an output directory; one replaces only its own earlier output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `build` and `launch`: payload, kickstart, user-data, ISO.
+    Build,
+    /// `collect` and `wait --teardown`: index.html, summary.csv, runs/.
+    Collect,
+}
+
+impl Kind {
+    /// As the marker names it.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Build => "build",
+            Kind::Collect => "collect",
+        }
+    }
+
+    /// What goes into the directory, in messages.
+    fn output(self) -> &'static str {
+        match self {
+            Kind::Build => "the build",
+            Kind::Collect => "collect's pages",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Kind> {
+        [Kind::Build, Kind::Collect]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+}
 /// The marker's format; a marker of another format is not replaced.
 pub const MARKER_FORMAT: u64 = 1;
 /// How many of the entries of a refused directory the error names.
@@ -30,8 +66,9 @@ pub enum Previous {
     Absent,
     /// An empty directory.
     Empty,
-    /// An earlier build: its files and their sizes.
-    Build(BTreeMap<String, u64>),
+    /// An earlier output of the same command: its files (paths inside the directory) and
+    /// their sizes.
+    Earlier(BTreeMap<String, u64>),
 }
 
 /// A checked `--out`: the directory it resolves to and what it holds.
@@ -39,6 +76,21 @@ pub enum Previous {
 pub struct OutDir {
     pub path: PathBuf,
     pub previous: Previous,
+    pub kind: Kind,
+}
+
+impl OutDir {
+    /// A new empty directory beside the output (on the same file system, so it can be
+    /// renamed into place by [`install`]), to write the output into.
+    pub fn staging(&self) -> Result<tempfile::TempDir> {
+        let parent = self.path.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        tempfile::Builder::new()
+            .prefix(&format!(".pgappliance-{}-", self.kind.name()))
+            .tempdir_in(parent)
+            .with_context(|| format!("creating a temporary directory in {}", parent.display()))
+    }
 }
 
 /// `path` made absolute against `cwd`, with every symbolic link and `..` of its existing
@@ -80,12 +132,12 @@ pub fn resolve(path: &Path, cwd: &Path) -> Result<PathBuf> {
     Ok(rest.iter().rev().fold(base, |p, name| p.join(name)))
 }
 
-/// Checks that the build may go to `out` (see the module comment). `inputs` are the files
-/// the build reads, by what they are ("the plan").
-pub fn check(out: &Path, inputs: &[(&str, &Path)]) -> Result<OutDir> {
+/// Checks that the output of `kind` may go to `out` (see the module comment). `inputs`
+/// are the files and directories the command reads, by what they are ("the plan").
+pub fn check(out: &Path, inputs: &[(&str, &Path)], kind: Kind) -> Result<OutDir> {
     let cwd = std::env::current_dir().context("the current directory")?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    check_with(out, inputs, &cwd, home.as_deref())
+    check_with(out, inputs, &cwd, home.as_deref(), kind)
 }
 
 fn check_with(
@@ -93,7 +145,9 @@ fn check_with(
     inputs: &[(&str, &Path)],
     cwd: &Path,
     home: Option<&Path>,
+    kind: Kind,
 ) -> Result<OutDir> {
+    let output = kind.output();
     let path = resolve(out, cwd)?;
     let named = if path == out {
         format!("--out {}", out.display())
@@ -101,16 +155,16 @@ fn check_with(
         format!("--out {} (that is {})", out.display(), path.display())
     };
     let Some(parent) = path.parent() else {
-        bail!("{named} is the root directory: give a directory of its own for the build");
+        bail!("{named} is the root directory: give a directory of its own for {output}");
     };
     let refuse = |what: &str, inside: &Path| -> Result<()> {
         let dir = std::fs::canonicalize(inside).unwrap_or_else(|_| inside.to_path_buf());
         if dir == path {
-            bail!("{named} is {what}: give a directory of its own for the build");
+            bail!("{named} is {what}: give a directory of its own for {output}");
         }
         if dir.starts_with(&path) {
             bail!(
-                "{named} holds {what} ({}): give a directory of its own for the build",
+                "{named} holds {what} ({}): give a directory of its own for {output}",
                 inside.display()
             );
         }
@@ -126,7 +180,7 @@ fn check_with(
         };
         if input.starts_with(&path) {
             bail!(
-                "{named} holds {what} {}: the build would replace its own input; give a directory of its own",
+                "{named} holds {what} {}: {output} would replace its own input; give a directory of its own",
                 input.display()
             );
         }
@@ -136,12 +190,13 @@ fn check_with(
             return Ok(OutDir {
                 path,
                 previous: Previous::Absent,
+                kind,
             })
         }
         r => r.with_context(|| format!("{named}: reading it"))?,
     };
     if !meta.is_dir() {
-        bail!("{named} exists and is not a directory: give a directory for the build");
+        bail!("{named} exists and is not a directory: give a directory for {output}");
     }
     let parent_meta = parent
         .metadata()
@@ -149,13 +204,39 @@ fn check_with(
     if meta.dev() != parent_meta.dev() {
         bail!("{named} is the root of a mounted file system: give a directory inside it");
     }
-    let previous = examine(&path, true).with_context(|| named.clone())?;
-    Ok(OutDir { path, previous })
+    let previous = examine(&path, true, kind).with_context(|| named.clone())?;
+    Ok(OutDir {
+        path,
+        previous,
+        kind,
+    })
+}
+
+/// Every entry under `dir` but the marker, by its path inside `dir` (`runs/a.html`), with
+/// its metadata (not following links); directories are listed and descended into.
+fn walk(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> {
+    let mut out = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), String::new())];
+    while let Some((at, prefix)) = pending.pop() {
+        for e in std::fs::read_dir(&at).context("listing it")? {
+            let e = e.context("listing it")?;
+            let meta = e.path().symlink_metadata().context("reading an entry")?;
+            let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+            if meta.is_dir() {
+                pending.push((e.path(), format!("{name}/")));
+            }
+            out.push((name, meta));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
 }
 
 /// What an existing directory holds; refuses anything that is not empty or an unchanged
-/// earlier build. `verify_content` also compares every file's sha256 with the marker's.
-fn examine(dir: &Path, verify_content: bool) -> Result<Previous> {
+/// earlier output of `kind`. `verify_content` also compares every file's sha256 with the
+/// marker's.
+fn examine(dir: &Path, verify_content: bool, kind: Kind) -> Result<Previous> {
+    let output = kind.output();
     let mut entries: Vec<(String, std::fs::Metadata)> = Vec::new();
     for e in std::fs::read_dir(dir).context("listing it")? {
         let e = e.context("listing it")?;
@@ -193,54 +274,80 @@ fn examine(dir: &Path, verify_content: bool) -> Result<Previous> {
     if !marked {
         let names: Vec<String> = entries.iter().map(display).collect();
         bail!(
-            "it holds {} {} that pgappliance did not write: {}; a build replaces only an empty directory or an earlier build of its own (marked by {MARKER}): give a new or empty directory",
+            "it holds {} {} that pgappliance did not write: {}; {output} replaces only an empty directory or an earlier output of its own (marked by {MARKER}): give a new or empty directory",
             names.len(),
             if names.len() == 1 { "entry" } else { "entries" },
             shown(&names)
         );
     }
-    let files = read_marker(&dir.join(MARKER))?;
+    let (written_by, files) = read_marker(&dir.join(MARKER))?;
+    if written_by != kind {
+        bail!(
+            "it holds the output of pgappliance {} (marked by {MARKER}), not of {}: nothing was replaced; give another directory",
+            written_by.name(),
+            kind.name()
+        );
+    }
     let mut problems = Vec::new();
     let mut sizes = BTreeMap::new();
-    for entry in entries.iter().filter(|(n, _)| n != MARKER) {
+    for entry in walk(dir)?.iter().filter(|(n, _)| n != MARKER) {
         let (name, meta) = entry;
         let Some((bytes, sha256)) = files.get(name) else {
-            problems.push(format!("{} (not written by the build)", display(entry)));
+            let holds_written =
+                meta.is_dir() && files.keys().any(|f| f.starts_with(&format!("{name}/")));
+            if !holds_written {
+                problems.push(format!("{} (not written by {output})", display(entry)));
+            }
             continue;
         };
         if !meta.file_type().is_file() || meta.len() != *bytes {
             problems.push(format!(
-                "{} (changed since the build wrote it)",
+                "{} (changed since {output} wrote it)",
                 display(entry)
             ));
             continue;
         }
         if verify_content && file_sha256(&dir.join(name))? != *sha256 {
-            problems.push(format!("{name} (changed since the build wrote it)"));
+            problems.push(format!("{name} (changed since {output} wrote it)"));
             continue;
         }
         sizes.insert(name.clone(), *bytes);
     }
     if !problems.is_empty() {
         bail!(
-            "it holds an earlier build and {}: {}; nothing was replaced: move them away or give another directory",
+            "it holds an earlier output of {} and {}: {}; nothing was replaced: move them away or give another directory",
+            kind.name(),
             if problems.len() == 1 {
-                "a file the build did not write as it is"
+                format!("a file {output} did not write as it is")
             } else {
-                "files the build did not write as they are"
+                format!("files {output} did not write as they are")
             },
             shown(&problems)
         );
     }
-    Ok(Previous::Build(sizes))
+    Ok(Previous::Earlier(sizes))
 }
 
-/// The files a marker lists, with their sizes and sha256.
-fn read_marker(path: &Path) -> Result<BTreeMap<String, (u64, String)>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the build marker {MARKER}"))?;
+/// The files a marker lists: their sizes and sha256, by path inside the directory.
+type MarkedFiles = BTreeMap<String, (u64, String)>;
+
+/// Whether a path a marker lists stays inside the directory: relative, and of plain
+/// segments (no empty, `.` or `..` one), and not the marker itself.
+fn plain_inside(name: &str) -> bool {
+    name != MARKER
+        && !name.starts_with('/')
+        && name
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+}
+
+/// The command a marker names (a marker without one is a build's) and the files it lists,
+/// with their sizes and sha256.
+fn read_marker(path: &Path) -> Result<(Kind, MarkedFiles)> {
+    let text = pgappliance::fsutil::read_regular_to_string(path)
+        .with_context(|| format!("reading the marker {MARKER}"))?;
     let bad = || {
-        format!("{MARKER} is not a pgappliance build marker (it was not written by this tool); nothing was replaced")
+        format!("{MARKER} is not a pgappliance output marker (it was not written by this tool); nothing was replaced")
     };
     let v: Value = serde_json::from_str(&text).with_context(bad)?;
     match v.get("format").and_then(Value::as_u64) {
@@ -250,6 +357,13 @@ fn read_marker(path: &Path) -> Result<BTreeMap<String, (u64, String)>> {
         ),
         None => bail!(bad()),
     }
+    let kind = match v.get("kind") {
+        None => Kind::Build,
+        Some(k) => match k.as_str().and_then(Kind::from_name) {
+            Some(kind) => kind,
+            None => bail!(bad()),
+        },
+    };
     let Some(files) = v.get("files").and_then(Value::as_object) else {
         bail!(bad());
     };
@@ -258,13 +372,13 @@ fn read_marker(path: &Path) -> Result<BTreeMap<String, (u64, String)>> {
         let bytes = f.get("bytes").and_then(Value::as_u64);
         let sha = f.get("sha256").and_then(Value::as_str);
         match (bytes, sha) {
-            (Some(b), Some(s)) if !name.contains('/') && name != MARKER => {
+            (Some(b), Some(s)) if plain_inside(name) => {
                 out.insert(name.clone(), (b, s.to_string()));
             }
             _ => bail!(bad()),
         }
     }
-    Ok(out)
+    Ok((kind, out))
 }
 
 fn file_sha256(path: &Path) -> Result<String> {
@@ -274,25 +388,22 @@ fn file_sha256(path: &Path) -> Result<String> {
     Ok(format!("{:x}", h.finalize()))
 }
 
-/// Writes the marker into a finished build directory, listing every file in it.
-pub fn write_marker(dir: &Path) -> Result<()> {
+/// Writes the marker into a finished output directory of `kind`, listing every file in it
+/// and below it.
+pub fn write_marker(dir: &Path, kind: Kind) -> Result<()> {
     let mut files = serde_json::Map::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()?;
-    names.sort();
-    for p in names {
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        files.insert(
-            name,
-            json!({ "bytes": p.metadata()?.len(), "sha256": file_sha256(&p)? }),
-        );
+    for (name, meta) in walk(dir).with_context(|| dir.display().to_string())? {
+        if meta.is_file() {
+            let p = dir.join(&name);
+            files.insert(
+                name,
+                json!({ "bytes": meta.len(), "sha256": file_sha256(&p)? }),
+            );
+        }
     }
     let marker = json!({
         "format": MARKER_FORMAT,
+        "kind": kind.name(),
         "written_by": format!("pgappliance {}", env!("CARGO_PKG_VERSION")),
         "files": files,
     });
@@ -303,31 +414,34 @@ pub fn write_marker(dir: &Path) -> Result<()> {
     .with_context(|| format!("writing {MARKER}"))
 }
 
-/// Moves the finished build `built` (a directory next to `out.path`) to `out.path`,
-/// after checking that what is there is still what [`check`] found. An earlier build is
-/// moved aside first and deleted only once the new one is in place; if the new one cannot
-/// be moved in, the earlier one is put back.
+/// Moves the finished output `built` ([`OutDir::staging`]) to `out.path`, after checking
+/// that what is there is still what [`check`] found. An earlier output is moved aside
+/// first and deleted only once the new one is in place; if the new one cannot be moved in,
+/// the earlier one is put back.
 pub fn install(built: tempfile::TempDir, out: &OutDir) -> Result<()> {
     let target = &out.path;
     let now = match target.symlink_metadata() {
         Err(e) if e.kind() == ErrorKind::NotFound => Previous::Absent,
         Err(e) => return Err(e).with_context(|| format!("reading {}", target.display())),
         Ok(m) if !m.is_dir() => bail!(
-            "{} appeared during the build and is not a directory; the build was not moved there",
-            target.display()
+            "{} appeared while {} was written and is not a directory; nothing was moved there",
+            target.display(),
+            out.kind.output()
         ),
-        Ok(_) => examine(target, false).with_context(|| format!("--out {}", target.display()))?,
+        Ok(_) => examine(target, false, out.kind)
+            .with_context(|| format!("--out {}", target.display()))?,
     };
     if now != out.previous {
         bail!(
-            "{} changed during the build; nothing was replaced: run the build again",
-            target.display()
+            "{} changed while {} was written; nothing was replaced: run it again",
+            target.display(),
+            out.kind.output()
         );
     }
     let parent = target.parent().unwrap_or(Path::new("/"));
     if now == Previous::Absent {
         std::fs::rename(built.path(), target)
-            .with_context(|| format!("moving the build to {}", target.display()))?;
+            .with_context(|| format!("moving {} to {}", out.kind.output(), target.display()))?;
         let _ = built.keep();
         return Ok(());
     }
@@ -335,19 +449,20 @@ pub fn install(built: tempfile::TempDir, out: &OutDir) -> Result<()> {
         .prefix(".pgappliance-previous-")
         .tempdir_in(parent)
         .with_context(|| format!("creating a directory in {}", parent.display()))?;
-    let old = aside.path().join("build");
+    let output = out.kind.output();
+    let old = aside.path().join("earlier");
     std::fs::rename(target, &old)
-        .with_context(|| format!("moving the earlier build {} aside", target.display()))?;
+        .with_context(|| format!("moving the earlier output {} aside", target.display()))?;
     if let Err(e) = std::fs::rename(built.path(), target) {
         let back = std::fs::rename(&old, target);
         let _ = aside.keep();
         return match back {
             Ok(()) => Err(e).with_context(|| {
-                format!("moving the build to {}; the earlier build is back in place", target.display())
+                format!("moving {output} to {}; the earlier output is back in place", target.display())
             }),
             Err(b) => Err(e).with_context(|| {
                 format!(
-                    "moving the build to {}; the earlier build could not be put back ({b}) and is in {}",
+                    "moving {output} to {}; the earlier output could not be put back ({b}) and is in {}",
                     target.display(),
                     old.display()
                 )
@@ -357,7 +472,7 @@ pub fn install(built: tempfile::TempDir, out: &OutDir) -> Result<()> {
     let _ = built.keep();
     aside.close().with_context(|| {
         format!(
-            "deleting the earlier build, moved aside to {}",
+            "deleting the earlier output, moved aside to {}",
             old.display()
         )
     })
@@ -397,39 +512,46 @@ mod tests {
         let t = tempfile::tempdir().expect("tmp");
         let d = t.path().join("b");
         std::fs::create_dir(&d).expect("mkdir");
-        assert_eq!(examine(&d, true).expect("empty"), Previous::Empty);
+        assert_eq!(
+            examine(&d, true, Kind::Build).expect("empty"),
+            Previous::Empty
+        );
         std::fs::write(d.join("ks.cfg"), "ks").expect("write");
         std::fs::write(d.join("payload.tar.gz"), "pay").expect("write");
-        write_marker(&d).expect("marker");
-        let want = Previous::Build(
+        write_marker(&d, Kind::Build).expect("marker");
+        let want = Previous::Earlier(
             [("ks.cfg".to_string(), 2), ("payload.tar.gz".to_string(), 3)]
                 .into_iter()
                 .collect(),
         );
-        assert_eq!(examine(&d, true).expect("build"), want);
+        assert_eq!(examine(&d, true, Kind::Build).expect("build"), want);
         // Same size, other content: only the content check sees it.
         std::fs::write(d.join("ks.cfg"), "KS").expect("write");
-        assert_eq!(examine(&d, false).expect("sizes"), want);
-        let e = examine(&d, true).expect_err("changed").to_string();
+        assert_eq!(examine(&d, false, Kind::Build).expect("sizes"), want);
+        let e = examine(&d, true, Kind::Build)
+            .expect_err("changed")
+            .to_string();
         assert!(
             e.contains("ks.cfg (changed since the build wrote it)"),
             "{e}"
         );
         std::fs::write(d.join("ks.cfg"), "ks").expect("write");
         std::fs::create_dir(d.join("notes")).expect("mkdir");
-        let e = examine(&d, true).expect_err("extra").to_string();
+        let e = examine(&d, true, Kind::Build)
+            .expect_err("extra")
+            .to_string();
         assert!(e.contains("notes/ (not written by the build)"), "{e}");
         std::fs::remove_dir(d.join("notes")).expect("rmdir");
         for (text, says) in [
             ("{\"format\": 2, \"files\": {}}", "format 2"),
-            ("not json", "not a pgappliance build marker"),
+            ("not json", "not a pgappliance output marker"),
             (
                 "{\"format\": 1, \"files\": {\"../x\": {\"bytes\": 1, \"sha256\": \"a\"}}}",
-                "not a pgappliance build marker",
+                "not a pgappliance output marker",
             ),
         ] {
             std::fs::write(d.join(MARKER), text).expect("write");
-            let e = format!("{:#}", examine(&d, true).expect_err(text));
+            let e = format!("{:#}", examine(&d, true, Kind::Build).expect_err(text));
             assert!(e.contains(says), "{text}: {e}");
         }
     }
@@ -445,7 +567,7 @@ mod tests {
         let plan = work.join("plan.toml");
         let inputs = [("the plan", plan.as_path())];
         let c = |out: &Path| {
-            check_with(out, &inputs, &work, Some(&home))
+            check_with(out, &inputs, &work, Some(&home), Kind::Build)
                 .map(|o| o.previous)
                 .map_err(|e| e.to_string())
         };
@@ -456,7 +578,7 @@ mod tests {
         let e = c(Path::new("..")).expect_err("..");
         assert!(e.contains("holds the current directory"), "{e}");
         let from_root = |out: &Path| {
-            check_with(out, &inputs, &root, Some(&home))
+            check_with(out, &inputs, &root, Some(&home), Kind::Build)
                 .expect_err("refused")
                 .to_string()
         };
@@ -465,7 +587,7 @@ mod tests {
         let e = from_root(&root.join("home"));
         assert!(e.contains("holds the home directory"), "{e}");
         // The plan's directory, seen from elsewhere.
-        let e = check_with(&work, &inputs, &root, None)
+        let e = check_with(&work, &inputs, &root, None, Kind::Build)
             .expect_err("plan dir")
             .to_string();
         assert!(e.contains("holds the plan"), "{e}");
@@ -476,5 +598,58 @@ mod tests {
         assert_eq!(c(Path::new("out")), Ok(Previous::Empty));
         let e = c(Path::new("/proc")).expect_err("/proc");
         assert!(e.contains("root of a mounted file system"), "{e}");
+    }
+
+    #[test]
+    fn a_collect_output_with_subdirectories_round_trips_and_is_not_a_build() {
+        let t = tempfile::tempdir().expect("tmp");
+        let d = t.path().join("cmp");
+        std::fs::create_dir_all(d.join("runs")).expect("mkdir");
+        std::fs::write(d.join("index.html"), "<html>").expect("write");
+        std::fs::write(d.join("runs/a.html"), "run").expect("write");
+        write_marker(&d, Kind::Collect).expect("marker");
+        let want = Previous::Earlier(
+            [
+                ("index.html".to_string(), 6),
+                ("runs/a.html".to_string(), 3),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(examine(&d, true, Kind::Collect).expect("earlier"), want);
+        let e = examine(&d, true, Kind::Build)
+            .expect_err("a build")
+            .to_string();
+        assert!(e.contains("output of pgappliance collect"), "{e}");
+        std::fs::write(d.join("runs/notes.txt"), "mine").expect("write");
+        let e = examine(&d, true, Kind::Collect)
+            .expect_err("extra")
+            .to_string();
+        assert!(
+            e.contains("runs/notes.txt (not written by collect's pages)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn someone_elses_directory_and_a_link_to_the_root_are_refused_for_collect() {
+        let t = tempfile::tempdir().expect("tmp");
+        let root = std::fs::canonicalize(t.path()).expect("canon");
+        let theirs = root.join("theirs");
+        std::fs::create_dir(&theirs).expect("mkdir");
+        std::fs::write(theirs.join("index.html"), "their page").expect("write");
+        let e = format!(
+            "{:#}",
+            check_with(&theirs, &[], &root, None, Kind::Collect).expect_err("theirs")
+        );
+        assert!(
+            e.contains("that pgappliance did not write: index.html"),
+            "{e}"
+        );
+        std::os::unix::fs::symlink("/", root.join("to-root")).expect("symlink");
+        let e = check_with(&root.join("to-root"), &[], &root, None, Kind::Collect)
+            .expect_err("root")
+            .to_string();
+        assert!(e.contains("(that is /) is the root directory"), "{e}");
     }
 }
