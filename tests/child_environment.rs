@@ -103,6 +103,8 @@ fn no_credential_reaches_postgres_or_pgbench_and_the_socket_takes_peer() {
     // daemon (a fault point), read, and let go on.
     harness::with_fault(&mut cmd, "spawned:pgbench@*=stop-child");
     let log = w.path().join("daemon.log");
+    // Reaped by harness::wait_for_rest's waitpid when it exits.
+    #[allow(clippy::zombie_processes)]
     let child = cmd
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log"))

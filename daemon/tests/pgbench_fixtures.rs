@@ -538,3 +538,62 @@ fn an_impossible_statement_latency_is_refused_naming_the_line() {
         assert!(err.contains("statement latency"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn v18_duration_with_progress_and_statement_latencies() {
+    let text = fixture("v18-T-progress-r.txt");
+    let s = parse_summary(&text).expect("parses");
+    assert_eq!(s.output_format, OutputFormat::V15Plus);
+    assert_eq!(s.client_version.as_deref(), Some("18.1"));
+    assert_eq!(s.duration_s, Some(10.0));
+    assert_eq!(s.transactions_processed, 249570);
+    assert_eq!(s.failed_transactions, Some(0));
+    assert_eq!(s.latency_stddev_ms, Some(0.801));
+    assert_eq!(s.tps, 24957.013210);
+    assert_eq!(s.statement_latencies.len(), 11);
+    assert!(s.statement_latencies.iter().all(|l| l.failures == Some(0)));
+    let p = parse_progress(&text).expect("progress");
+    assert_eq!(p.len(), 2);
+    assert_eq!(p[1].failed, Some(0));
+}
+
+#[test]
+fn v18_per_script_counts_are_not_taken_for_the_run_s() {
+    // 18 prints each script's processed and failed counts (` - number of …`) and each
+    // script's statement block behind ` - `.
+    let s = parse_summary(&fixture("v18-multiple-scripts-r.txt")).expect("parses");
+    assert_eq!(s.transaction_type.as_deref(), Some("multiple scripts"));
+    assert_eq!(s.transactions_processed, 4000);
+    assert_eq!(s.transactions_expected, Some(4000));
+    assert_eq!(s.failed_transactions, Some(0));
+    assert_eq!(s.latency_avg_ms, 0.512);
+    assert_eq!(s.latency_stddev_ms, None);
+    assert_eq!(s.tps, 7812.5);
+    assert_eq!(s.statement_latencies.len(), 11);
+    assert_eq!(s.statement_latencies[10].latency_ms, 0.124);
+}
+
+#[test]
+fn v19_other_failures_and_the_latency_including_failures() {
+    let s = parse_summary(&fixture("v19-failures-detailed.txt")).expect("parses");
+    assert_eq!(s.client_version.as_deref(), Some("19.1"));
+    assert_eq!(s.transactions_processed, 3988);
+    assert_eq!(s.failed_transactions, Some(12));
+    assert_eq!(s.latency_avg_ms, 4.021);
+    assert_eq!(s.tps, 1983.586173);
+}
+
+#[test]
+fn v19_logs_count_other_failures() {
+    let stats = latency_from_logs(&[fixture_path("txlog-v19-other.log")], false, 19)
+        .expect("transaction log");
+    assert_eq!((stats.transactions, stats.failed), (3, 2));
+    let stats = latency_from_logs(
+        &[fixture_path("aggregate-v19-failures-detailed.log")],
+        true,
+        19,
+    )
+    .expect("aggregate log");
+    assert_eq!(stats.transactions, 380 + 942);
+    assert_eq!(stats.failed, 1 + 4 + 1 + 2);
+}

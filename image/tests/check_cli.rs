@@ -306,6 +306,147 @@ fn unsupported_version() {
 }
 
 #[test]
+fn postgresql_13_to_19_are_accepted_and_the_refusal_names_the_range() {
+    for v in [13, 14, 15, 16, 17, 18, 19] {
+        let c = check_text(&with("version = 14", &format!("version = {v}")));
+        assert_eq!(c.code, 0, "{v}: {}", c.stderr);
+        assert!(
+            c.stdout.contains(&format!("PostgreSQL {v},")),
+            "{}",
+            c.stdout
+        );
+    }
+    for v in [12, 20] {
+        assert_error(
+            &with("version = 14", &format!("version = {v}")),
+            7,
+            11,
+            "postgres.version",
+            &format!("PostgreSQL {v} is not supported: use a major version from 13 to 19"),
+        );
+    }
+}
+
+#[test]
+fn a_setting_of_another_version_is_refused_naming_both_versions() {
+    let text = |v: u32, setting: &str| {
+        with("version = 14", &format!("version = {v}")).replace(
+            "auto = true\n",
+            &format!("auto = true\n[tuning.settings]\n{setting}\n"),
+        )
+    };
+    for setting in [
+        "io_method = \"io_uring\"",
+        "io_max_combine_limit = \"256kB\"",
+        "autovacuum_worker_slots = 16",
+        "vacuum_truncate = false",
+        "file_copy_method = \"clone\"",
+        "md5_password_warnings = false",
+        "track_cost_delay_timing = true",
+    ] {
+        let name = setting.split(' ').next().unwrap_or_default();
+        assert_error(
+            &text(17, setting),
+            17,
+            name.len() + 4,
+            &format!("tuning.settings.{name}"),
+            &format!("{name} arrived in PostgreSQL 18: postgres.version is 17"),
+        );
+        for v in [18, 19] {
+            let c = check_text(&text(v, setting));
+            assert_eq!(c.code, 0, "{v} {setting}: {}", c.stderr);
+        }
+    }
+    assert_error(
+        &text(17, "old_snapshot_threshold = \"1h\""),
+        17,
+        26,
+        "tuning.settings.old_snapshot_threshold",
+        "removed in PostgreSQL 17",
+    );
+}
+
+#[test]
+fn debian_with_a_version_debian_lacks_warns_about_the_repository() {
+    let debian = with("platform = \"rocky8\"", "platform = \"debian12\"").replace(REPO_LINE, "");
+    let c = check_text(&debian.replace("version = 14", "version = 18"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(
+        warnings(&c).iter().any(|(k, m)| k == "postgres.version"
+            && m.contains("hold PostgreSQL 15 only")
+            && m.contains("postgresql-18")
+            && m.contains("apt.postgresql.org")),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&debian.replace("version = 14", "version = 15"));
+    assert!(
+        !warnings(&c).iter().any(|(k, _)| k == "postgres.version"),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&debian.replace(
+        "version = 14",
+        "version = 18\nrepository = \"https://apt.postgresql.org/pub/repos/apt\"",
+    ));
+    assert!(
+        !warnings(&c).iter().any(|(k, _)| k == "postgres.version"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn values_outside_postgresql_s_own_ranges_are_refused_by_check() {
+    for (setting, name, words) in [
+        (
+            "work_mem = \"1kB\"",
+            "work_mem",
+            "below PostgreSQL's minimum for work_mem, 64kB",
+        ),
+        (
+            "shared_buffers = \"64kB\"",
+            "shared_buffers",
+            "minimum for shared_buffers, 128kB",
+        ),
+        (
+            "maintenance_work_mem = \"100kB\"",
+            "maintenance_work_mem",
+            "minimum for maintenance_work_mem, 1MB",
+        ),
+        (
+            "checkpoint_timeout = \"5s\"",
+            "checkpoint_timeout",
+            "minimum for checkpoint_timeout, 30s",
+        ),
+        (
+            "checkpoint_timeout = \"2d\"",
+            "checkpoint_timeout",
+            "maximum for checkpoint_timeout, 1d",
+        ),
+        (
+            "max_wal_size = \"16MB\"",
+            "max_wal_size",
+            "minimum for max_wal_size, 32MB",
+        ),
+        (
+            "random_page_cost = -1.0",
+            "random_page_cost",
+            "minimum for random_page_cost, 0",
+        ),
+        ("work_mem = 10", "work_mem", "minimum for work_mem, 64kB"),
+    ] {
+        assert_error(
+            &format!("{BASE}\n[tuning.settings]\n{setting}\n"),
+            27,
+            name.len() + 4,
+            &format!("tuning.settings.{name}"),
+            words,
+        );
+    }
+}
+
+#[test]
 fn bad_store_url() {
     assert_error(
         &format!("{BASE}\n[upload]\nstore = \"ftp://x\"\n"),

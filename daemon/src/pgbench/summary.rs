@@ -1,8 +1,8 @@
-//! Parser for pgbench's end-of-run summary, client versions 13 through 17.
+//! Parser for pgbench's end-of-run summary, client versions 13 through 19.
 //!
 //! Pure: text in, [`Summary`] or [`SummaryError`] out. Lines it does not know (server log
 //! lines, NOTICEs, progress lines on a merged stream) are skipped; the lines it does know
-//! must be well formed. Format differences by version (the tps line changed in 14, failure lines arrived in 15) are in the fixtures' README, daemon/tests/fixtures/pgbench/README.md.
+//! must be well formed. Format differences by version (the tps line changed in 14, failure lines arrived in 15, per-script counts in 18, other failures in 19) are in the fixtures' README, daemon/tests/fixtures/pgbench/README.md.
 
 use serde::{Deserialize, Serialize};
 
@@ -270,7 +270,9 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             }
             in_statements = false;
         }
-        if line.starts_with("statement latencies in milliseconds")
+        // With several scripts each script's block is ` - statement latencies …`.
+        let unprefixed = line.strip_prefix(" - ").unwrap_or(line);
+        if unprefixed.starts_with("statement latencies in milliseconds")
             || line.starts_with("script statistics:")
         {
             in_statements = true;
@@ -347,6 +349,8 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
                 s.failed_transactions = Some(num(count, line_no, line, "failed transactions")?);
             }
             "latency average = " => {
+                // 15+ without -P: `… ms (including failures)` when some transactions failed.
+                let v = v.strip_suffix(" (including failures)").unwrap_or(v);
                 let v = v.strip_suffix(" ms").unwrap_or(v);
                 s.latency_avg_ms = figure(v, line_no, line, "latency average")?;
             }

@@ -164,7 +164,8 @@ impl Arch {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Postgres {
-    /// Major version (13–17). Local mode uses the newest installed one when it is absent.
+    /// Major version (see [`PG_MAJORS`]). Local mode uses the newest installed one when it is
+    /// absent.
     #[serde(default)]
     pub version: Option<u32>,
     /// Where PostgreSQL comes from (platform-specific; see docs/plan.md): on rocky8 the
@@ -974,6 +975,10 @@ impl PlanError {
         }
     }
 }
+
+/// The PostgreSQL major versions a plan may name: every decision by version (the plan
+/// check, the settings' lists, the pgbench parsers, the package names) covers these.
+pub const PG_MAJORS: std::ops::RangeInclusive<u32> = 13..=19;
 
 /// The largest plan file `load` reads.
 pub const MAX_PLAN_BYTES: u64 = 1 << 20;

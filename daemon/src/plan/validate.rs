@@ -325,10 +325,15 @@ fn appliance(plan: &Plan, p: &mut Problems) {
 fn postgres(plan: &Plan, p: &mut Problems) {
     let at = root().key("postgres");
     if let Some(v) = plan.postgres.version {
-        if !(13..=17).contains(&v) {
+        let majors = super::PG_MAJORS;
+        if !majors.contains(&v) {
             p.push((
                 at.key("version"),
-                format!("PostgreSQL {v} is not supported: use a major version from 13 to 17"),
+                format!(
+                    "PostgreSQL {v} is not supported: use a major version from {} to {}",
+                    majors.start(),
+                    majors.end()
+                ),
             ));
         }
     }
@@ -605,20 +610,31 @@ fn tuning(plan: &Plan, p: &mut Problems) {
                 format!("\"{name}\" is not a PostgreSQL setting name"),
             ));
         }
+        if let Some(major) = plan.postgres.version {
+            if super::PG_MAJORS.contains(&major) {
+                if let Some(problem) = super::units::version_problem(name, major) {
+                    p.push((at.key("settings").key(name), problem));
+                }
+            }
+        }
         if let SettingValue::Text(s) = value {
             if s.contains('\n') || s.contains('\0') {
                 p.push((
                     at.key("settings").key(name),
                     "setting values cannot contain newlines".into(),
                 ));
-            } else if let Some(problem) = super::units::unit_problem(name, s) {
-                p.push((at.key("settings").key(name), problem));
+                continue;
             }
         }
-        if let SettingValue::Bool(_) = value {
-            if let Some(problem) = super::units::unit_problem(name, &value.to_string()) {
+        let text = value.to_string();
+        if matches!(value, SettingValue::Text(_) | SettingValue::Bool(_)) {
+            if let Some(problem) = super::units::unit_problem(name, &text) {
                 p.push((at.key("settings").key(name), problem));
+                continue;
             }
+        }
+        if let Some(problem) = super::units::range_problem(name, &text) {
+            p.push((at.key("settings").key(name), problem));
         }
     }
     if let Some(mc) = t.settings.get("max_connections") {

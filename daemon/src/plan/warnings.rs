@@ -33,13 +33,26 @@ pub fn warnings(plan: &Plan, doc: &DocumentMut) -> Warnings {
 }
 
 fn postgres(plan: &Plan, w: &mut Warnings) {
+    let platform = plan.appliance.platform;
+    let distro = Profile::of(platform).default_pg_version();
+    if let Some(v) = plan.postgres.version {
+        if platform == crate::plan::Platform::Debian12
+            && v != distro
+            && plan.postgres.repository.is_none()
+        {
+            w.push((
+                KeyPath::root().key("postgres").key("version"),
+                format!(
+                    "Debian 12's own packages hold PostgreSQL {distro} only: an appliance cannot install postgresql-{v} without `repository` (PGDG's apt repository, \"https://apt.postgresql.org/pub/repos/apt\", or its mirror); local mode uses what is installed"
+                ),
+            ));
+        }
+    }
     if plan.postgres.version.is_none() {
-        let platform = plan.appliance.platform;
         w.push((
             KeyPath::root().key("postgres").key("version"),
             format!(
-                "no version named: an appliance installs PostgreSQL {} (the {platform} default), local mode uses the newest installed; name the version so every machine runs the same server",
-                Profile::of(platform).default_pg_version()
+                "no version named: an appliance installs PostgreSQL {distro} (the {platform} default), local mode uses the newest installed; name the version so every machine runs the same server"
             ),
         ));
     }
