@@ -85,18 +85,94 @@ fn base_plan_is_valid() {
     assert!(c.stdout.contains(": ok: appliance t1"), "{}", c.stdout);
 }
 
+/// The pinned sysbench-tpcc archive in third_party/ (the examples' sha256).
+fn pinned_archive() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../third_party/sysbench-tpcc/sysbench-tpcc-585e2b8af327d35866aed7e56837c2134d8835a9.tar.gz")
+        .canonicalize()
+        .expect("the pinned sysbench-tpcc archive")
+}
+
+/// An example plan's text, its `tpcc_source` (a path on the operator's machine) pointed at
+/// the pinned archive: check reads a `file://` archive.
+fn example(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let text = std::fs::read_to_string(path).expect("example");
+    match text.lines().find(|l| l.starts_with("tpcc_source = ")) {
+        Some(line) => text.replace(
+            line,
+            &format!("tpcc_source = \"file://{}\"", pinned_archive().display()),
+        ),
+        None => text,
+    }
+}
+
 #[test]
 fn example_plans_are_valid() {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     for name in [
         "quick.toml",
         "altra-q80.toml",
         "m6gd-8xlarge.toml",
         "m5d-8xlarge.toml",
     ] {
-        let c = check_path(&examples.join(name));
+        let c = check_text(&example(name));
         assert_eq!(c.code, 0, "{name}: {}", c.stderr);
     }
+}
+
+#[test]
+fn a_file_tpcc_source_must_be_here_and_of_the_plan_s_sha256() {
+    let text = example("m5d-8xlarge.toml");
+    let line_of = |text: &str| {
+        text.lines()
+            .position(|l| l.starts_with("tpcc_source = "))
+            .expect("tpcc_source")
+            + 1
+    };
+    let nowhere = text.replace(
+        &format!("file://{}", pinned_archive().display()),
+        "file:///nonexistent/sysbench-tpcc.tar.gz",
+    );
+    assert_error(
+        &nowhere,
+        line_of(&nowhere),
+        15,
+        "sysbench.tpcc_source",
+        "/nonexistent/sysbench-tpcc.tar.gz is not on this machine: `build` packs the sysbench-tpcc archive from here",
+    );
+    // Present but another archive: the sha256 names both.
+    let other = text.replace(
+        &format!("file://{}", pinned_archive().display()),
+        &format!(
+            "file://{}",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../third_party/SHA256SUMS")
+                .canonicalize()
+                .expect("SHA256SUMS")
+                .display()
+        ),
+    );
+    assert_error(
+        &other,
+        line_of(&other),
+        15,
+        "sysbench.tpcc_source",
+        "but the plan's [sysbench] tpcc_sha256 is 374dc49e",
+    );
+    // A directory is not an archive.
+    let dir = text.replace(
+        &format!("file://{}", pinned_archive().display()),
+        "file:///tmp",
+    );
+    assert_error(
+        &dir,
+        line_of(&dir),
+        15,
+        "sysbench.tpcc_source",
+        "cannot be read",
+    );
 }
 
 #[test]
@@ -194,6 +270,33 @@ fn threads_exceed_clients() {
         11,
         "workloads[0].threads",
         "threads = 10 exceeds clients = 5",
+    );
+}
+
+#[test]
+fn a_required_value_left_out_is_missing_not_its_default_s_problem() {
+    assert_error(
+        &with("scale = 10\n", "init = \"client\"\n"),
+        17,
+        1,
+        "dataset.scale",
+        "missing: a plan with pgbench workloads needs [dataset] scale",
+    );
+    let c = check_text(&with("scale = 10\n", "init = \"client\"\n"));
+    assert!(!c.stderr.contains("at least 1"), "{}", c.stderr);
+    assert_error(
+        &with("clients = [10, 25, 50]\n", ""),
+        20,
+        1,
+        "workloads[0].clients",
+        "missing: a pgbench workload needs clients",
+    );
+    assert_error(
+        &with("clients = [10, 25, 50]\n", "clients = []\n"),
+        22,
+        11,
+        "workloads[0].clients",
+        "clients list is empty",
     );
 }
 
@@ -1091,7 +1194,7 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
 #[test]
 fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let c = check_path(&examples.join("m5d-8xlarge.toml"));
+    let c = check_text(&example("m5d-8xlarge.toml"));
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(
         c.stdout.contains(
@@ -1149,7 +1252,9 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
             && c.stdout.contains("checksums off")
             && c.stdout
                 .contains("stripe (64KiB) over /dev/nvme0n1, /dev/nvme1n1, xfs at /home/PG14")
-            && c.stdout.contains("7 point(s) bounded by -t")
+            && c.stdout.contains(
+                "7 point(s) bounded by -t: 1,935,000 transactions, roughly 38 s to 32 min"
+            )
             && c.stdout.contains("scale 10000: roughly 30 min")
             && c.stdout.contains(
                 "bare metal: the kickstart installs the OS on sda, root logs in over SSH with 1 key(s), 1 workload(s)"
@@ -1302,14 +1407,23 @@ trx_level = "RC"
 report_interval_s = 1
 "#;
 
+/// [`TPCC`] with its archive pointed at the pinned one (check reads a `file://` archive).
+fn tpcc() -> String {
+    TPCC.replace(
+        "file:///srv/sysbench-tpcc.tar.gz",
+        &format!("file://{}", pinned_archive().display()),
+    )
+}
+
 fn tpcc_with(old: &str, new: &str) -> String {
-    assert!(TPCC.contains(old), "tpcc plan has no {old:?}");
-    TPCC.replacen(old, new, 1)
+    let tpcc = tpcc();
+    assert!(tpcc.contains(old), "tpcc plan has no {old:?}");
+    tpcc.replacen(old, new, 1)
 }
 
 #[test]
 fn a_sysbench_tpcc_plan_checks_without_a_pgbench_dataset() {
-    let c = check_text(TPCC);
+    let c = check_text(&tpcc());
     assert_eq!(c.code, 0, "{}", c.stderr);
     // Four tests on data none of them restores: warned, silent once each test restores.
     assert!(
@@ -1319,7 +1433,7 @@ fn a_sysbench_tpcc_plan_checks_without_a_pgbench_dataset() {
         "{}",
         c.stderr
     );
-    let c = check_text(&format!("{TPCC}[dataset]\nrestore = \"each-point\"\n"));
+    let c = check_text(&format!("{}[dataset]\nrestore = \"each-point\"\n", tpcc()));
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(!c.stderr.contains("sysbench-tpcc writes"), "{}", c.stderr);
 }
@@ -1377,7 +1491,7 @@ fn sysbench_tpcc_workloads_are_validated_like_the_rest() {
             "not a sha256",
         ),
         (
-            tpcc_with("file:///srv/", "ftp://srv/"),
+            tpcc_with("file:///", "ftp://"),
             "sysbench.tpcc_source",
             "not an https://, http:// or file:/// URL",
         ),
@@ -1522,4 +1636,65 @@ fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() 
             "{args:?}: the password is shown: {stderr}"
         );
     }
+}
+
+#[test]
+fn a_loopback_store_endpoint_warns_that_the_appliance_cannot_reach_it() {
+    for endpoint in [
+        "http://127.0.0.1:8333",
+        "http://localhost:9000",
+        "http://[::1]:8333",
+    ] {
+        let c = check_text(&format!(
+            "{BASE}\n[upload]\nstore = \"s3://bucket/r\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\n"
+        ));
+        assert_eq!(c.code, 0, "{}", c.stderr);
+        let w = warnings(&c);
+        assert!(
+            w.iter().any(|(k, m)| k == "upload.endpoint"
+                && m.contains(&format!("\"{endpoint}\" is a loopback address"))
+                && m.contains("the upload cannot reach it")),
+            "{endpoint}: {}",
+            c.stderr
+        );
+    }
+    let c = check_text(&format!(
+        "{BASE}\n[upload]\nstore = \"s3://bucket/r\"\nendpoint = \"https://objects.lab.example:9000\"\nregion = \"us-east-1\"\n"
+    ));
+    assert!(warnings(&c).is_empty(), "{}", c.stderr);
+}
+
+#[test]
+fn a_warning_says_each_thing_once() {
+    let c = check_text(&example("altra-q80.toml"));
+    let w = warnings(&c);
+    let (_, creds) = w
+        .iter()
+        .find(|(k, _)| k == "upload.credentials_file")
+        .expect("the credentials file warning");
+    assert_eq!(creds.matches("mode 0600").count(), 1, "{creds}");
+    assert_eq!(creds.matches("profile \"default\"").count(), 1, "{creds}");
+    // No two warnings of one check say the same.
+    let mut messages: Vec<&String> = w.iter().map(|(_, m)| m).collect();
+    messages.sort();
+    messages.dedup();
+    assert_eq!(messages.len(), w.len(), "{}", c.stderr);
+}
+
+#[test]
+fn a_transactions_plan_gets_a_run_time_range() {
+    let c = check_text(BASE);
+    assert!(
+        c.stdout.contains(
+            "run time: 3 point(s) bounded by -t: 85,000 transactions, roughly 1 s to 85 s"
+        ),
+        "{}",
+        c.stdout
+    );
+    let c = check_text(&with("transactions = 1000", "transactions = 1"));
+    assert!(
+        c.stdout.contains("85 transactions, roughly under 1 s ("),
+        "{}",
+        c.stdout
+    );
 }

@@ -1068,9 +1068,21 @@ impl Plan {
                 .map(|(path, message)| location::locate(text, path, message.clone())),
         );
         if let Some(plan) = &found.plan {
+            let mut doc = text.parse::<toml_edit::DocumentMut>().ok();
             errors.extend(
                 validate::validate(plan)
                     .into_iter()
+                    .map(|(path, message)| {
+                        // A required key left out is missing, whatever its default breaks.
+                        // (toml_edit's lookup leaves an empty item where the key is not.)
+                        let absent = doc
+                            .as_mut()
+                            .is_some_and(|d| path.item_mut(d).is_none_or(|i| i.is_none()));
+                        match validate::missing_message(&path).filter(|_| absent) {
+                            Some(missing) => (path, missing),
+                            None => (path, message),
+                        }
+                    })
                     .filter(|(path, _)| !credentials.iter().any(|(c, _)| path.starts_with(c)))
                     .filter(|(path, _)| {
                         // Not real when the key, or a key it is judged against, holds a

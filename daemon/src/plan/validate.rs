@@ -683,6 +683,29 @@ fn tuning(plan: &Plan, p: &mut Problems) {
     }
 }
 
+/// What to say when a required key is left out and its default (which is not a valid value)
+/// would otherwise be judged instead: `scale must be at least 1` for a plan that never
+/// named a scale says the wrong thing.
+pub fn missing_message(path: &KeyPath) -> Option<String> {
+    let dataset_scale = root().key("dataset").key("scale");
+    if *path == dataset_scale {
+        return Some(
+            "missing: a plan with pgbench workloads needs [dataset] scale, pgbench's -s (1 is 100,000 accounts, about 15 MB)".into(),
+        );
+    }
+    if path.last_key() == Some("clients")
+        && path
+            .parent()
+            .and_then(|w| w.parent())
+            .is_some_and(|ws| ws == root().key("workloads"))
+    {
+        return Some(
+            "missing: a pgbench workload needs clients, the client counts to sweep (e.g. clients = [1, 8, 32])".into(),
+        );
+    }
+    None
+}
+
 fn dataset(plan: &Plan, p: &mut Problems) {
     let d = &plan.dataset;
     let at = root().key("dataset");
