@@ -120,3 +120,60 @@ fn a_wrong_password_fails_with_ipmitools_words_and_is_not_printed() {
     assert!(!rec.to_string().contains(wrong));
     assert!(ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is off"));
 }
+
+#[test]
+fn launch_without_a_target_is_a_usage_error_naming_the_targets() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(altra_plan(dir.path()))
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("run pgappliance launch");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--bmc <URL>") && text.contains("--ipmi <HOST>") && text.contains("--ec2"),
+        "{text}"
+    );
+    assert!(!dir.path().join("out").exists(), "{text}");
+}
+
+#[test]
+fn an_ipmi_launch_of_a_plan_that_cannot_install_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let plan = altra_plan(dir.path());
+    let text = read_to_string(&plan);
+    let cloud = &text[..text
+        .find("\n[install]")
+        .expect("[install] in the Altra plan")];
+    std::fs::write(&plan, cloud).expect("write");
+    // No BMC listens there: a launch that went on would fail at the BMC instead.
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir.path()))
+        .args(["--ipmi", "127.0.0.1:9"])
+        .args([
+            "--store",
+            &format!("file://{}", dir.path().join("records").display()),
+        ])
+        .env("PGAPPLIANCE_BMC_USER", "admin")
+        .env("PGAPPLIANCE_BMC_PASSWORD", FAKEBMC_PASSWORD)
+        .output()
+        .expect("run pgappliance launch");
+    let out = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("--ipmi boots the server from the CD mounted on it")
+            && out.contains("has no [install] table"),
+        "{out}"
+    );
+    assert!(!out.contains("ipmitool"), "{out}");
+    assert!(!dir.path().join("out").exists(), "{out}");
+    assert!(!dir.path().join("records").exists(), "{out}");
+}

@@ -566,3 +566,80 @@ fn a_failed_dataset_step_leaves_its_bundle_in_seaweedfs_and_wait_names_the_step(
         );
     }
 }
+
+#[test]
+fn teardown_s_prerequisites_are_checked_before_the_wait() {
+    let dir = workdir("preflight");
+    let store_dir = dir.path().join("store");
+    let store = format!("file://{}", store_dir.display());
+    let cache = dir.path().join("cache");
+    let redfish = serde_json::json!({
+        "address": "https://10.0.0.9", "method": "redfish", "at": now(), "error": null,
+        "started": {"kind": "redfish", "bmc": "https://10.0.0.9", "system": "/redfish/v1/Systems/1",
+            "system_uuid": null, "virtual_media": "/redfish/v1/Managers/1/VirtualMedia/CD",
+            "ejected": null, "boot_patched": "Cd once", "reset": "ForceRestart",
+            "not_kept": [], "power_state": "On"},
+    });
+    let ec2 = serde_json::json!({
+        "address": "http://127.0.0.1:9", "method": "ec2", "at": now(), "error": null,
+        "started": {"kind": "ec2", "endpoint": "http://127.0.0.1:9", "region": "us-east-1",
+            "image_id": "ami-1", "instance_type": "m6g.large", "instances": ["i-1"],
+            "state": "running", "payload_url": "https://example.invalid/payload.tar.gz"},
+    });
+    write_json(
+        &store_dir.join("launches/tiny-bmc.json"),
+        &record(
+            "tiny-bmc",
+            "tiny",
+            serde_json::json!([ipmi_target(9), redfish]),
+        ),
+    );
+    write_json(
+        &store_dir.join("launches/tiny-ec2.json"),
+        &record("tiny-ec2", "tiny", serde_json::json!([ec2])),
+    );
+    // Each would wait an hour for a target that never comes; each must end at once.
+    let run = |id: &str, extra: &[&str], bmc_env: bool| {
+        let started = Instant::now();
+        let mut c = wait_cmd(
+            id,
+            &store,
+            &[&["--teardown", "--timeout", "1h"], extra].concat(),
+            &cache,
+        );
+        if !bmc_env {
+            c.env_remove("PGAPPLIANCE_BMC_USER")
+                .env_remove("PGAPPLIANCE_BMC_PASSWORD");
+        }
+        c.env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .current_dir(dir.path());
+        let o = c.output().expect("wait");
+        let text = describe(&o);
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(300), "{text}");
+        assert!(
+            !text.contains("watching"),
+            "refused before the wait: {text}"
+        );
+        text
+    };
+    let text = run("tiny-bmc", &[], false);
+    assert!(
+        text.contains("--teardown powers off the launch's BMC targets when the wait ends, and needs their credentials now")
+            && text.contains("PGAPPLIANCE_BMC_USER"),
+        "{text}"
+    );
+    let text = run("tiny-bmc", &[], true);
+    assert!(
+        text.contains("--teardown ejects and powers off https://10.0.0.9 when the wait ends")
+            && text.contains("--bmc-ca FILE, or --insecure"),
+        "{text}"
+    );
+    let text = run("tiny-ec2", &[], true);
+    assert!(
+        text.contains("--teardown terminates the EC2 instances of http://127.0.0.1:9")
+            && text.contains("AWS_ACCESS_KEY_ID"),
+        "{text}"
+    );
+}

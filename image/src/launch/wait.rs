@@ -485,6 +485,7 @@ pub fn run(args: WaitArgs) -> Result<i32> {
                 std::slice::from_ref(&cfg),
                 &crate::collect::default_cache()?,
             )?;
+            teardown_preflight(&record, &args, &cfg)?;
         }
         pgappliance::outln!(
             "launch {} of plan {} ({} targets, created {}): watching {}",
@@ -700,6 +701,57 @@ async fn install_failure(
             views[i] = v;
         }
     }
+}
+
+/// What the teardown will need, checked before the wait rather than after it: BMC
+/// credentials for Redfish and IPMI targets, `--bmc-ca` or `--insecure` (and https, or
+/// `--insecure`) for Redfish BMCs, AWS keys for EC2 instances. Nothing is contacted.
+fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> Result<()> {
+    let started: Vec<(&str, &Started)> = record
+        .targets
+        .iter()
+        .filter_map(|t| t.started.as_ref().map(|s| (t.address.as_str(), s)))
+        .collect();
+    let needs_bmc = started
+        .iter()
+        .any(|(_, s)| matches!(s, Started::Redfish(_) | Started::Ipmi(_)));
+    let creds = if needs_bmc {
+        Some(
+            super::credentials::load(args.bmc_credentials.as_deref()).context(
+                "--teardown powers off the launch's BMC targets when the wait ends, and needs their credentials now",
+            )?,
+        )
+    } else {
+        None
+    };
+    for (address, s) in started {
+        match s {
+            Started::Redfish(r) => {
+                let bmc_args = super::BmcArgs {
+                    bmcs: Vec::new(),
+                    system: None,
+                    bmc_credentials: None,
+                    bmc_ca: args.bmc_ca.clone(),
+                    insecure: args.insecure,
+                    bmc_timeout: args.bmc_timeout,
+                };
+                if let Some(c) = &creds {
+                    bmc_args.connect(&r.bmc, c).with_context(|| {
+                        format!("--teardown ejects and powers off {address} when the wait ends")
+                    })?;
+                }
+            }
+            Started::Ec2(_) => {
+                super::ec2_credential(cfg).with_context(|| {
+                    format!(
+                        "--teardown terminates the EC2 instances of {address} when the wait ends"
+                    )
+                })?;
+            }
+            Started::Ipmi(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Terminates, ejects and powers off every started target; says what it did for each.
