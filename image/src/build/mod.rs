@@ -124,6 +124,18 @@ pub fn run(args: BuildArgs) -> Result<i32> {
             args.plan.display()
         );
     }
+    if let Some(input) = &args.iso {
+        // The medium's own word on what it installs, before anything is built.
+        let volid = iso::volume_id(input)?;
+        let work = tempfile::tempdir().context("creating a work directory for the ISO")?;
+        let medium = iso::medium(input, &volid, work.path())?;
+        iso::check_arch(input, &medium, elf::arch_name(plan.appliance.arch))?;
+        pgappliance::outln!(
+            "installer: {} ({}, volume {volid})",
+            medium.describe(),
+            input.display()
+        );
+    }
     let Some(daemon_path) = args.daemon_binary.as_deref() else {
         bail!(
             "give the daemon built for {} with --daemon-binary (tools/cross-build-aarch64 builds it on an x86_64 host)",
