@@ -19,7 +19,7 @@ fn corrected_plan(w: &Workdir) -> PathBuf {
     let text = std::fs::read_to_string(bad_plan()).expect("plan");
     let fixed: String = text
         .lines()
-        .filter(|l| !l.starts_with("work_mem"))
+        .filter(|l| !l.starts_with("geqo_threshold"))
         .map(|l| format!("{l}\n"))
         .collect();
     let p = w.path().join("corrected.toml");
@@ -55,7 +55,14 @@ fn a_failed_run_stops_the_server_it_started() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("step tuning failed"), "{}", describe(&out));
-    assert!(err.contains("work_mem"), "{}", describe(&out));
+    // The plan's value the server refused, and what to do: resuming cannot help.
+    assert!(
+        err.contains("PostgreSQL refused the plan's tuning.settings.geqo_threshold = 1: ")
+            && err.contains("outside the valid range")
+            && err.contains("fix it in the plan, then `pgapplianced reset` and start again"),
+        "{}",
+        describe(&out)
+    );
     // The server did run (initdb and start happened) and is gone now.
     assert!(w.path().join("cluster/data/PG_VERSION").exists());
     assert_eq!(
@@ -134,12 +141,12 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
     let live: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&statuses[0]).expect("status"))
             .expect("json");
-    assert_eq!(live["state"], "failed", "{live}");
+    assert_eq!(live["state"], "refused", "{live}");
     assert_eq!(live["failure"]["step"], "tuning", "{live}");
     assert!(
         live["failure"]["error"]
             .as_str()
-            .is_some_and(|e| e.contains("work_mem")),
+            .is_some_and(|e| e.contains("geqo_threshold")),
         "{live}"
     );
     let bundle = harness::files_named(&w.path().join("store/bad-setting/failed"), "failure.json");
@@ -164,11 +171,19 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
     let st = daemon(&["status"], &w);
     assert!(st.status.success(), "{}", describe(&st));
     let text = String::from_utf8_lossy(&st.stdout);
-    assert!(text.contains("stopped: step tuning failed at "), "{text}");
-    assert!(text.contains("work_mem"), "{text}");
+    assert!(
+        text.contains("stopped: refused in step tuning at "),
+        "{text}"
+    );
+    assert!(text.contains("geqo_threshold"), "{text}");
+    assert!(
+        text.contains("change the plan (or the machine) as it says, then `pgapplianced reset`"),
+        "{text}"
+    );
+    assert!(!text.contains("start it again to resume"), "{text}");
     assert!(text.contains("daemon: not running"), "{text}");
     assert!(
-        text.contains("last report: failed in step tuning"),
+        text.contains("last report: refused in step tuning"),
         "{text}"
     );
     assert!(text.contains(" ago, at "), "{text}");
@@ -197,6 +212,20 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
         "{text}"
     );
     assert!(text.contains("evidence uploaded: "), "{text}");
+    // What next: the refused plan changed first, then a run in this work directory.
+    assert!(
+        text.contains(
+            "next: the run was refused: change the plan (or the machine) as its error said"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "next: start the next run with `pgapplianced run --local PLAN --workdir {}`",
+            w.path().display()
+        )),
+        "{text}"
+    );
     assert!(!w.path().join("state.json").exists());
     assert!(!w.path().join("cluster").exists());
     let archived = w.path().join("archive").join(&run_id);

@@ -470,6 +470,18 @@ fn rocky_iso_is_remastered_to_boot_the_kickstart() {
         &["--iso", &input.display().to_string()],
     );
     assert!(o.status.success(), "{}", describe(&o));
+    // What next: boot the ISO, then follow the launch.
+    assert!(
+        stdout_has(
+            &o,
+            &format!(
+                "next: boot {}/appliance.iso on the server: `pgappliance launch",
+                out.display()
+            )
+        ) && stdout_has(&o, "next: `pgappliance wait LAUNCH_ID --store STORE`"),
+        "{}",
+        describe(&o)
+    );
     let iso = out.join("appliance.iso");
     let path = iso.display().to_string();
     let pvd = xorriso(&["-indev", &path, "-pvd_info"]);

@@ -42,13 +42,18 @@ fn ipmitool(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn record(dir: &Path, o: &Output) -> serde_json::Value {
+/// The launch id `launch` printed.
+fn rec_id(o: &Output) -> String {
     let out = String::from_utf8_lossy(&o.stdout);
-    let id = out
-        .lines()
+    out.lines()
         .find_map(|l| l.strip_prefix("launch "))
         .and_then(|l| l.split(':').next())
-        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)));
+        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
+        .to_string()
+}
+
+fn record(dir: &Path, o: &Output) -> serde_json::Value {
+    let id = rec_id(o);
     serde_json::from_str(&read_to_string(
         &dir.join("records/launches").join(format!("{id}.json")),
     ))
@@ -79,6 +84,19 @@ fn next_boot_is_cdrom_and_the_server_is_powered_on_then_reset() {
     );
     let flags = ipmitool(bmc.port, &["chassis", "bootparam", "get", "5"]);
     assert!(flags.contains("Force Boot from CD/DVD"), "{flags}");
+    // What next: wait for the run, named with this launch and its store.
+    let id = rec_id(&o);
+    assert!(
+        text.contains(&format!(
+            "next: `pgappliance wait {id} --store file://{}",
+            dir.path().join("records").display()
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("next: boot "),
+        "launch goes on itself: {text}"
+    );
     let rec = record(dir.path(), &o);
     let started = &rec["targets"][0]["started"];
     assert_eq!(rec["targets"][0]["method"], "ipmi");

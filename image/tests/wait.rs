@@ -202,10 +202,15 @@ fn a_failed_run_is_reported_with_its_step_and_error() {
     let text = describe(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("127.0.0.1:1: FAILED failed at step tuning: "),
+        text.contains("127.0.0.1:1: FAILED refused at step tuning: "),
         "{text}"
     );
-    assert!(text.contains("work_mem"), "{text}");
+    assert!(text.contains("geqo_threshold"), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: next: the appliance refused a value of the plan: fix the plan")
+            && text.contains("resuming cannot help"),
+        "{text}"
+    );
     assert!(text.contains("launch bad-1: 0 of 1 arrived"), "{text}");
 }
 
@@ -249,6 +254,18 @@ fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
     assert!(started.elapsed() < Duration::from_secs(300), "{text}");
     assert!(
         text.contains("127.0.0.1:1: TIMED OUT after 3s: last no status object yet"),
+        "{text}"
+    );
+    // What to look at, and that the server is still on with its CD.
+    assert!(
+        text.contains(
+            "127.0.0.1:1: next: nothing reached the store from this server: look at its console"
+        ) && text.contains(&format!("check that the server reaches {store}"))
+            && text.contains("it is still on, with the CD inserted"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("https://10.0.0.9: next: nothing reached"),
         "{text}"
     );
     assert!(

@@ -40,6 +40,10 @@ pub struct ResetOutcome {
     pub upload: std::result::Result<String, String>,
     /// What was done about a server the run left.
     pub stopped: Option<String>,
+    /// The run was refused (the plan or the machine must change before a new run).
+    pub refused: bool,
+    /// The run's work directory is the appliance's own.
+    pub appliance: bool,
 }
 
 /// Resets the run in `workdir`; `store` changes the plan's store for the evidence.
@@ -64,6 +68,11 @@ pub async fn reset(
         .ok()
         .and_then(|t| crate::plan::Plan::parse(&t).ok());
     let was_finished = journal.finished_at.is_some();
+    let refused = journal.failure.as_ref().is_some_and(|f| f.refused);
+    let appliance_dir = Path::new(crate::platform::APPLIANCE_WORKDIR);
+    let appliance = workdir == appliance_dir
+        || std::fs::canonicalize(appliance_dir)
+            .is_ok_and(|a| std::fs::canonicalize(workdir).is_ok_and(|w| w == a));
 
     let stopped = stop_server(workdir, plan.as_ref()).await?;
 
@@ -112,6 +121,8 @@ pub async fn reset(
         was_finished,
         upload,
         stopped,
+        refused,
+        appliance,
     })
 }
 

@@ -357,6 +357,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             None
         };
     let payload_url = build.payload_url.clone();
+    build.for_launch = true;
     crate::build::run(build)?;
 
     rt.block_on(async {
@@ -451,7 +452,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             targets,
         };
         let key = record::write(&store, &rec).await?;
-        Ok(summarize(&rec, &key))
+        Ok(summarize(&rec, &key, &store.url))
     })
 }
 
@@ -482,8 +483,8 @@ fn record_target(
     }
 }
 
-/// Prints what happened and returns the exit status.
-fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
+/// Prints what happened and what to do next, and returns the exit status.
+fn summarize(rec: &record::LaunchRecord, key: &str, store: &str) -> i32 {
     let mut failed = 0;
     let mut not_kept = 0;
     for t in &rec.targets {
@@ -509,6 +510,17 @@ fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
         rec.targets.len() - failed,
         rec.targets.len()
     );
+    if failed < rec.targets.len() {
+        pgappliance::outln!(
+            "next: `pgappliance wait {} --store {store}` follows the started targets until their runs are stored (add --teardown to power them off and collect the store when it ends)",
+            rec.launch_id
+        );
+    }
+    if failed > 0 {
+        pgappliance::outln!(
+            "next: the targets not started are named above with why; fix that and launch them again"
+        );
+    }
     match (failed, not_kept) {
         (0, 0) => 0,
         (0, _) => 2,

@@ -300,7 +300,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             let outcome =
                 pgappliance::engine::reset::reset(&workdir.workdir, &store, parts.options())
                     .await?;
-            crate::present::reset(&outcome);
+            crate::present::reset(&outcome, &workdir.workdir);
             Ok(0)
         }
         Command::Bench(BenchCommand::Overhead {
