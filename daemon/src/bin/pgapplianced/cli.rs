@@ -114,8 +114,10 @@ pub struct RunArgs {
     /// every step through systemd over D-Bus, PostgreSQL as the platform's service.
     #[arg(long)]
     pub local: bool,
-    #[command(flatten)]
-    pub workdir: WorkdirArg,
+    /// Where the journal, the cluster (local mode) and the run directories live. Required
+    /// with --local (never the appliance's own); the appliance's is /var/lib/pgappliance.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
     /// PostgreSQL bin directory (local mode; default: found from the plan's version).
     #[arg(long)]
     pub pg_bin: Option<PathBuf>,
@@ -420,7 +422,45 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
 /// machine (the unit's `RestartPreventExitStatus=`).
 pub const EXIT_REFUSED: i32 = 3;
 
+/// The work directory of `run`: the appliance's own without --local; with --local the one
+/// given, never the appliance's (a scratch cluster there would be taken for the
+/// appliance's run). A missing or the appliance's directory is a usage error (exit 2).
+fn run_workdir(local: bool, workdir: Option<PathBuf>) -> PathBuf {
+    use clap::CommandFactory;
+    let appliance = std::path::Path::new(pgappliance::platform::APPLIANCE_WORKDIR);
+    match (local, workdir) {
+        (false, w) => w.unwrap_or_else(|| appliance.to_path_buf()),
+        (true, None) => Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!(
+                    "run --local needs --workdir DIR: the scratch cluster, the journal and the runs live there ({} is the appliance's own)",
+                    appliance.display()
+                ),
+            )
+            .exit(),
+        (true, Some(w)) => {
+            let same = w == appliance
+                || std::fs::canonicalize(&w)
+                    .is_ok_and(|c| std::fs::canonicalize(appliance).is_ok_and(|a| a == c));
+            if same {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!(
+                            "--workdir {}: that is the appliance's own work directory; run --local keeps its scratch cluster elsewhere (e.g. /var/tmp/pgappliance-local)",
+                            w.display()
+                        ),
+                    )
+                    .exit()
+            }
+            w
+        }
+    }
+}
+
 async fn run(args: RunArgs) -> Result<i32> {
+    let workdir = run_workdir(args.local, args.workdir);
     let mode = if args.local {
         RunMode::Local {
             pg_bin: args.pg_bin,
@@ -436,7 +476,7 @@ async fn run(args: RunArgs) -> Result<i32> {
     let appliance = mode == RunMode::Appliance;
     let options = RunOptions {
         plan_path: args.plan.path(),
-        workdir: args.workdir.workdir,
+        workdir,
         mode,
         store: args.store,
         upload: args.parts.options(),
