@@ -734,12 +734,20 @@ fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
         .filter(|l| l.starts_with("regressed: "))
         .collect();
     assert_eq!(regressed.len(), 2, "{stdout}");
+    // Each leads with what regressed, worst first.
     assert!(
-        regressed[0].contains("scaling at 250 clients: tps -10.0 %"),
+        regressed[0].starts_with("regressed: tps -10.0 %: ")
+            && regressed[0].contains("scaling at 250 clients"),
         "worst first: {stdout}"
     );
     assert!(
-        regressed[1].contains("ro (checksums off) at 16 clients: tps +0.0 %, p99 +25.0 %"),
+        regressed[1].starts_with("regressed: latency p99 +25.0 %: ")
+            && regressed[1].ends_with("ro (checksums off) at 16 clients (tps +0.0 %)"),
+        "{stdout}"
+    );
+    // The finding's sentences are on stdout too, not only in the page.
+    assert!(
+        stdout.lines().any(|l| l.starts_with("finding: scaling: ")),
         "{stdout}"
     );
     assert!(

@@ -588,6 +588,11 @@ fn client_list(kind: WorkloadKind, counts: &[u32]) -> String {
 }
 
 /// More or fewer, by a positive percentage.
+/// A change that prints as 0.0 %: no change worth a number.
+fn unchanged(pct: f64) -> bool {
+    pct.abs() < 0.05
+}
+
 fn more_or_less(pct: f64, more: &str, less: &str) -> String {
     if pct >= 0.0 {
         format!("{:.1} % {more}", pct)
@@ -669,19 +674,39 @@ fn sentence(workload: &str, kind: WorkloadKind, baseline: &str, table: &[Finding
     let mut parts = Vec::new();
     if all.len() <= NAMED_IN_SENTENCE {
         for v in &all {
-            let mut s = format!(
-                "{} is {} than {baseline} {}",
-                v.machine,
-                more_or_less(v.tps_pct, faster.0, faster.1),
-                client_list(kind, &v.counts)
-            );
+            let mut s = if unchanged(v.tps_pct) {
+                format!(
+                    "{} is as fast as {baseline}{} {}",
+                    v.machine,
+                    match kind {
+                        WorkloadKind::Pgbench => "",
+                        WorkloadKind::SysbenchTpcc => " in TPC-C tps",
+                    },
+                    client_list(kind, &v.counts)
+                )
+            } else {
+                format!(
+                    "{} is {} than {baseline} {}",
+                    v.machine,
+                    more_or_less(v.tps_pct, faster.0, faster.1),
+                    client_list(kind, &v.counts)
+                )
+            };
             if let (Some(price), Some(per_dollar)) = (v.price_pct, v.per_dollar_pct) {
-                let _ = write!(
-                    s,
-                    "; at {} per hour it gives {} {tps} per dollar-hour",
-                    more_or_less(price, "dearer", "cheaper"),
-                    more_or_less(per_dollar, "more", "less")
-                );
+                let at = if unchanged(price) {
+                    "at the same price".to_string()
+                } else {
+                    format!("at {} per hour", more_or_less(price, "dearer", "cheaper"))
+                };
+                let gives = if unchanged(per_dollar) {
+                    format!("the same {tps} per dollar-hour")
+                } else {
+                    format!(
+                        "{} {tps} per dollar-hour",
+                        more_or_less(per_dollar, "more", "less")
+                    )
+                };
+                let _ = write!(s, "; {at} it gives {gives}");
             }
             parts.push(s);
         }
@@ -780,6 +805,43 @@ pub struct Regression {
     pub tps_fell: bool,
     /// Latency p99 rose by more than the threshold.
     pub p99_rose: bool,
+}
+
+/// A regression as one line, leading with what regressed (`tps -10.0 %`, `latency p99
+/// +25.0 %`, or both), then where, then the other figure for context (pure).
+pub fn regression_line(r: &Regression) -> String {
+    let tps = format!("tps {:+.1} %", r.tps_change_pct);
+    let p99 = r.p99_change_pct.map(|p| format!("latency p99 {p:+.1} %"));
+    let mut what = Vec::new();
+    let mut besides = Vec::new();
+    if r.tps_fell {
+        what.push(tps);
+    } else {
+        besides.push(tps);
+    }
+    match p99 {
+        Some(p) if r.p99_rose => what.push(p),
+        Some(p) => besides.push(p),
+        None => {}
+    }
+    format!(
+        "regressed: {}: {} {}{} at {} {}{}",
+        what.join(" and "),
+        r.machine,
+        r.workload,
+        if r.checksums.is_empty() {
+            String::new()
+        } else {
+            format!(" (checksums {})", r.checksums)
+        },
+        r.clients,
+        load_unit(r.kind),
+        if besides.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", besides.join(", "))
+        }
+    )
 }
 
 /// Every point of every run but the baseline whose tps fell by more than `threshold_pct`
@@ -1259,6 +1321,27 @@ mod tests {
     }
 
     #[test]
+    fn an_unchanged_price_or_speed_is_said_in_words_not_as_zero_percent() {
+        let runs = vec![
+            run("a", "r-01", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+            run("b", "r-02", 2.0, vec![point("rw", "", 16, 12_000.0, 4.0)]),
+            run("c", "r-03", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+        ];
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0);
+        let s = &f[0].sentence;
+        assert!(
+            s.contains("b is 20.0 % faster than a at 16 clients; at the same price it gives 20.0 % more tps per dollar-hour"),
+            "{s}"
+        );
+        assert!(
+            s.contains("c is as fast as a at 16 clients; at the same price it gives the same tps per dollar-hour"),
+            "{s}"
+        );
+        assert!(!s.contains(" 0.0 %"), "{s}");
+    }
+
+    #[test]
     fn a_tpcc_finding_speaks_of_tpcc_tps_over_thread_counts() {
         let mut runs = scenario_b_tpcc();
         // A pgbench workload of the same name is its own finding, not mixed in.
@@ -1570,6 +1653,28 @@ mod tests {
         let rows = rows(&runs);
         let labels = labels(&runs);
         let list = regressions(&rows, &labels[0], 5.0);
+        // Each line leads with what regressed.
+        let lines: Vec<String> = list.iter().map(regression_line).collect();
+        assert_eq!(
+            lines[0],
+            format!(
+                "regressed: tps -30.0 %: {} ro at 10 clients (latency p99 +0.0 %)",
+                labels[1]
+            )
+        );
+        assert_eq!(
+            lines[1],
+            format!(
+                "regressed: tps -10.0 % and latency p99 +20.0 %: {} rw at 100 clients",
+                labels[1]
+            )
+        );
+        assert!(
+            lines[2].starts_with("regressed: latency p99 +6.0 %: ")
+                && lines[2].ends_with("rw at 1000 clients (tps +0.0 %)"),
+            "{}",
+            lines[2]
+        );
         let got: Vec<(&str, u32, bool, bool)> = list
             .iter()
             .map(|r| (r.workload.as_str(), r.clients, r.tps_fell, r.p99_rose))

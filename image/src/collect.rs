@@ -769,25 +769,17 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         eprintln!("skipped {}: {}", s.key, s.reason);
     }
     let mut code = 0;
+    // The finding's sentences, as the page's Finding section says them.
+    if !shown.is_empty() {
+        for f in pgappliance::compare::findings(&shown, &rows, baseline) {
+            pgappliance::outln!("finding: {}", f.sentence);
+        }
+    }
     if let (Some(t), false) = (args.threshold_pct, shown.is_empty()) {
         let base = &labels(&shown)[baseline];
         let found = regressions(&rows, base, t);
         for r in &found {
-            pgappliance::outln!(
-                "regressed: {} {}{} at {} clients: tps {:+.1} %{}",
-                r.machine,
-                r.workload,
-                if r.checksums.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (checksums {})", r.checksums)
-                },
-                r.clients,
-                r.tps_change_pct,
-                r.p99_change_pct
-                    .map(|p| format!(", p99 {p:+.1} %"))
-                    .unwrap_or_default()
-            );
+            pgappliance::outln!("{}", pgappliance::compare::regression_line(r));
         }
         pgappliance::outln!(
             "{} point(s) regressed by more than {t} % against {base}",
