@@ -21,7 +21,8 @@ fn check_credentials_file(plan: &Plan) -> Result<Option<String>> {
     let Some(file) = plan.upload.credentials_file.as_deref() else {
         return Ok(None);
     };
-    if plan.upload.credentials != Credentials::File {
+    // A file:// store reads no credentials (a warning says so): nothing more to say.
+    if plan.upload.credentials != Credentials::File || !plan.upload.store.starts_with("s3://") {
         return Ok(None);
     }
     let path = Path::new(file);

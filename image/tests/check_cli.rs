@@ -1108,7 +1108,6 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
         keys,
         [
             "postgres.version",
-            "storage.devices",
             "storage.wipe",
             "storage.kind",
             "workloads[0].warmup",
@@ -1127,11 +1126,10 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
         "postgres.version",
         "an appliance installs PostgreSQL 14 (the rocky8 default)",
     );
-    says(
-        "storage.devices",
-        "a drive that holds data is skipped, not refused",
-    );
+    // One warning about auto's drives: wipe does nothing, and drives holding data are
+    // skipped (said once, at wipe).
     says("storage.wipe", "no effect with devices = \"auto\"");
+    says("storage.wipe", "one holding data is skipped");
     says("storage.kind", "no effect with tuning.auto = false");
     says("workloads[0].warmup", "no effect");
     // Located at the key: `wipe = true` is on line 10 of this plan.
@@ -1147,7 +1145,7 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
     assert!(
         denied
             .stderr
-            .contains("5 warning(s), denied by --deny-warnings"),
+            .contains("4 warning(s), denied by --deny-warnings"),
         "{}",
         denied.stderr
     );
@@ -1679,6 +1677,25 @@ fn a_warning_says_each_thing_once() {
     messages.sort();
     messages.dedup();
     assert_eq!(messages.len(), w.len(), "{}", c.stderr);
+    // A file:// store: its endpoint and credentials have no effect, said once each (not
+    // also that the loopback endpoint is unreachable, nor that the credentials file is
+    // not here).
+    let c = check_text(&format!(
+        "{BASE}\n[upload]\nstore = \"file:///tmp/results\"\nendpoint = \"http://127.0.0.1:8333\"\ncredentials = \"file\"\ncredentials_file = \"/nonexistent/creds\"\n"
+    ));
+    let keys: Vec<String> = warnings(&c).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        keys,
+        ["upload.endpoint", "upload.credentials"],
+        "{}",
+        c.stderr
+    );
+    assert!(
+        c.stderr
+            .contains("endpoint has no effect with a file:// store"),
+        "{}",
+        c.stderr
+    );
 }
 
 #[test]

@@ -64,12 +64,13 @@ fn storage(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
     match s.devices {
         Devices::Auto => {
             if s.wipe {
+                // One warning says both: wipe does nothing, and drives holding data are
+                // skipped.
                 w.push((
                     at.key("wipe"),
-                    "wipe = true has no effect with devices = \"auto\": auto takes only drives that are empty; list the devices to have them wiped".into(),
+                    "wipe = true has no effect with devices = \"auto\": auto takes only drives that are empty (one holding data is skipped, so the volume can be narrower than the machine's drives); list the devices to have them wiped".into(),
                 ));
-            }
-            if matches!(s.layout, Layout::Stripe | Layout::Linear) {
+            } else if matches!(s.layout, Layout::Stripe | Layout::Linear) {
                 let layout = if s.layout == Layout::Stripe {
                     "stripe"
                 } else {
@@ -168,7 +169,12 @@ pub fn loopback_host(url: &str) -> Option<String> {
 
 fn upload(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
     let u = &plan.upload;
-    if let Some(endpoint) = &u.endpoint {
+    // (With a file:// store the endpoint has no effect at all, which is said below.)
+    if let Some(endpoint) = u
+        .endpoint
+        .as_ref()
+        .filter(|_| !u.store.starts_with("file://"))
+    {
         if let Some(host) = loopback_host(endpoint) {
             w.push((
                 KeyPath::root().key("upload").key("endpoint"),
