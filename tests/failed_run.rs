@@ -250,7 +250,7 @@ fn one_daemon_per_work_directory() {
         .expect("spawn");
     match harness::wait_for_rest(&first, std::time::Duration::from_secs(300), &log) {
         harness::Rest::Stopped => {}
-        harness::Rest::Exited(_, how) => panic!(
+        harness::Rest::Exited(how) => panic!(
             "the first run ended ({how}) before its first step:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         ),
