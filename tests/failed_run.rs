@@ -272,3 +272,71 @@ fn one_daemon_per_work_directory() {
     // The refused reset took nothing away.
     assert!(w.path().join("state.json").exists());
 }
+
+#[test]
+fn a_journal_naming_paths_outside_the_work_directory_or_unreadable_is_refused_and_reset_puts_it_aside(
+) {
+    let w = Workdir::new("journal-names");
+    let out = w
+        .run_command(&bad_plan())
+        .arg("--keep-running")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    // `runs/../../<name>` is beside the work directory.
+    let name = format!(
+        "{}-victim",
+        w.path().file_name().expect("name").to_string_lossy()
+    );
+    let victim = w.path().parent().expect("parent").join(&name);
+    let mut j = w.journal().expect("journal");
+    j["run_id"] = format!("../../{name}").into();
+    let state = w.path().join("state.json");
+    std::fs::write(&state, serde_json::to_vec(&j).expect("json")).expect("write");
+
+    let out = w.run(&bad_plan());
+    let _ = std::fs::remove_dir_all(&victim);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("run_id \"../../") && err.contains("pgapplianced reset"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !victim.exists(),
+        "nothing written outside the work directory"
+    );
+    // The refusal stopped the server the earlier run left.
+    assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
+
+    // reset puts the journal aside inside the work directory, whatever it names.
+    let out = daemon(&["reset"], &w);
+    let _ = std::fs::remove_dir_all(&victim);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!victim.exists(), "nothing moved outside the work directory");
+    assert!(!state.exists());
+    let archived = w.path().join("archive/unreadable-journal");
+    assert!(archived.join("state.json").exists(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("journal could not be read"), "{text}");
+
+    // A journal that is not JSON at all: reset puts it aside too, and stops the server.
+    let out = w
+        .run_command(&bad_plan())
+        .arg("--keep-running")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    std::fs::write(&state, b"{ garbage").expect("write");
+    let out = daemon(&["reset"], &w);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
+    assert!(w
+        .path()
+        .join("archive/unreadable-journal.2/state.json")
+        .exists());
+    assert!(!state.exists());
+}

@@ -25,6 +25,9 @@ pub const ARCHIVE_DIR: &str = "archive";
 /// `<prefix>/<appliance>/failed/<machine id>/<run id>/`.
 pub const FAILED_PREFIX: &str = "failed";
 
+/// The archive name of a run whose journal could not be read.
+pub const UNREADABLE_RUN: &str = "unreadable-journal";
+
 /// How long a reset tries to reach the store before it leaves the evidence local.
 const UPLOAD_PATIENCE: Duration = Duration::from_secs(120);
 
@@ -56,14 +59,28 @@ pub async fn reset(
         );
     }
     let _lock = WorkdirLock::acquire(workdir)?;
-    // Any schema this daemon reads (a schema-1 journal is read, not rewritten here).
-    let journal = JournalFile::load(&journal_file)?;
-    let run_id = journal.run_id.clone();
-    let run_dir = workdir.join("runs").join(&run_id);
-    let plan = std::fs::read_to_string(run_dir.join(PLAN_COPY))
-        .ok()
+    // Any schema this daemon reads (a schema-1 journal is read, not rewritten here). A
+    // journal that cannot be read (damaged, or naming paths outside the work directory) is
+    // put aside all the same: its run directory is unknown, so only the work directory's
+    // own files are archived, and the server is stopped.
+    let (journal, unreadable) = match JournalFile::load(&journal_file) {
+        Ok(j) => (Some(j), None),
+        Err(e) => {
+            tracing::warn!(journal = %journal_file.display(), error = %format!("{e:#}"), "the journal cannot be read: putting it aside");
+            (None, Some(format!("{e:#}")))
+        }
+    };
+    let run_id = journal
+        .as_ref()
+        .map_or_else(|| UNREADABLE_RUN.to_string(), |j| j.run_id.clone());
+    let run_dir = journal
+        .as_ref()
+        .map(|j| workdir.join("runs").join(&j.run_id));
+    let plan = run_dir
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join(PLAN_COPY)).ok())
         .and_then(|t| crate::plan::Plan::parse(&t).ok());
-    let was_finished = journal.finished_at.is_some();
+    let was_finished = journal.as_ref().is_some_and(|j| j.finished_at.is_some());
 
     let stopped = stop_server(workdir, plan.as_ref()).await?;
 
@@ -85,7 +102,7 @@ pub async fn reset(
                 .with_context(|| format!("moving {} into the archive", from.display()))?;
         }
     }
-    if run_dir.exists() {
+    if let Some(run_dir) = run_dir.filter(|d| d.exists()) {
         std::fs::rename(&run_dir, archived_to.join("run"))
             .with_context(|| format!("moving {} into the archive", run_dir.display()))?;
     }
@@ -98,6 +115,10 @@ pub async fn reset(
     }
 
     let upload = match (&plan, was_finished) {
+        _ if unreadable.is_some() => Err(format!(
+            "the journal could not be read ({}), so the run and its store are unknown",
+            unreadable.unwrap_or_default()
+        )),
         (_, true) => Err("the run had finished: its results are in the store already".into()),
         (None, false) => Err(format!(
             "the run kept no readable {PLAN_COPY}, so its store is unknown"

@@ -119,15 +119,15 @@ pub async fn open(options: RunOptions) -> Result<Context> {
     let journal =
         match JournalFile::open_or_create(&journal_path(&workdir), &plan_sha, new_run_id()) {
             Ok(j) => j,
-            Err(e) if e.is::<crate::journal::DifferentPlan>() => {
-                // The refusal must not orphan the server the earlier run left running.
+            // Another plan's run, or a journal that cannot be read: the refusal must not
+            // orphan the server the earlier run left running.
+            Err(e) => {
                 return Err(match host.after_refusal(&workdir).await {
                     Ok(Some(stopped)) => e.context(stopped),
                     Ok(None) => e,
                     Err(stop) => e.context(format!("{stop:#}")),
                 });
             }
-            Err(e) => return Err(e),
         };
     if let Some(p) = &journal.state.pending {
         tracing::warn!(

@@ -263,18 +263,29 @@ impl RunKey {
     }
 }
 
-/// This machine's id: /etc/machine-id, else the hostname.
+/// This machine's id: /etc/machine-id, else the hostname, else `unknown`.
 pub fn machine_id() -> String {
-    std::fs::read_to_string("/etc/machine-id")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_string())
+    machine_id_from([
+        std::fs::read_to_string("/etc/machine-id").ok(),
+        std::fs::read_to_string("/proc/sys/kernel/hostname").ok(),
+    ])
+}
+
+/// The first candidate that is a plain name ([`crate::fsutil::check_path_component`]): the
+/// id becomes a level of every key the machine writes, so a file holding `../x` or `a/b`
+/// is passed over (and said), not followed.
+fn machine_id_from<const N: usize>(candidates: [Option<String>; N]) -> String {
+    for c in candidates.into_iter().flatten() {
+        let c = c.trim();
+        if c.is_empty() {
+            continue;
+        }
+        match crate::fsutil::check_path_component("machine id", c) {
+            Ok(()) => return c.to_string(),
+            Err(e) => tracing::warn!("{e}: not used"),
+        }
+    }
+    "unknown".to_string()
 }
 
 struct Uploader<'a> {
@@ -857,6 +868,38 @@ pub fn journal_path(workdir: &Path) -> PathBuf {
     workdir.join(UPLOAD_STATE_FILE)
 }
 
+/// The upload journal at `path`, or a fresh one: when there is none, and when it cannot be
+/// read (it only saves work: every object is checked against the store again), in which
+/// case it is set aside as `<name>.unreadable[.N]` and the warning names both files.
+fn read_upload_journal(path: &Path) -> UploadJournal {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return UploadJournal::default();
+    };
+    match serde_json::from_str::<UploadJournal>(&text) {
+        Ok(j) => j,
+        Err(e) => {
+            let mut aside = path.with_extension("json.unreadable");
+            let mut n = 2;
+            while aside.exists() {
+                aside = path.with_extension(format!("json.unreadable.{n}"));
+                n += 1;
+            }
+            match std::fs::rename(path, &aside) {
+                Ok(()) => tracing::warn!(
+                    "the upload journal {} is not valid ({e}): set aside as {}, starting the upload over (every object is checked against the store)",
+                    path.display(),
+                    aside.display()
+                ),
+                Err(mv) => tracing::warn!(
+                    "the upload journal {} is not valid ({e}) and could not be set aside ({mv}): starting the upload over",
+                    path.display()
+                ),
+            }
+            UploadJournal::default()
+        }
+    }
+}
+
 /// Uploads a run dir, retrying transient failures until it is complete and verified.
 pub async fn upload_run(
     store: &Store,
@@ -866,11 +909,7 @@ pub async fn upload_run(
     options: UploadOptions,
 ) -> Result<Stored> {
     let journal_path = journal_path(workdir);
-    let journal = match std::fs::read_to_string(&journal_path) {
-        Ok(t) => serde_json::from_str::<UploadJournal>(&t)
-            .with_context(|| format!("parsing {}", journal_path.display()))?,
-        Err(_) => UploadJournal::default(),
-    };
+    let journal = read_upload_journal(&journal_path);
     let key_text = key.parts().join("/");
     let journal =
         if journal.run_id == key.run_id && journal.key == format!("{}|{key_text}", store.url) {
@@ -930,5 +969,35 @@ pub async fn upload_run(
         ));
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(options.max_retry_interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_id_that_is_not_a_plain_name_is_passed_over() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(machine_id_from([s("0a1b2c\n"), s("host")]), "0a1b2c");
+        assert_eq!(machine_id_from([s("../../victim\n"), s("host\n")]), "host");
+        assert_eq!(machine_id_from([s("a/b"), s("")]), "unknown");
+        assert_eq!(machine_id_from([None, s("web-1.example")]), "web-1.example");
+    }
+
+    #[test]
+    fn a_garbage_upload_journal_is_set_aside_and_the_upload_starts_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = journal_path(dir.path());
+        std::fs::write(&path, b"{ not json").expect("write");
+        assert_eq!(read_upload_journal(&path), UploadJournal::default());
+        assert!(!path.exists());
+        let aside = dir.path().join("upload-state.json.unreadable");
+        assert_eq!(std::fs::read(&aside).expect("set aside"), b"{ not json");
+        // A second one does not overwrite the first.
+        std::fs::write(&path, b"[]").expect("write");
+        assert_eq!(read_upload_journal(&path), UploadJournal::default());
+        assert!(dir.path().join("upload-state.json.unreadable.2").exists());
+        assert_eq!(std::fs::read(&aside).expect("kept"), b"{ not json");
     }
 }
