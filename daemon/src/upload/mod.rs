@@ -711,30 +711,91 @@ impl Uploader<'_> {
         })
     }
 
+    /// The files here that differ from a stored manifest of this run whose own objects the
+    /// store still holds as listed: a verified stored copy, which a local file regenerated
+    /// or changed since must not replace (None when there is no such difference).
+    async fn differs_from_verified_copy(
+        &self,
+        stored: &Manifest,
+        here: &[ManifestEntry],
+    ) -> Result<Option<Vec<String>>, UploadError> {
+        if stored.appliance != self.key.appliance
+            || stored.machine_id != self.key.machine_id
+            || stored.run_id != self.key.run_id
+        {
+            return Ok(None);
+        }
+        let mut differ = Vec::new();
+        for e in here {
+            let Some(s) = stored.objects.iter().find(|o| o.path == e.path) else {
+                continue;
+            };
+            if s == e {
+                continue;
+            }
+            // The store's object as its manifest lists it: the stored copy is good.
+            match self.read_back(&s.path).await? {
+                Some((size, sha)) if size == s.size && sha == s.sha256 => {
+                    differ.push(e.path.clone())
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok((!differ.is_empty()).then_some(differ))
+    }
+
+    /// A stored manifest against the files here and the store's objects: the run as
+    /// stored when they all agree, else the repair started (None).
+    async fn verify_stored(
+        &mut self,
+        found: std::result::Result<Manifest, String>,
+        here: &[ManifestEntry],
+    ) -> Result<Option<Stored>, UploadError> {
+        let manifest_problem = match &found {
+            Ok(m) => self.manifest_mismatch(m, here),
+            Err(why) => Some(why.clone()),
+        };
+        let mut problems = self.verify_objects(here).await?;
+        if problems.is_empty() && manifest_problem.is_none() {
+            if let Ok(m) = found {
+                self.journal.manifest_done = true;
+                self.journal.repairing.clear();
+                self.save()?;
+                return Ok(Some(Stored {
+                    manifest: m,
+                    repaired: std::mem::take(&mut self.repaired),
+                }));
+            }
+        }
+        if let Some(why) = manifest_problem {
+            problems.insert(MANIFEST.to_string(), why);
+        }
+        self.start_repair(problems, true).await?;
+        Ok(None)
+    }
+
     async fn run(&mut self) -> Result<Stored, UploadError> {
         let here = self.local_entries()?;
         match self.manifest_in_store().await? {
+            Some(Ok(m)) if !self.journal.repairing.contains_key(MANIFEST) => {
+                if let Some(differ) = self.differs_from_verified_copy(&m, &here).await? {
+                    return Err(permanent(anyhow!(
+                        "the store holds a verified copy of run {} (under {} in {}) whose {} differ from the files here (changed or regenerated since the run was stored): refusing to overwrite it; both are kept, the store's and the local one in {}",
+                        self.key.run_id,
+                        self.key.parts().join("/"),
+                        self.store.url,
+                        differ.join(", "),
+                        self.run_dir.display()
+                    )));
+                }
+                if let Some(stored) = self.verify_stored(Ok(m), &here).await? {
+                    return Ok(stored);
+                }
+            }
             Some(found) => {
-                let manifest_problem = match &found {
-                    Ok(m) => self.manifest_mismatch(m, &here),
-                    Err(why) => Some(why.clone()),
-                };
-                let mut problems = self.verify_objects(&here).await?;
-                if problems.is_empty() && manifest_problem.is_none() {
-                    if let Ok(m) = found {
-                        self.journal.manifest_done = true;
-                        self.journal.repairing.clear();
-                        self.save()?;
-                        return Ok(Stored {
-                            manifest: m,
-                            repaired: std::mem::take(&mut self.repaired),
-                        });
-                    }
+                if let Some(stored) = self.verify_stored(found, &here).await? {
+                    return Ok(stored);
                 }
-                if let Some(why) = manifest_problem {
-                    problems.insert(MANIFEST.to_string(), why);
-                }
-                self.start_repair(problems, true).await?;
             }
             None => {
                 // Objects the journal knows as stored but the store does not list (or lists
@@ -975,6 +1036,71 @@ pub async fn upload_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_verified_stored_copy_is_not_overwritten_by_a_changed_local_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, work, root) = (
+            dir.path().join("run"),
+            dir.path().join("work"),
+            dir.path().join("store"),
+        );
+        for d in [&run, &work] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(run.join("results.json"), b"{\"tps\": 1542.8}").expect("write");
+        std::fs::write(run.join("summary.csv"), b"tps\r\n1542.8\r\n").expect("write");
+        let store = Store::open(&StoreConfig {
+            url: format!("file://{}", root.display()),
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: store::DEFAULT_PROFILE.into(),
+        })
+        .expect("store");
+        let key = RunKey {
+            appliance: "app".into(),
+            machine_id: "m".into(),
+            run_id: "r-1".into(),
+        };
+        let options = UploadOptions::default();
+        upload_run(&store, &key, &run, &work, options)
+            .await
+            .expect("first upload");
+        // results.json regenerated here after local damage: not the one stored.
+        std::fs::write(run.join("results.json"), b"{\"tps\": 1542.7}").expect("write");
+        let err = format!(
+            "{:#}",
+            upload_run(&store, &key, &run, &work, options)
+                .await
+                .expect_err("a verified copy is not replaced")
+        );
+        assert!(
+            err.contains("refusing to overwrite") && err.contains("results.json"),
+            "{err}"
+        );
+        let stored = root.join("app/m/r-1");
+        assert_eq!(
+            std::fs::read(stored.join("results.json")).expect("stored"),
+            b"{\"tps\": 1542.8}"
+        );
+        assert!(stored.join(MANIFEST).exists(), "the stored run stays whole");
+        assert_eq!(
+            std::fs::read(run.join("results.json")).expect("local"),
+            b"{\"tps\": 1542.7}"
+        );
+        // A stored copy that is itself damaged is still repaired from the files here.
+        std::fs::write(stored.join("results.json"), b"{\"tps\": 0}").expect("damage");
+        let repaired = upload_run(&store, &key, &run, &work, options)
+            .await
+            .expect("repair");
+        assert!(repaired.repaired.contains_key("results.json"));
+        assert_eq!(
+            std::fs::read(stored.join("results.json")).expect("stored"),
+            b"{\"tps\": 1542.7}"
+        );
+    }
 
     #[test]
     fn a_machine_id_that_is_not_a_plain_name_is_passed_over() {
