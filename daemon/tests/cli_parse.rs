@@ -215,3 +215,35 @@ fn parse_sysbench_refuses_aborted_output_naming_file_and_what_is_missing() {
     assert_eq!(code, 1);
     assert!(stderr.contains("/nonexistent/sysbench.txt"), "{stderr}");
 }
+
+#[test]
+fn bench_init_refuses_a_scale_of_0_before_it_starts_anything() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    for extra in [
+        &["--scale", "0"][..],
+        &["--scale", "1", "--workers", "0"][..],
+    ] {
+        let mut args = vec![
+            "bench",
+            "init",
+            "--plan",
+            plan.to_str().expect("utf-8"),
+            "--workdir",
+            work.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        let (code, _, stderr) = daemon(&args);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{} {}",
+                extra[extra.len() - 2],
+                extra[extra.len() - 1]
+            )),
+            "{stderr}"
+        );
+        assert!(!work.join("cluster").exists(), "no cluster made: {stderr}");
+    }
+}

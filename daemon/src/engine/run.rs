@@ -338,7 +338,15 @@ pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
     })
     .await?;
     for step in steps_of(&[Phase::Prepare]) {
-        drive(step, &mut cx).await?;
+        if let Err(e) = drive(step, &mut cx).await {
+            // A preparation that fails leaves no server running behind the benchmark.
+            if let Ok(c) = cx.server() {
+                if let Err(stop) = c.stop().await {
+                    return Err(e.context(format!("and stopping the server: {stop:#}")));
+                }
+            }
+            return Err(e);
+        }
     }
     Ok(Prepared { cx })
 }
