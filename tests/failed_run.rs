@@ -340,3 +340,42 @@ fn a_journal_naming_paths_outside_the_work_directory_or_unreadable_is_refused_an
         .exists());
     assert!(!state.exists());
 }
+
+#[test]
+fn sigterm_to_a_local_run_is_logged_and_stops_the_server_it_started() {
+    let w = Workdir::new("sigterm");
+    let plan = harness::workspace().join("tests/plans/resume.toml");
+    let child = w
+        .run_command(&plan)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Until the server is up (the run is past initdb and the start).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let pid = loop {
+        if let Some(pid) = postmaster_pid(&w).filter(|p| alive(*p)) {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(143), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SIGTERM") && err.contains("stopping the run"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
+    assert!(servers_of(&w).is_empty(), "{:?}", servers_of(&w));
+}
