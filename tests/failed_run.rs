@@ -379,3 +379,42 @@ fn sigterm_to_a_local_run_is_logged_and_stops_the_server_it_started() {
     assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
     assert!(servers_of(&w).is_empty(), "{:?}", servers_of(&w));
 }
+
+#[test]
+fn evidence_a_stopped_reset_did_not_upload_is_uploaded_by_the_next_reset() {
+    let w = Workdir::new("reset-retry");
+    // What a reset killed during its evidence upload leaves: the archive, its mark, and no
+    // journal (it was moved into the archive first).
+    let run_id = "20261201T100000Z-0abc";
+    let archived = w.path().join("archive").join(run_id);
+    std::fs::create_dir_all(archived.join("run")).expect("mkdir");
+    std::fs::copy(bad_plan(), archived.join("run/plan.toml")).expect("plan");
+    std::fs::write(archived.join("state.json"), b"{}").expect("state");
+    let pending = w.path().join("archive/.upload/pending");
+    std::fs::create_dir_all(&pending).expect("mkdir");
+    std::fs::write(pending.join(run_id), run_id).expect("mark");
+
+    let out = daemon(&["reset", "--store", &w.file_store()], &w);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("earlier evidence in") && text.contains("uploaded: "),
+        "{}",
+        describe(&out)
+    );
+    assert!(!pending.join(run_id).exists(), "the mark is cleared");
+    let machine = pgappliance::upload::machine_id();
+    let stored = w
+        .path()
+        .join("store/bad-setting/failed")
+        .join(&machine)
+        .join(run_id);
+    let files = harness::files_under(&stored);
+    for f in ["manifest.json", "state.json", "run/plan.toml"] {
+        assert!(files.contains(&f.to_string()), "{f} not in {files:?}");
+    }
+    // Nothing left to do: the next reset says so.
+    let out = daemon(&["reset"], &w);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to reset"));
+}

@@ -43,6 +43,78 @@ pub struct ResetOutcome {
     pub upload: std::result::Result<String, String>,
     /// What was done about a server the run left.
     pub stopped: Option<String>,
+    /// Earlier resets' evidence uploaded now (its archive), or why not yet.
+    pub retried: Vec<(PathBuf, std::result::Result<String, String>)>,
+}
+
+/// Where the marks of evidence not yet uploaded are kept: one file per archived run,
+/// named as its archive directory, holding its run id.
+fn pending_dir(workdir: &Path) -> PathBuf {
+    workdir.join(ARCHIVE_DIR).join(".upload").join("pending")
+}
+
+fn mark_pending(workdir: &Path, archived: &Path, run_id: &str) -> Result<PathBuf> {
+    let dir = pending_dir(workdir);
+    crate::fsutil::create_dir_all(&dir)?;
+    let name = archived
+        .file_name()
+        .context("an archive directory has a name")?;
+    let mark = dir.join(name);
+    crate::fsutil::atomic_write(&mark, run_id.as_bytes())?;
+    Ok(mark)
+}
+
+/// The archives whose evidence upload has not finished: (mark, archive, run id).
+fn pending_evidence(workdir: &Path) -> Vec<(PathBuf, PathBuf, String)> {
+    let Ok(entries) = std::fs::read_dir(pending_dir(workdir)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, PathBuf, String)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            if name.starts_with('.') {
+                return None;
+            }
+            let run_id = std::fs::read_to_string(e.path()).ok()?.trim().to_string();
+            crate::fsutil::check_path_component("run id", &run_id).ok()?;
+            let archived = workdir.join(ARCHIVE_DIR).join(&name);
+            Some((e.path(), archived, run_id))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn retry_pending_evidence(
+    workdir: &Path,
+    store: &StoreOverrides,
+    options: UploadOptions,
+) -> Vec<(PathBuf, std::result::Result<String, String>)> {
+    let mut out = Vec::new();
+    for (mark, archived, run_id) in pending_evidence(workdir) {
+        let plan = std::fs::read_to_string(archived.join("run").join(PLAN_COPY))
+            .ok()
+            .and_then(|t| crate::plan::Plan::parse(&t).ok());
+        let result = match plan {
+            None => Err(format!(
+                "{} has no readable run/{PLAN_COPY}, so its store is unknown",
+                archived.display()
+            )),
+            Some(plan) => upload_evidence(&plan, &run_id, &archived, workdir, store, options).await,
+        };
+        match &result {
+            Ok(where_) => {
+                tracing::info!(archive = %archived.display(), "evidence of an earlier reset uploaded: {where_}");
+                let _ = std::fs::remove_file(&mark);
+            }
+            Err(why) => {
+                tracing::warn!(archive = %archived.display(), "evidence of an earlier reset not uploaded yet: {why}")
+            }
+        }
+        out.push((archived, result));
+    }
+    out
 }
 
 /// Resets the run in `workdir`; `store` changes the plan's store for the evidence.
@@ -52,13 +124,26 @@ pub async fn reset(
     options: UploadOptions,
 ) -> Result<ResetOutcome> {
     let journal_file = journal_path(workdir);
-    if !journal_file.exists() {
+    if !journal_file.exists() && pending_evidence(workdir).is_empty() {
         bail!(
             "no run journal at {}: nothing to reset in this work directory",
             journal_file.display()
         );
     }
     let _lock = WorkdirLock::acquire(workdir)?;
+    // Evidence an earlier reset archived but did not finish uploading (it was stopped, or
+    // the store was away): tried again first.
+    let retried = retry_pending_evidence(workdir, store, options).await;
+    if !journal_file.exists() {
+        return Ok(ResetOutcome {
+            run_id: String::new(),
+            archived_to: PathBuf::new(),
+            was_finished: false,
+            upload: Err("no run to put aside".into()),
+            stopped: None,
+            retried,
+        });
+    }
     // Any schema this daemon reads (a schema-1 journal is read, not rewritten here). A
     // journal that cannot be read (damaged, or naming paths outside the work directory) is
     // put aside all the same: its run directory is unknown, so only the work directory's
@@ -124,7 +209,15 @@ pub async fn reset(
             "the run kept no readable {PLAN_COPY}, so its store is unknown"
         )),
         (Some(plan), false) => {
-            upload_evidence(plan, &run_id, &archived_to, workdir, store, options).await
+            // Marked before the upload starts, cleared once it is done: a reset stopped
+            // during the upload leaves the mark, and the next reset uploads it.
+            let mark = mark_pending(workdir, &archived_to, &run_id)?;
+            let upload =
+                upload_evidence(plan, &run_id, &archived_to, workdir, store, options).await;
+            if upload.is_ok() {
+                let _ = std::fs::remove_file(&mark);
+            }
+            upload
         }
     };
     Ok(ResetOutcome {
@@ -133,6 +226,7 @@ pub async fn reset(
         was_finished,
         upload,
         stopped,
+        retried,
     })
 }
 

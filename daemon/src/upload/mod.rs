@@ -711,9 +711,9 @@ impl Uploader<'_> {
         })
     }
 
-    /// The files here that differ from a stored manifest of this run whose own objects the
-    /// store still holds as listed: a verified stored copy, which a local file regenerated
-    /// or changed since must not replace (None when there is no such difference).
+    /// The run's results here ([`REGENERATED`]) that differ from a stored manifest of this
+    /// run whose own objects the store still holds as listed: a verified stored copy, which
+    /// a file regenerated or changed since must not replace (None when nothing differs).
     async fn differs_from_verified_copy(
         &self,
         stored: &Manifest,
@@ -726,7 +726,12 @@ impl Uploader<'_> {
             return Ok(None);
         }
         let mut differ = Vec::new();
-        for e in here {
+        // The run's results, which the report step makes again from the points: evidence
+        // (a failure bundle, then the reset's fuller copy) is meant to be replaced.
+        for e in here
+            .iter()
+            .filter(|e| REGENERATED.contains(&e.path.as_str()))
+        {
             let Some(s) = stored.objects.iter().find(|o| o.path == e.path) else {
                 continue;
             };
@@ -920,6 +925,10 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {
     }
     Ok(n)
 }
+
+/// The report step's products: made again from the points when they are missing or
+/// damaged here, so they may differ from the copy the store verified.
+const REGENERATED: &[&str] = &["results.json", "summary.csv", "report.html"];
 
 /// The uploader's own journal in the work directory.
 pub const UPLOAD_STATE_FILE: &str = "upload-state.json";

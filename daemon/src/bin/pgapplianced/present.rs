@@ -246,6 +246,22 @@ fn duration(seconds: f64) -> String {
 
 /// `pgapplianced reset`.
 pub fn reset(o: &pgappliance::engine::reset::ResetOutcome) {
+    for (archive, result) in &o.retried {
+        match result {
+            Ok(where_) => println!(
+                "earlier evidence in {} uploaded: {where_}",
+                archive.display()
+            ),
+            Err(why) => println!(
+                "earlier evidence in {} not uploaded yet: {why}",
+                archive.display()
+            ),
+        }
+    }
+    if o.run_id.is_empty() {
+        println!("no run to put aside");
+        return;
+    }
     println!(
         "run {}{} put aside in {}",
         o.run_id,
