@@ -1111,6 +1111,43 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn an_upload_with_a_garbage_upload_state_sets_it_aside_and_completes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, work, root) = (
+            dir.path().join("run"),
+            dir.path().join("work"),
+            dir.path().join("store"),
+        );
+        for d in [&run, &work] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(run.join("results.json"), b"{}").expect("write");
+        std::fs::write(journal_path(&work), b"\0garbage").expect("garbage");
+        let store = Store::open(&StoreConfig {
+            url: format!("file://{}", root.display()),
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: store::DEFAULT_PROFILE.into(),
+        })
+        .expect("store");
+        let key = RunKey {
+            appliance: "app".into(),
+            machine_id: "m".into(),
+            run_id: "r-1".into(),
+        };
+        upload_run(&store, &key, &run, &work, UploadOptions::default())
+            .await
+            .expect("the upload starts over");
+        assert!(root.join("app/m/r-1").join(MANIFEST).exists());
+        assert_eq!(
+            std::fs::read(work.join("upload-state.json.unreadable")).expect("set aside"),
+            b"\0garbage"
+        );
+    }
+
     #[test]
     fn a_machine_id_that_is_not_a_plain_name_is_passed_over() {
         let s = |v: &str| Some(v.to_string());
