@@ -668,6 +668,15 @@ fn damaged_characters_unknown_versions_and_mixed_formats_are_refused() {
     );
     let err = parse_summary(&mixed13).expect_err("mixed 13").to_string();
     assert!(err.contains("two versions' summaries mixed"), "{err}");
+    // 13's summary with 15's failed-transactions line.
+    let mixed15 = fixture("v13-t-rw.txt").replace(
+        "latency average = 7.021 ms",
+        "number of failed transactions: 0 (0.000%)\nlatency average = 7.021 ms",
+    );
+    let err = parse_summary(&mixed15)
+        .expect_err("mixed 13/15")
+        .to_string();
+    assert!(err.contains("two versions' summaries mixed"), "{err}");
     // 13 with only one of its two tps lines.
     let one_tps = fixture("v13-t-rw.txt")
         .lines()

@@ -281,6 +281,8 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             v13_line.get_or_insert((line_no, line));
         }
         if line.starts_with("pgbench (")
+            || line.starts_with("number of failed transactions: ")
+            || line.starts_with("maximum number of tries: ")
             || line.starts_with("initial connection time = ")
             || line.starts_with("average connection time = ")
             || line.contains("(without initial connection time)")
