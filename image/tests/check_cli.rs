@@ -1351,6 +1351,31 @@ fn a_url_with_credentials_is_refused_under_any_key_without_showing_them() {
 }
 
 #[test]
+fn a_file_store_that_is_a_regular_file_here_is_refused_by_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("store");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let quick = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml"),
+    )
+    .expect("quick.toml");
+    for store in [file.clone(), file.join("below")] {
+        let text = quick.replace(
+            "store = \"file:///var/tmp/pgappliance-store\"",
+            &format!("store = \"file://{}\"", store.display()),
+        );
+        assert_ne!(text, quick);
+        let c = check_text(&text);
+        assert_eq!(c.code, 1, "{}", c.stderr);
+        assert!(
+            c.stderr.contains("upload.store") && c.stderr.contains("is not a directory"),
+            "{}",
+            c.stderr
+        );
+    }
+}
+
+#[test]
 fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() {
     for args in [
         &["eject", "--bmc", "https://admin:PASS@bmc.lab", "--insecure"][..],

@@ -1062,11 +1062,16 @@ impl Plan {
                 .iter()
                 .map(|(path, message)| location::locate(text, path, message.clone())),
         );
+        let doc = text.parse::<toml_edit::DocumentMut>().ok();
         if let Some(plan) = &found.plan {
             errors.extend(
-                validate::validate(plan)
+                validate::validate(plan, doc.as_ref())
                     .into_iter()
                     .filter(|(path, _)| !credentials.iter().any(|(c, _)| path.starts_with(c)))
+                    .map(|(path, message)| match &doc {
+                        Some(doc) => path.as_written(doc, message),
+                        None => (path, message),
+                    })
                     .filter(|(path, _)| {
                         // Not real when the key, or a key it is judged against, holds a
                         // stand-in.
@@ -1086,9 +1091,9 @@ impl Plan {
         };
         let errors = in_file_order(errors);
         let plan = found.plan.filter(|_| errors.is_empty());
-        let warnings = match (&plan, text.parse::<toml_edit::DocumentMut>()) {
-            (Some(plan), Ok(doc)) => in_file_order(
-                warnings::warnings(plan, &doc)
+        let warnings = match (&plan, &doc) {
+            (Some(plan), Some(doc)) => in_file_order(
+                warnings::warnings(plan, doc)
                     .into_iter()
                     .map(|(path, message)| location::locate(text, &path, message))
                     .collect(),
