@@ -348,3 +348,35 @@ fn run_local_needs_a_work_directory_of_its_own() {
         );
     }
 }
+
+#[test]
+fn bench_init_refuses_a_scale_of_0_before_it_starts_anything() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    for extra in [
+        &["--scale", "0"][..],
+        &["--scale", "1", "--workers", "0"][..],
+    ] {
+        let mut args = vec![
+            "bench",
+            "init",
+            "--plan",
+            plan.to_str().expect("utf-8"),
+            "--workdir",
+            work.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        let (code, _, stderr) = daemon(&args);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{} {}",
+                extra[extra.len() - 2],
+                extra[extra.len() - 1]
+            )),
+            "{stderr}"
+        );
+        assert!(!work.join("cluster").exists(), "no cluster made: {stderr}");
+    }
+}

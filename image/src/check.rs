@@ -359,6 +359,18 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                     code = 1;
                 }
             }
+            // A file store that cannot be one on this machine (a regular file on its path):
+            // found now, not by the upload after the sweep.
+            if let Some(dir) = plan.upload.store.strip_prefix("file://") {
+                if let Err(problem) =
+                    pgappliance::upload::store::check_file_store_dir(Path::new(dir))
+                {
+                    let at = KeyPath::root().key("upload").key("store");
+                    let issue = Plan::locate(&text, &at, format!("{problem:#}"));
+                    eprintln!("{}", render(path, &issue, ""));
+                    code = 1;
+                }
+            }
         } else {
             code = 1;
         }

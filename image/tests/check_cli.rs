@@ -142,17 +142,18 @@ fn a_file_tpcc_source_must_be_here_and_of_the_plan_s_sha256() {
         "sysbench.tpcc_source",
         "/nonexistent/sysbench-tpcc.tar.gz is not on this machine: `build` packs the sysbench-tpcc archive from here",
     );
-    // Present but another archive: the sha256 names both.
+    // Present but another archive: the sha256 names both. (Named .tar.gz: `check` refuses
+    // any other name before it looks at the file.)
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let other_archive = scratch.path().join("other.tar.gz");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../third_party/SHA256SUMS"),
+        &other_archive,
+    )
+    .expect("copy SHA256SUMS");
     let other = text.replace(
         &format!("file://{}", pinned_archive().display()),
-        &format!(
-            "file://{}",
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../third_party/SHA256SUMS")
-                .canonicalize()
-                .expect("SHA256SUMS")
-                .display()
-        ),
+        &format!("file://{}", other_archive.display()),
     );
     assert_error(
         &other,
@@ -161,10 +162,12 @@ fn a_file_tpcc_source_must_be_here_and_of_the_plan_s_sha256() {
         "sysbench.tpcc_source",
         "but the plan's [sysbench] tpcc_sha256 is 374dc49e",
     );
-    // A directory is not an archive.
+    // A directory is not an archive, whatever its name.
+    let dir_archive = scratch.path().join("dir.tar.gz");
+    std::fs::create_dir(&dir_archive).expect("mkdir");
     let dir = text.replace(
         &format!("file://{}", pinned_archive().display()),
-        "file:///tmp",
+        &format!("file://{}", dir_archive.display()),
     );
     assert_error(
         &dir,
@@ -1598,6 +1601,31 @@ fn a_url_with_credentials_is_refused_under_any_key_without_showing_them() {
             !c.stderr.contains("PASS") && !c.stdout.contains("PASS"),
             "{key}: the password is shown: {}{}",
             c.stdout,
+            c.stderr
+        );
+    }
+}
+
+#[test]
+fn a_file_store_that_is_a_regular_file_here_is_refused_by_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("store");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let quick = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml"),
+    )
+    .expect("quick.toml");
+    for store in [file.clone(), file.join("below")] {
+        let text = quick.replace(
+            "store = \"file:///var/tmp/pgappliance-store\"",
+            &format!("store = \"file://{}\"", store.display()),
+        );
+        assert_ne!(text, quick);
+        let c = check_text(&text);
+        assert_eq!(c.code, 1, "{}", c.stderr);
+        assert!(
+            c.stderr.contains("upload.store") && c.stderr.contains("is not a directory"),
+            "{}",
             c.stderr
         );
     }

@@ -1067,23 +1067,28 @@ impl Plan {
                 .iter()
                 .map(|(path, message)| location::locate(text, path, message.clone())),
         );
+        let doc = text.parse::<toml_edit::DocumentMut>().ok();
         if let Some(plan) = &found.plan {
-            let mut doc = text.parse::<toml_edit::DocumentMut>().ok();
             errors.extend(
-                validate::validate(plan)
+                validate::validate(plan, doc.as_ref())
                     .into_iter()
                     .map(|(path, message)| {
                         // A required key left out is missing, whatever its default breaks.
-                        // (toml_edit's lookup leaves an empty item where the key is not.)
+                        // (Looked up read-only: toml_edit's mutable lookup would leave an
+                        // empty item where the key is not, which `as_written` would see.)
                         let absent = doc
-                            .as_mut()
-                            .is_some_and(|d| path.item_mut(d).is_none_or(|i| i.is_none()));
+                            .as_ref()
+                            .is_some_and(|d| path.item(d).is_none_or(|i| i.is_none()));
                         match validate::missing_message(&path).filter(|_| absent) {
                             Some(missing) => (path, missing),
                             None => (path, message),
                         }
                     })
                     .filter(|(path, _)| !credentials.iter().any(|(c, _)| path.starts_with(c)))
+                    .map(|(path, message)| match &doc {
+                        Some(doc) => path.as_written(doc, message),
+                        None => (path, message),
+                    })
                     .filter(|(path, _)| {
                         // Not real when the key, or a key it is judged against, holds a
                         // stand-in.
@@ -1103,9 +1108,9 @@ impl Plan {
         };
         let errors = in_file_order(errors);
         let plan = found.plan.filter(|_| errors.is_empty());
-        let warnings = match (&plan, text.parse::<toml_edit::DocumentMut>()) {
-            (Some(plan), Ok(doc)) => in_file_order(
-                warnings::warnings(plan, &doc)
+        let warnings = match (&plan, &doc) {
+            (Some(plan), Some(doc)) => in_file_order(
+                warnings::warnings(plan, doc)
                     .into_iter()
                     .map(|(path, message)| location::locate(text, &path, message))
                     .collect(),

@@ -172,8 +172,10 @@ pub fn unit_problem(name: &str, value: &str) -> Option<String> {
         None => Some(format!(
             "\"{value}\": {name} takes a number with an optional {kind} unit, e.g. \"{example}\""
         )),
-        Some((_, "")) => None,
-        Some((_, unit)) if units.contains(&unit) => None,
+        Some((number, "")) => overflow_problem(name, value, number, None, memory),
+        Some((number, unit)) if units.contains(&unit) => {
+            overflow_problem(name, value, number, Some(unit), memory)
+        }
         Some((_, unit)) => Some(format!(
             "\"{value}\": {name} takes a {kind} unit, one of {} (case matters), not \"{unit}\"",
             units.join(", ")
@@ -289,6 +291,135 @@ pub fn version_problem(name: &str, major: u32) -> Option<String> {
                 "{name} was removed in PostgreSQL {until}: postgres.version is {major}, whose server refuses it (instead: {instead})"
             ));
         }
+    }
+    None
+}
+
+/// The unit a memory setting counts in, in bytes (PostgreSQL's `GUC_UNIT_*` of each, with
+/// the default 8 kB block); the others count in kB.
+fn memory_base(name: &str) -> f64 {
+    match name {
+        "log_parameter_max_length"
+        | "log_parameter_max_length_on_error"
+        | "track_activity_query_size"
+        | "wal_decode_buffer_size" => 1.0,
+        "backend_flush_after"
+        | "bgwriter_flush_after"
+        | "checkpoint_flush_after"
+        | "commit_timestamp_buffers"
+        | "effective_cache_size"
+        | "io_combine_limit"
+        | "min_parallel_index_scan_size"
+        | "min_parallel_table_scan_size"
+        | "multixact_member_buffers"
+        | "multixact_offset_buffers"
+        | "notify_buffers"
+        | "serializable_buffers"
+        | "shared_buffers"
+        | "subtransaction_buffers"
+        | "temp_buffers"
+        | "transaction_buffers"
+        | "wal_buffers"
+        | "wal_writer_flush_after" => BLOCK,
+        "max_slot_wal_keep_size"
+        | "max_wal_size"
+        | "min_dynamic_shared_memory"
+        | "min_wal_size"
+        | "wal_keep_size" => MB,
+        _ => KB,
+    }
+}
+
+/// The unit a time setting counts in, in milliseconds; None for the two that are real
+/// numbers (`vacuum_cost_delay`, `autovacuum_vacuum_cost_delay`).
+fn time_base(name: &str) -> Option<f64> {
+    match name {
+        "autovacuum_vacuum_cost_delay" | "vacuum_cost_delay" => None,
+        "archive_timeout"
+        | "authentication_timeout"
+        | "autovacuum_naptime"
+        | "checkpoint_timeout"
+        | "checkpoint_warning"
+        | "post_auth_delay"
+        | "pre_auth_delay"
+        | "tcp_keepalives_idle"
+        | "tcp_keepalives_interval"
+        | "wal_receiver_status_interval" => Some(1000.0),
+        "log_rotation_age" | "old_snapshot_threshold" | "wal_summary_keep_time" => Some(60_000.0),
+        _ => Some(1.0),
+    }
+}
+
+fn unit_size(unit: &str) -> f64 {
+    match unit {
+        "B" => 1.0,
+        "kB" => KB,
+        "MB" => MB,
+        "GB" => MB * KB,
+        "TB" => MB * MB,
+        "us" => 0.001,
+        "s" => 1000.0,
+        "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
+        _ => 1.0,
+    }
+}
+
+/// A number PostgreSQL cannot take for the setting: one that overflows (`1e400`), or one
+/// that, in the setting's own unit, is beyond the 32-bit integer every integer setting is
+/// (`"99999999999999999999999GB"`); PostgreSQL refuses both when ALTER SYSTEM runs.
+fn overflow_problem(
+    name: &str,
+    value: &str,
+    number: &str,
+    unit: Option<&str>,
+    memory: bool,
+) -> Option<String> {
+    let digits = number.trim_start_matches(['+', '-']);
+    let magnitude = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => u128::from_str_radix(hex, 16).map_or(f64::INFINITY, |v| v as f64),
+        None => digits.parse::<f64>().unwrap_or(f64::INFINITY),
+    };
+    if !magnitude.is_finite() {
+        return Some(format!(
+            "\"{value}\": the number overflows: {name} takes a finite number"
+        ));
+    }
+    let base = if memory {
+        memory_base(name)
+    } else {
+        time_base(name)?
+    };
+    let in_base = magnitude * unit.map_or(base, unit_size) / base;
+    let max = f64::from(i32::MAX);
+    // PostgreSQL rounds to the setting's unit before it checks the range.
+    if in_base.round() > max {
+        let names: &[(f64, &str)] = if memory {
+            &[
+                (1.0, "bytes"),
+                (BLOCK, "8 kB blocks"),
+                (MB, "MB"),
+                (KB, "kB"),
+            ]
+        } else {
+            &[
+                (1000.0, "seconds"),
+                (60_000.0, "minutes"),
+                (1.0, "milliseconds"),
+            ]
+        };
+        let unit_name = names
+            .iter()
+            .find(|(size, _)| *size == base)
+            .map_or("units", |(_, n)| *n);
+        return Some(format!(
+            "\"{value}\": out of range: {name} counts in {unit_name} and takes at most {} of them (a 32-bit integer); this is {in_base:.3e}",
+            i32::MAX
+        ));
     }
     None
 }
@@ -598,6 +729,39 @@ mod tests {
             p.contains("work_mem takes a number with an optional memory unit"),
             "{p}"
         );
+        for (name, value, words) in [
+            ("work_mem", "1e400", "overflows"),
+            ("work_mem", "1e400MB", "overflows"),
+            ("work_mem", "99999999999999999999999GB", "out of range"),
+            (
+                "work_mem",
+                "0xffffffffffffffffffffffffffffffffff",
+                "overflows",
+            ),
+            ("work_mem", "2048GB", "out of range"),
+            ("shared_buffers", "17TB", "8 kB blocks"),
+            ("max_wal_size", "3000000000", "counts in MB"),
+            ("statement_timeout", "25d", "milliseconds"),
+            ("checkpoint_timeout", "1e10", "seconds"),
+            ("vacuum_cost_delay", "1e999ms", "overflows"),
+        ] {
+            let p = unit_problem(name, value).unwrap_or_else(|| panic!("{name} = {value}"));
+            assert!(
+                p.contains(words) && p.contains(value),
+                "{name} = {value}: {p}"
+            );
+        }
+        // The largest values in range pass.
+        for (name, value) in [
+            ("work_mem", "2147483647"),
+            ("work_mem", "2047GB"),
+            ("shared_buffers", "15TB"),
+            ("max_wal_size", "2147483647MB"),
+            ("statement_timeout", "24d"),
+            ("wal_buffers", "-1"),
+        ] {
+            assert_eq!(unit_problem(name, value), None, "{name} = {value}");
+        }
         let p = unit_problem("statement_timeout", "off").expect("off");
         assert!(
             p.contains("statement_timeout takes a number with an optional time unit"),

@@ -418,6 +418,39 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
+/// The first SIGTERM or SIGINT this process receives: its name and number.
+async fn termination() -> Result<(&'static str, i32)> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("watching for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("watching for SIGINT")?;
+    Ok(tokio::select! {
+        _ = term.recv() => ("SIGTERM", 15),
+        _ = int.recv() => ("SIGINT", 2),
+    })
+}
+
+/// A local run stopped by a signal: the run (dropped at its next await, its journal as
+/// last written, so a later `run` resumes it) is said to have stopped, and the server it
+/// started is stopped unless `--keep-running`. Exits 128 + the signal's number.
+async fn stopped_by(
+    (name, number): (&'static str, i32),
+    workdir: &std::path::Path,
+    keep_running: bool,
+) -> Result<i32> {
+    tracing::warn!(signal = name, "stopping the run: a later `run` resumes it");
+    if keep_running {
+        tracing::info!("--keep-running: the PostgreSQL server is left running");
+    } else {
+        match pgappliance::host::local::stop_left_server(workdir).await {
+            Ok(Some(stopped)) => tracing::info!("{stopped}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "stopping the PostgreSQL server"),
+        }
+    }
+    eprintln!("stopped by {name}");
+    Ok(128 + number)
+}
+
 /// Exit status of a run that refuses to go on until a person changes the plan or the
 /// machine (the unit's `RestartPreventExitStatus=`).
 pub const EXIT_REFUSED: i32 = 3;
@@ -474,14 +507,30 @@ async fn run(args: RunArgs) -> Result<i32> {
         RunMode::Appliance
     };
     let appliance = mode == RunMode::Appliance;
+    let keep_running = matches!(
+        mode,
+        RunMode::Local {
+            keep_running: true,
+            ..
+        }
+    );
     let options = RunOptions {
         plan_path: args.plan.path(),
-        workdir,
+        workdir: workdir.clone(),
         mode,
         store: args.store,
         upload: args.parts.options(),
     };
-    let outcome = match pgappliance::engine::run(options).await {
+    let result = if appliance {
+        // systemd stops the appliance's run with SIGTERM and starts it again: it resumes.
+        pgappliance::engine::run(options).await
+    } else {
+        tokio::select! {
+            r = pgappliance::engine::run(options) => r,
+            signal = termination() => return stopped_by(signal?, &workdir, keep_running).await,
+        }
+    };
+    let outcome = match result {
         Ok(o) => o,
         // A refusal needs a person (the plan or the machine must change): the appliance
         // exits with the status its unit does not restart on.

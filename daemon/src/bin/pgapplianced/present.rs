@@ -249,6 +249,22 @@ fn duration(seconds: f64) -> String {
 
 /// `pgapplianced reset`: what was done, then what to do next.
 pub fn reset(o: &pgappliance::engine::reset::ResetOutcome, workdir: &std::path::Path) {
+    for (archive, result) in &o.retried {
+        match result {
+            Ok(where_) => pgappliance::outln!(
+                "earlier evidence in {} uploaded: {where_}",
+                archive.display()
+            ),
+            Err(why) => pgappliance::outln!(
+                "earlier evidence in {} not uploaded yet: {why}",
+                archive.display()
+            ),
+        }
+    }
+    if o.run_id.is_empty() {
+        pgappliance::outln!("no run to put aside");
+        return;
+    }
     pgappliance::outln!(
         "run {}{} put aside in {}",
         o.run_id,
