@@ -271,19 +271,8 @@ fn one_daemon_per_work_directory() {
     // The first daemon holds the work directory, stopped at its first step (a fault point).
     let log = w.path().join("first.log");
     let mut cmd = w.run_command(&plan);
-    harness::with_fault(&mut cmd, "begin:inventory=stop");
-    let mut first = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn");
-    match harness::wait_for_rest(&first, std::time::Duration::from_secs(300), &log) {
-        harness::Rest::Stopped => {}
-        harness::Rest::Exited(how) => panic!(
-            "the first run ended ({how}) before its first step:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    }
+    cmd.stdout(std::process::Stdio::null());
+    let mut first = harness::spawn_to_fault(&mut cmd, "begin:inventory", &log);
     let second = w.run(&plan);
     let reset = daemon(&["reset"], &w);
     let status = daemon(&["status"], &w);

@@ -239,20 +239,9 @@ fn killed_in_the_middle_of_a_multipart_upload_resumes_the_same_upload() {
     // Killed right after the second part of raw/big.bin was journaled (a fault point).
     let log = w.path().join("killed-upload.log");
     let mut cmd = with_env(upload_cmd(&w, &store_url, 5), &weed.env());
-    harness::with_fault(&mut cmd, "upload-part-journaled@2=stop");
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn");
+    cmd.stdout(Stdio::null());
+    let child = harness::spawn_to_fault(&mut cmd, "upload-part-journaled@2", &log);
     let state_path = w.path().join("upload-state.json");
-    match harness::wait_for_rest(&child, Duration::from_secs(240), &log) {
-        harness::Rest::Stopped => {}
-        harness::Rest::Exited(how) => panic!(
-            "the upload ended ({how}) before its second part:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    }
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&state_path).expect("state")).expect("json");
     let mp = &state["multipart"]["raw/big.bin"];

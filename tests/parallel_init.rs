@@ -114,19 +114,8 @@ fn a_parallel_load_killed_midway_is_redone_with_the_plan_settings_restored() {
     // Killed inside the COPY streams, after the third piece went out.
     let log = w.path().join("killed-load.log");
     let mut cmd = w.run_command(&plan);
-    harness::with_fault(&mut cmd, "loader-chunk-sent@3=stop");
-    let child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn");
-    match harness::wait_for_rest(&child, std::time::Duration::from_secs(600), &log) {
-        harness::Rest::Stopped => {}
-        harness::Rest::Exited(how) => panic!(
-            "the run ended ({how}) before the load:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    }
+    cmd.stdout(std::process::Stdio::null());
+    let child = harness::spawn_to_fault(&mut cmd, "loader-chunk-sent@3", &log);
     assert!(
         w.journal()
             .is_some_and(|j| j["state"]["dataset"]["load_degree"].is_u64()),

@@ -10,7 +10,6 @@ mod harness;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 use harness::seaweed::{SeaweedFs, BUCKET};
 use harness::{describe, fingerprint, query, Workdir};
@@ -200,23 +199,11 @@ fn kill_at(
     let log = w
         .path()
         .join(format!("kill-{}.log", what.replace(' ', "-")));
-    let err = std::fs::File::create(&log).expect("log");
     let mut c = w.run_command(plan);
     c.arg("--keep-running");
     let mut c = with_env(c, env);
-    harness::with_fault(&mut c, &format!("{fault}=stop"));
-    let child = c
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(err))
-        .spawn()
-        .expect("spawn");
-    match harness::wait_for_rest(&child, Duration::from_secs(600), &log) {
-        harness::Rest::Stopped => {}
-        harness::Rest::Exited(how) => panic!(
-            "the run ended ({how}) before \"{what}\" ({fault}):\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        ),
-    }
+    c.stdout(Stdio::null());
+    let child = harness::spawn_to_fault(&mut c, fault, &log);
     assert!(
         cond(w),
         "at \"{what}\": {}",

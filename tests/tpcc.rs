@@ -35,21 +35,10 @@ fn kill_at(
 ) {
     let err = logs.join(format!("run{n}.err"));
     let mut cmd = w.run_command(plan);
-    harness::with_fault(&mut cmd, &format!("{fault}=stop"));
-    let child = cmd
-        .stdout(Stdio::from(
-            std::fs::File::create(logs.join(format!("run{n}.out"))).expect("log"),
-        ))
-        .stderr(Stdio::from(std::fs::File::create(&err).expect("log")))
-        .spawn()
-        .expect("spawn pgapplianced");
-    match harness::wait_for_rest(&child, Duration::from_secs(900), &err) {
-        harness::Rest::Stopped => {}
-        harness::Rest::Exited(how) => panic!(
-            "run {n} ended ({how}) before {fault}:\n{}",
-            std::fs::read_to_string(&err).unwrap_or_default()
-        ),
-    }
+    cmd.stdout(Stdio::from(
+        std::fs::File::create(logs.join(format!("run{n}.out"))).expect("log"),
+    ));
+    let child = harness::spawn_to_fault(&mut cmd, fault, &err);
     let j = w.journal().expect("journal");
     assert!(cond(&j), "run {n} at {fault}: {j}");
     std::thread::sleep(Duration::from_secs(2));

@@ -486,6 +486,24 @@ pub fn wait_for_rest(child: &Child, limit: Duration, log: &Path) -> Rest {
     }
 }
 
+/// Starts `cmd` (its stderr to `log`) with the fault point `fault` armed to stop it there
+/// (`NAME[@N]`), and returns it stopped at that point; panics with the log when it ends
+/// before reaching it, or does not reach it within ten minutes.
+pub fn spawn_to_fault(cmd: &mut Command, fault: &str, log: &Path) -> Child {
+    with_fault(cmd, &format!("{fault}=stop"));
+    let child = cmd
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("spawn");
+    match wait_for_rest(&child, Duration::from_secs(600), log) {
+        Rest::Stopped => child,
+        Rest::Exited(how) => panic!(
+            "ended ({how}) before the fault point {fault}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        ),
+    }
+}
+
 /// Kills (SIGKILL) and reaps a child that [`wait_for_rest`] saw stopped.
 pub fn kill_stopped(mut child: Child) {
     child.kill().expect("SIGKILL");
