@@ -9,6 +9,8 @@
 //! A run is reduced to a [`RunDigest`] as soon as it is read, so the comparison holds the
 //! figures of every run, never their series or raw evidence.
 
+pub mod stats;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
