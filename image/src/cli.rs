@@ -10,7 +10,7 @@ const EXIT_CODES: &str = "Exit status:
   1  an error: an invalid plan, a refused build, a store that cannot be read (the message
      names what is wrong); wait: a target that failed or did not arrive in time
   2  the command line is malformed
-  3  collect --fail-on-regression: a point regressed past --threshold";
+  3  collect --fail-on-regression: a point's verdict is slower past --threshold";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -104,7 +104,7 @@ Example: a lab SeaweedFS and an AWS bucket at once
 
 Exit status: 0 compared (runs that could not be used are listed, not fatal); 1 error (a
 store that cannot be listed, a baseline that is not among the runs, a bad --threshold); 2 the
-command line is malformed; 3 with --fail-on-regression when a point regressed past
+command line is malformed; 3 with --fail-on-regression when a point's verdict says it regressed past
 --threshold (the pages are written all the same).";
 
 #[derive(Debug, clap::Args)]
@@ -139,11 +139,14 @@ pub struct CollectCli {
     /// first machine by name. A run id is compared even when it is not its machine's latest.
     #[arg(long, value_name = "MACHINE_OR_RUN")]
     pub baseline: Option<String>,
-    /// Mark every point whose tps fell, or whose latency p99 rose, by more than this against
-    /// the baseline (e.g. 5%), and list them first.
+    /// The threshold T of every verdict (default 5%), and a regression check against the
+    /// baseline: list every point whose tps is `slower` (its 95 % interval wholly below −T)
+    /// or whose latency p99 is higher (its interval wholly above +T), after the finding,
+    /// and the points that moved past T without a verdict that says so.
     #[arg(long, value_name = "PERCENT")]
     pub threshold: Option<String>,
-    /// Exit 3 when a point regressed past --threshold.
+    /// Exit 3 when a point regressed past --threshold by its verdict (not by one sample or
+    /// an inconclusive interval).
     #[arg(long, requires = "threshold")]
     pub fail_on_regression: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect

@@ -323,16 +323,18 @@ pub fn geometric_mean(parts: &[&Comparison], threshold_pct: f64) -> Option<Geome
     })
 }
 
-/// The interval of a side's geometric mean tps (for a chart's error bar): exp(mean log ±
-/// t(0.975, n − 1) × s/√n); none with one repeat.
+/// The 95 % interval of the mean of a side's repeats (for a chart's error bar): mean ±
+/// t(0.975, n − 1) × s/√n; none with one repeat.
 pub fn mean_interval(values: &[f64]) -> Option<(f64, f64)> {
-    let v = usable(values);
-    let s = LogSample::of(&v);
-    if s.n < 2 {
+    let v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let n = v.len();
+    if n < 2 {
         return None;
     }
-    let half = t_quantile(0.5 + CONFIDENCE / 2.0, (s.n - 1) as f64) * (s.var / s.n as f64).sqrt();
-    Some(((s.mean - half).exp(), (s.mean + half).exp()))
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = t_quantile(0.5 + CONFIDENCE / 2.0, (n - 1) as f64) * (var / n as f64).sqrt();
+    Some((mean - half, mean + half))
 }
 
 /// Cliff's δ of `x` against `y`: (#{x > y} − #{x < y}) / (n_x n_y).
