@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
-use pgappliance::compare::stats::DEFAULT_THRESHOLD_PCT;
+use pgappliance::compare::stats::{Verdict, DEFAULT_THRESHOLD_PCT};
 use pgappliance::compare::{
     baseline_index, findings_json, labels, regressions, render_index, rows, select_runs,
     summary_csv, IndexOptions, RunDigest, SkippedRun,
@@ -787,7 +787,7 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         let confirmed = found.iter().filter(|r| r.confirmed()).count();
         for r in &found {
             pgappliance::outln!(
-                "{}: {} {}{} at {} clients: tps {} {}{}",
+                "{}: {} {}{} at {} clients: tps {}{}{}",
                 if r.confirmed() {
                     "regressed"
                 } else {
@@ -802,7 +802,10 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
                 },
                 r.clients,
                 r.tps_change.display_change(),
-                r.tps_change.verdict,
+                match r.tps_change.verdict {
+                    Verdict::OneSample => String::new(),
+                    v => format!(" {v}"),
+                },
                 r.p99_change
                     .as_ref()
                     .map(|p| format!(
