@@ -75,6 +75,7 @@ fn tpcc_point(index: usize, workload: &str, run: SysbenchRun, started_at: &str) 
         ),
         raw_dir: format!("raw/points/{id}/attempt-1"),
         summary: None,
+        steady: pgappliance::results::steady::steady_window(&run.tps_series()),
         tps_series: run.tps_series(),
         sysbench: Some(run),
         latency: None,
