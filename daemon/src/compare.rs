@@ -2032,6 +2032,40 @@ mod tests {
         );
     }
 
+    /// A client count measured once is named beside the mean of the others, never in it.
+    #[test]
+    fn a_one_sample_count_is_named_beside_the_mean_of_the_others() {
+        let points = |speed: f64| {
+            let mut p = repeated(
+                [10u32, 100, 250]
+                    .iter()
+                    .map(|&c| point("rw", "", c, 1000.0 * speed * f64::from(c).ln(), 1.0))
+                    .collect(),
+            );
+            p.push(point("rw", "", 1000, 9000.0 * speed.powi(3), 1.0));
+            p
+        };
+        let runs = vec![
+            run("a", "r-01", 0.0, points(1.0)),
+            run("b", "r-02", 0.0, points(1.2)),
+        ];
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
+        assert_eq!(
+            f[0].sentence.split(" (+").next(),
+            Some("rw: b is faster than a: +20.0 %"),
+            "{}",
+            f[0].sentence
+        );
+        assert!(
+            f[0].sentence
+                .contains(") by the geometric mean over 3 client counts (10, 100, 250); one sample at 1000 clients (+72.8 %, no interval)."),
+            "{}",
+            f[0].sentence
+        );
+        assert_eq!(f[0].versus[0].mean.as_ref().map(|m| m.count), Some(3));
+    }
+
     #[test]
     fn with_many_machines_the_sentence_groups_them_by_verdict() {
         let runs: Vec<RunDigest> = (0..6)
