@@ -250,6 +250,14 @@ fn set_manifest_field(run: &Path, rel: &str, field: &str, value: serde_json::Val
     std::fs::write(&manifest, serde_json::to_vec_pretty(&m).expect("ser")).expect("write");
 }
 
+fn set_manifest_top(run: &Path, field: &str, value: serde_json::Value) {
+    let manifest = run.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).expect("m")).expect("json");
+    m[field] = value;
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&m).expect("ser")).expect("write");
+}
+
 /// A reader of RFC 4180 (quoted fields with doubled quotes, CRLF records).
 fn read_csv(text: &str) -> Vec<Vec<String>> {
     let (mut records, mut record, mut field) = (Vec::new(), Vec::new(), String::new());
@@ -334,18 +342,21 @@ fn collect_skips_each_bad_run_with_its_reason_and_never_panics() {
     big.set_len((64 << 20) + 1).expect("sparse 64 MiB + 1");
     set_manifest_field(&dir, "results.json", "size", ((64u64 << 20) + 1).into());
     expected.push(("oversized", "more than the 64 MiB collect reads"));
-    // The same run copied under another machine id.
-    copy_dir(
-        &uploaded,
-        &store_dir
-            .path()
-            .join("good")
-            .join("zz-copy-machine")
-            .join(&run_id),
-    );
-    // A run with names a CSV must quote.
-    let awkward = "a, \"quoted\"\nname";
-    renamed(&variant("awkward"), awkward);
+    // The same run copied under another machine id (its manifest saying so).
+    let copy = store_dir
+        .path()
+        .join("good")
+        .join("zz-copy-machine")
+        .join(&run_id);
+    copy_dir(&uploaded, &copy);
+    set_manifest_top(&copy, "machine_id", "zz-copy-machine".into());
+    // A run with a name a CSV must quote, stored under its own name (quotes and line
+    // breaks, which a file store's keys cannot hold, are csv.rs's round-trip test's).
+    let awkward = "a, b";
+    let dir = store_dir.path().join(awkward).join(&machine).join(&run_id);
+    copy_dir(&uploaded, &dir);
+    renamed(&dir, awkward);
+    set_manifest_top(&dir, "appliance", awkward.into());
 
     let out_dir = tempfile::tempdir().expect("out");
     let out = Command::new(harness::image_binary())
@@ -773,14 +784,34 @@ fn a_regression_check_marks_slower_verdicts_after_the_finding_and_can_fail() {
         .filter(|l| l.starts_with("regressed: "))
         .collect();
     assert_eq!(regressed.len(), 2, "{stdout}");
+    // Each leads with what regressed, worst first.
     assert!(
-        regressed[0].contains("scaling at 250 clients: tps \u{2212}10.0 % (\u{2212}")
-            && regressed[0].contains(") slower"),
+        regressed[0].starts_with("regressed: tps \u{2212}10.0 % (\u{2212}")
+            && regressed[0].contains(") slower: ")
+            && regressed[0].contains("scaling at 250 clients (latency p99 "),
         "worst first: {stdout}"
     );
     assert!(
-        regressed[1].contains("ro (checksums off) at 16 clients: tps +0.0 % (\u{2212}0.")
-            && regressed[1].contains(") same, p99 +25.0 % (+25.0 … +25.0) higher"),
+        regressed[1].starts_with("regressed: latency p99 +25.0 % (+25.0 … +25.0) higher: ")
+            && regressed[1].contains("ro (checksums off) at 16 clients (tps +0.0 % (\u{2212}0.")
+            && regressed[1].ends_with(") same)"),
+        "{stdout}"
+    );
+    // The finding's sentences are on stdout too, not only in the page.
+    assert!(
+        stdout.lines().any(|l| l.starts_with("finding: scaling: ")),
+        "{stdout}"
+    );
+    // Said from the verdicts, an unchanged figure or price in words, never as 0.0 %.
+    let findings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("finding: "))
+        .collect();
+    assert!(
+        findings.iter().all(|l| !l.contains("+0.0 %"))
+            && findings.iter().any(|l| l.starts_with("finding: ro: ")
+                && l.contains(" is the same as db1 (20261101T100000Z-0001) within ±5 %: as fast as db1 (20261101T100000Z-0001) (")
+                && l.contains("; at the same price it gives the same tps per dollar-hour (")),
         "{stdout}"
     );
     assert!(
@@ -845,7 +876,7 @@ fn a_regression_check_marks_slower_verdicts_after_the_finding_and_can_fail() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("unconfirmed: db1 (20261102T100000Z-0002) scaling at 250 clients: tps \u{2212}10.0 % (one sample)")
+        stdout.contains("unconfirmed: tps \u{2212}10.0 % (one sample): db1 (20261102T100000Z-0002) scaling at 250 clients")
             && stdout.contains("0 point(s) regressed by more than 5 %")
             && stdout.contains("2 more moved past 5 % without a verdict that says so"),
         "{stdout}"
@@ -1209,5 +1240,159 @@ fn collect_replaces_only_a_directory_of_its_own() {
             .contains("runs/notes.txt (not written by collect's pages)"),
         "{}",
         describe(&out)
+    );
+}
+
+/// Writes these results into a file store under `appliance/machine/dir` (manifest last).
+fn put_results(root: &Path, machine: &str, dir: &str, r: &pgappliance::results::RunResults) {
+    let base = root.join(&r.appliance).join(machine).join(dir);
+    for (rel, bytes) in pgappliance::synthetic::results_objects(r, machine) {
+        let path = base.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, bytes).expect("write object");
+    }
+}
+
+#[test]
+fn collect_skips_runs_whose_figures_or_identity_are_wrong_and_neutralises_formulas() {
+    use pgappliance::synthetic::run_results;
+    let store = tempfile::tempdir().expect("store");
+    let cache = tempfile::tempdir().expect("cache");
+    let out_dir = tempfile::tempdir().expect("out");
+    let results = |appliance: &str, run_id: &str, day: &str| {
+        let mut run = study_run("good", run_id, 1.0, 1.0, 1.0);
+        run.started_at = format!("2026-11-{day}T10:00:00Z");
+        // Names a plan would refuse can still be in a store.
+        let mut r = run_results(&run).expect("synthetic");
+        r.appliance = appliance.into();
+        r
+    };
+    let machine = "mach";
+    let good = results("good", "r-01", "01");
+    put_results(store.path(), machine, "r-01", &good);
+    // (appliance, how the results are damaged, words of the reason)
+    type Damage = fn(&mut pgappliance::results::RunResults);
+    let cases: [(&str, Damage, &str); 8] = [
+        (
+            "tps-huge",
+            |r| r.points[0].summary.as_mut().expect("summary").tps = 1e308,
+            "has tps 1e308",
+        ),
+        (
+            "tps-negative",
+            |r| r.points[0].summary.as_mut().expect("summary").tps = -5.0,
+            "has tps -5",
+        ),
+        (
+            "latency-negative",
+            |r| r.points[1].latency.as_mut().expect("latency").p99_ms = Some(-1.0),
+            "latency p99 -1",
+        ),
+        (
+            "price-negative",
+            |r| r.hourly_price_usd = -1.0,
+            "hourly price -1",
+        ),
+        (
+            "points-twice",
+            |r| {
+                let mut copy = r.points[0].clone();
+                copy.id = format!("{}-again", copy.id);
+                r.points.push(copy);
+            },
+            "one measurement would count as two repeats",
+        ),
+        (
+            "point-id-twice",
+            |r| {
+                let mut copy = r.points[0].clone();
+                copy.repeat = 2;
+                r.points.push(copy);
+            },
+            "lists point",
+        ),
+        (
+            "not-a-date",
+            |r| r.started_at = "zzz-latest".into(),
+            "started_at \"zzz-latest\" is not an RFC 3339 time",
+        ),
+        (
+            "finished-not-a-date",
+            |r| r.finished_at = Some("yesterday".into()),
+            "finished_at \"yesterday\"",
+        ),
+    ];
+    for (appliance, damage, _) in &cases {
+        let mut r = results(appliance, "r-09", "09");
+        damage(&mut r);
+        put_results(store.path(), machine, "r-09", &r);
+    }
+    // A copy of the good run under another run id, claiming the good run's identity and
+    // sorting first: it must not take the good run's place.
+    put_results(store.path(), machine, "r-00-copy", &good);
+    // A copy whose manifest claims the good run's key but is stored under another machine.
+    let mut other = results("good", "r-05", "05");
+    other.points.truncate(3);
+    put_results(store.path(), machine, "r-05", &other);
+    let moved = store.path().join("good/aa-machine/r-05");
+    std::fs::create_dir_all(moved.parent().expect("parent")).expect("mkdir");
+    std::fs::rename(store.path().join("good").join(machine).join("r-05"), &moved).expect("move");
+    // A machine whose name a spreadsheet would execute.
+    let formula = "=1+2";
+    put_results(
+        store.path(),
+        machine,
+        "r-03",
+        &results(formula, "r-03", "03"),
+    );
+
+    let url = format!("file://{}", store.path().display());
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &url,
+            "--out",
+            out_dir.path().to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let skipped = |key: &str, words: &str| {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("skipped {key}: ")))
+            .unwrap_or_else(|| panic!("{key} skipped: {stderr}"));
+        assert!(line.contains(words), "{key}: {line}");
+    };
+    for (appliance, _, words) in &cases {
+        skipped(&format!("{appliance}/{machine}/r-09"), words);
+    }
+    skipped(
+        &format!("good/{machine}/r-00-copy"),
+        "manifest.json's run id is \"r-01\", but the run is stored under \"r-00-copy\"",
+    );
+    skipped(
+        "good/aa-machine/r-05",
+        "manifest.json's machine id is \"mach\", but the run is stored under \"aa-machine\"",
+    );
+    assert!(
+        stdout.contains(&format!("collected 2 run(s), skipped {}", cases.len() + 2)),
+        "{stdout}{stderr}"
+    );
+    let index = std::fs::read_to_string(out_dir.path().join("index.html")).expect("index");
+    assert!(
+        index.contains("r-00-copy") && index.contains("not an RFC 3339 time"),
+        "skipped runs are shown"
+    );
+    let csv = std::fs::read_to_string(out_dir.path().join("summary.csv")).expect("csv");
+    let records = read_csv(&csv);
+    let machines: BTreeSet<&str> = records[1..].iter().map(|r| r[0].as_str()).collect();
+    let neutralised = format!("'{formula}");
+    assert_eq!(
+        machines,
+        ["good", neutralised.as_str()].into_iter().collect(),
+        "{csv:?}"
     );
 }

@@ -19,7 +19,7 @@ fn corrected_plan(w: &Workdir) -> PathBuf {
     let text = std::fs::read_to_string(bad_plan()).expect("plan");
     let fixed: String = text
         .lines()
-        .filter(|l| !l.starts_with("work_mem"))
+        .filter(|l| !l.starts_with("geqo_threshold"))
         .map(|l| format!("{l}\n"))
         .collect();
     let p = w.path().join("corrected.toml");
@@ -55,7 +55,14 @@ fn a_failed_run_stops_the_server_it_started() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("step tuning failed"), "{}", describe(&out));
-    assert!(err.contains("work_mem"), "{}", describe(&out));
+    // The plan's value the server refused, and what to do: resuming cannot help.
+    assert!(
+        err.contains("PostgreSQL refused the plan's tuning.settings.geqo_threshold = 1: ")
+            && err.contains("outside the valid range")
+            && err.contains("fix it in the plan, then `pgapplianced reset` and start again"),
+        "{}",
+        describe(&out)
+    );
     // The server did run (initdb and start happened) and is gone now.
     assert!(w.path().join("cluster/data/PG_VERSION").exists());
     assert_eq!(
@@ -134,12 +141,12 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
     let live: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&statuses[0]).expect("status"))
             .expect("json");
-    assert_eq!(live["state"], "failed", "{live}");
+    assert_eq!(live["state"], "refused", "{live}");
     assert_eq!(live["failure"]["step"], "tuning", "{live}");
     assert!(
         live["failure"]["error"]
             .as_str()
-            .is_some_and(|e| e.contains("work_mem")),
+            .is_some_and(|e| e.contains("geqo_threshold")),
         "{live}"
     );
     let bundle = harness::files_named(&w.path().join("store/bad-setting/failed"), "failure.json");
@@ -164,11 +171,19 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
     let st = daemon(&["status"], &w);
     assert!(st.status.success(), "{}", describe(&st));
     let text = String::from_utf8_lossy(&st.stdout);
-    assert!(text.contains("stopped: step tuning failed at "), "{text}");
-    assert!(text.contains("work_mem"), "{text}");
+    assert!(
+        text.contains("stopped: refused in step tuning at "),
+        "{text}"
+    );
+    assert!(text.contains("geqo_threshold"), "{text}");
+    assert!(
+        text.contains("change the plan (or the machine) as it says, then `pgapplianced reset`"),
+        "{text}"
+    );
+    assert!(!text.contains("start it again to resume"), "{text}");
     assert!(text.contains("daemon: not running"), "{text}");
     assert!(
-        text.contains("last report: failed in step tuning"),
+        text.contains("last report: refused in step tuning"),
         "{text}"
     );
     assert!(text.contains(" ago, at "), "{text}");
@@ -197,6 +212,20 @@ fn status_says_why_a_run_stopped_and_reset_lets_the_corrected_plan_run() {
         "{text}"
     );
     assert!(text.contains("evidence uploaded: "), "{text}");
+    // What next: the refused plan changed first, then a run in this work directory.
+    assert!(
+        text.contains(
+            "next: the run was refused: change the plan (or the machine) as its error said"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "next: start the next run with `pgapplianced run --local PLAN --workdir {}`",
+            w.path().display()
+        )),
+        "{text}"
+    );
     assert!(!w.path().join("state.json").exists());
     assert!(!w.path().join("cluster").exists());
     let archived = w.path().join("archive").join(&run_id);
@@ -250,7 +279,7 @@ fn one_daemon_per_work_directory() {
         .expect("spawn");
     match harness::wait_for_rest(&first, std::time::Duration::from_secs(300), &log) {
         harness::Rest::Stopped => {}
-        harness::Rest::Exited(_, how) => panic!(
+        harness::Rest::Exited(how) => panic!(
             "the first run ended ({how}) before its first step:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         ),
@@ -278,4 +307,150 @@ fn one_daemon_per_work_directory() {
     );
     // The refused reset took nothing away.
     assert!(w.path().join("state.json").exists());
+}
+
+#[test]
+fn a_journal_naming_paths_outside_the_work_directory_or_unreadable_is_refused_and_reset_puts_it_aside(
+) {
+    let w = Workdir::new("journal-names");
+    let out = w
+        .run_command(&bad_plan())
+        .arg("--keep-running")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    // `runs/../../<name>` is beside the work directory.
+    let name = format!(
+        "{}-victim",
+        w.path().file_name().expect("name").to_string_lossy()
+    );
+    let victim = w.path().parent().expect("parent").join(&name);
+    let mut j = w.journal().expect("journal");
+    j["run_id"] = format!("../../{name}").into();
+    let state = w.path().join("state.json");
+    std::fs::write(&state, serde_json::to_vec(&j).expect("json")).expect("write");
+
+    let out = w.run(&bad_plan());
+    let _ = std::fs::remove_dir_all(&victim);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("run_id \"../../") && err.contains("pgapplianced reset"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !victim.exists(),
+        "nothing written outside the work directory"
+    );
+    // The refusal stopped the server the earlier run left.
+    assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
+
+    // reset puts the journal aside inside the work directory, whatever it names.
+    let out = daemon(&["reset"], &w);
+    let _ = std::fs::remove_dir_all(&victim);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!victim.exists(), "nothing moved outside the work directory");
+    assert!(!state.exists());
+    let archived = w.path().join("archive/unreadable-journal");
+    assert!(archived.join("state.json").exists(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("journal could not be read"), "{text}");
+
+    // A journal that is not JSON at all: reset puts it aside too, and stops the server.
+    let out = w
+        .run_command(&bad_plan())
+        .arg("--keep-running")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    std::fs::write(&state, b"{ garbage").expect("write");
+    let out = daemon(&["reset"], &w);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
+    assert!(w
+        .path()
+        .join("archive/unreadable-journal.2/state.json")
+        .exists());
+    assert!(!state.exists());
+}
+
+#[test]
+fn sigterm_to_a_local_run_is_logged_and_stops_the_server_it_started() {
+    let w = Workdir::new("sigterm");
+    let plan = harness::workspace().join("tests/plans/resume.toml");
+    let child = w
+        .run_command(&plan)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Until the server is up (the run is past initdb and the start).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let pid = loop {
+        if let Some(pid) = postmaster_pid(&w).filter(|p| alive(*p)) {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(143), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SIGTERM") && err.contains("stopping the run"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!alive(pid), "postmaster {pid} stopped: {}", describe(&out));
+    assert!(servers_of(&w).is_empty(), "{:?}", servers_of(&w));
+}
+
+#[test]
+fn evidence_a_stopped_reset_did_not_upload_is_uploaded_by_the_next_reset() {
+    let w = Workdir::new("reset-retry");
+    // What a reset killed during its evidence upload leaves: the archive, its mark, and no
+    // journal (it was moved into the archive first).
+    let run_id = "20261201T100000Z-0abc";
+    let archived = w.path().join("archive").join(run_id);
+    std::fs::create_dir_all(archived.join("run")).expect("mkdir");
+    std::fs::copy(bad_plan(), archived.join("run/plan.toml")).expect("plan");
+    std::fs::write(archived.join("state.json"), b"{}").expect("state");
+    let pending = w.path().join("archive/.upload/pending");
+    std::fs::create_dir_all(&pending).expect("mkdir");
+    std::fs::write(pending.join(run_id), run_id).expect("mark");
+
+    let out = daemon(&["reset", "--store", &w.file_store()], &w);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("earlier evidence in") && text.contains("uploaded: "),
+        "{}",
+        describe(&out)
+    );
+    assert!(!pending.join(run_id).exists(), "the mark is cleared");
+    let machine = pgappliance::upload::machine_id();
+    let stored = w
+        .path()
+        .join("store/bad-setting/failed")
+        .join(&machine)
+        .join(run_id);
+    let files = harness::files_under(&stored);
+    for f in ["manifest.json", "state.json", "run/plan.toml"] {
+        assert!(files.contains(&f.to_string()), "{f} not in {files:?}");
+    }
+    // Nothing left to do: the next reset says so.
+    let out = daemon(&["reset"], &w);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to reset"));
 }

@@ -248,7 +248,7 @@ fn killed_in_the_middle_of_a_multipart_upload_resumes_the_same_upload() {
     let state_path = w.path().join("upload-state.json");
     match harness::wait_for_rest(&child, Duration::from_secs(240), &log) {
         harness::Rest::Stopped => {}
-        harness::Rest::Exited(_, how) => panic!(
+        harness::Rest::Exited(how) => panic!(
             "the upload ended ({how}) before its second part:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         ),

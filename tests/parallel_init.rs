@@ -122,7 +122,7 @@ fn a_parallel_load_killed_midway_is_redone_with_the_plan_settings_restored() {
         .expect("spawn");
     match harness::wait_for_rest(&child, std::time::Duration::from_secs(600), &log) {
         harness::Rest::Stopped => {}
-        harness::Rest::Exited(_, how) => panic!(
+        harness::Rest::Exited(how) => panic!(
             "the run ended ({how}) before the load:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         ),

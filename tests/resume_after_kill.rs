@@ -59,7 +59,7 @@ fn kill_at(
         .expect("spawn pgapplianced");
     match harness::wait_for_rest(&child, Duration::from_secs(600), &err) {
         harness::Rest::Stopped => {}
-        harness::Rest::Exited(_, how) => panic!(
+        harness::Rest::Exited(how) => panic!(
             "run {n} ended ({how}) before reaching \"{what}\" ({fault}):\n{}\n{}",
             std::fs::read_to_string(&err).unwrap_or_default(),
             w.journal().map(|j| j.to_string()).unwrap_or_default()

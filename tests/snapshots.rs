@@ -212,7 +212,7 @@ fn kill_at(
         .expect("spawn");
     match harness::wait_for_rest(&child, Duration::from_secs(600), &log) {
         harness::Rest::Stopped => {}
-        harness::Rest::Exited(_, how) => panic!(
+        harness::Rest::Exited(how) => panic!(
             "the run ended ({how}) before \"{what}\" ({fault}):\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         ),

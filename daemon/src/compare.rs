@@ -941,6 +941,32 @@ fn at_counts(kind: WorkloadKind, counts: &[u32]) -> String {
     format!("at {joined} {}", load_unit(kind))
 }
 
+/// A change that prints as 0.0 %: no change worth a number (a sentence says it in words).
+fn unchanged(pct: f64) -> bool {
+    pct.abs() < 0.05
+}
+
+/// A change with its interval as [`stats::display_change`] says it, but one that prints as
+/// 0.0 % in words (`same`): `as fast as a (−0.4 … +0.4)`, `as fast as a (one sample)`.
+fn change_text(pct: f64, ci: Option<(f64, f64)>, same: &str) -> String {
+    if !unchanged(pct) {
+        return stats::display_change(pct, ci);
+    }
+    match ci {
+        Some((lo, hi)) => format!("{same} ({} … {})", stats::signed(lo), stats::signed(hi)),
+        None => format!("{same} (one sample)"),
+    }
+}
+
+/// What an unchanged figure of an aggregate reads as: `as fast as a` against the baseline,
+/// `as fast with them on` for data checksums.
+fn same_words(a: &Aggregate, baseline: &str) -> String {
+    match a.against {
+        Against::Baseline => format!("as fast as {baseline}"),
+        Against::ChecksumsOff => "as fast with them on".to_string(),
+    }
+}
+
 /// More or fewer, by a positive percentage.
 fn more_or_less(pct: f64, more: &str, less: &str) -> String {
     if pct >= 0.0 {
@@ -983,9 +1009,15 @@ fn verdict_clause(v: Verdict, kind: WorkloadKind, other: &str, t: f64) -> String
 
 /// The client counts whose own verdict is not the aggregate's (every count when there is no
 /// mean), named with theirs: `inconclusive at 250 clients (+3.0 % (−4.1 … +10.6))`,
-/// `one sample at 1000 clients (+5.0 %, no interval, about 4 repeats a side would do)`.
+/// `one sample at 1000 clients (+5.0 %, no interval, about 4 repeats a side would do)`; a
+/// change that prints as 0.0 % in words (`as fast (−4.1 … +4.0)`: the sentence has named
+/// what it is against).
 fn exceptions(a: &Aggregate, kind: WorkloadKind) -> Vec<String> {
     let mine = a.verdict();
+    let same = match a.against {
+        Against::Baseline => "as fast",
+        Against::ChecksumsOff => "as fast with them on",
+    };
     let mut by: BTreeMap<&str, Vec<&(u32, Comparison)>> = BTreeMap::new();
     for p in &a.points {
         if p.1.verdict != mine || a.mean.is_none() {
@@ -998,7 +1030,8 @@ fn exceptions(a: &Aggregate, kind: WorkloadKind) -> Vec<String> {
             let figures: Vec<String> = points
                 .iter()
                 .map(|p| match p.1.ci_pct() {
-                    Some(ci) => stats::display_change(p.1.change_pct(), Some(ci)),
+                    Some(ci) => change_text(p.1.change_pct(), Some(ci), same),
+                    None if unchanged(p.1.change_pct()) => same.to_string(),
                     None => format!("{} %", stats::signed(p.1.change_pct())),
                 })
                 .collect();
@@ -1047,7 +1080,7 @@ fn sentence(s: &Sentence) -> String {
                 let _ = write!(
                     p,
                     ": {} {}",
-                    m.display_change(),
+                    change_text(m.change_pct(), Some(m.ci_pct()), &same_words(a, base)),
                     client_list(kind, &a.counted())
                 );
                 let price = s.prices.get(a.machine.as_str()).copied().unwrap_or(0.0);
@@ -1055,16 +1088,25 @@ fn sentence(s: &Sentence) -> String {
                 if price > 0.0 && base_price > 0.0 {
                     let f = base_price / price;
                     let pct = |r: f64| (r * f - 1.0) * 100.0;
-                    let _ = write!(
-                        p,
-                        "; at {} per hour it gives {} {tps} per dollar-hour",
-                        more_or_less(
-                            (price - base_price) / base_price * 100.0,
-                            "dearer",
-                            "cheaper"
-                        ),
-                        stats::display_change(pct(m.ratio), Some((pct(m.ci.0), pct(m.ci.1))))
-                    );
+                    let price_pct = (price - base_price) / base_price * 100.0;
+                    let at = if unchanged(price_pct) {
+                        "at the same price".to_string()
+                    } else {
+                        format!(
+                            "at {} per hour",
+                            more_or_less(price_pct, "dearer", "cheaper")
+                        )
+                    };
+                    let ci = Some((pct(m.ci.0), pct(m.ci.1)));
+                    let gives = if unchanged(pct(m.ratio)) {
+                        change_text(pct(m.ratio), ci, &format!("the same {tps} per dollar-hour"))
+                    } else {
+                        format!(
+                            "{} {tps} per dollar-hour",
+                            stats::display_change(pct(m.ratio), ci)
+                        )
+                    };
+                    let _ = write!(p, "; {at} it gives {gives}");
                 }
             }
             let named = exceptions(a, kind);
@@ -1106,7 +1148,12 @@ fn sentence(s: &Sentence) -> String {
                 let mut p = format!("{}: ", a.machine);
                 let mut named = exceptions(a, kind);
                 if let Some(m) = &a.mean {
-                    let _ = write!(p, "{}, {}", checksum_verdict(m, t), m.display_change());
+                    let _ = write!(
+                        p,
+                        "{}, {}",
+                        checksum_verdict(m, t),
+                        change_text(m.change_pct(), Some(m.ci_pct()), &same_words(a, base))
+                    );
                     if a.counted().len() > 1 {
                         let _ = write!(p, " {}", client_list(kind, &a.counted()));
                     }
@@ -1178,6 +1225,10 @@ pub struct Regression {
     pub tps_fell: bool,
     /// Latency p99: its interval wholly above +T (the verdict `faster` of the p99 ratio).
     pub p99_rose: bool,
+    /// tps: its figure alone fell past −T (confirmed or not).
+    pub tps_moved: bool,
+    /// Latency p99: its figure alone rose past +T (confirmed or not).
+    pub p99_moved: bool,
 }
 
 impl Regression {
@@ -1189,6 +1240,68 @@ impl Regression {
     pub fn tps_change_pct(&self) -> f64 {
         self.tps_change.change_pct()
     }
+}
+
+/// A regression as one line for stdout: `regressed:` when its verdicts say so, else
+/// `unconfirmed:`; leading with what regressed (or, unconfirmed, what moved past the
+/// threshold): `tps −10.0 % (−14.1 … −5.2) slower`, `latency p99 +25.0 % (+22.0 … +28.1)
+/// higher`, or both; then where; then the other figure for context (pure).
+pub fn regression_line(r: &Regression) -> String {
+    let tps = format!(
+        "tps {}{}",
+        r.tps_change.display_change(),
+        match r.tps_change.verdict {
+            Verdict::OneSample => String::new(),
+            v => format!(" {v}"),
+        }
+    );
+    let p99 = r.p99_change.as_ref().map(|p| {
+        format!(
+            "latency p99 {}{}",
+            p.display_change(),
+            if r.p99_rose { " higher" } else { "" }
+        )
+    });
+    let (lead_tps, lead_p99) = if r.confirmed() {
+        (r.tps_fell, r.p99_rose)
+    } else {
+        (r.tps_moved, r.p99_moved)
+    };
+    let mut what = Vec::new();
+    let mut besides = Vec::new();
+    if lead_tps {
+        what.push(tps);
+    } else {
+        besides.push(tps);
+    }
+    match p99 {
+        Some(p) if lead_p99 => what.push(p),
+        Some(p) => besides.push(p),
+        None => {}
+    }
+    format!(
+        "{}: {}: {} {}{} at {} {}{}",
+        if r.confirmed() {
+            "regressed"
+        } else {
+            "unconfirmed"
+        },
+        what.join(" and "),
+        r.machine,
+        r.workload,
+        if r.checksums.is_empty() {
+            String::new()
+        } else {
+            format!(" (checksums {})", r.checksums)
+        },
+        r.clients,
+        load_unit(r.kind),
+        if besides.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", besides.join(", "))
+        }
+    )
 }
 
 /// Every point of every run but the baseline whose tps fell, or whose latency p99 rose, past
@@ -1219,8 +1332,9 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
             let p99 = stats::compare(&r.p99_samples, &b.p99_samples, t);
             let tps_fell = tps.verdict == Verdict::Slower;
             let p99_rose = p99.as_ref().is_some_and(|p| p.verdict == Verdict::Faster);
-            let moved = tps.change_pct() < -t || p99.as_ref().is_some_and(|p| p.change_pct() > t);
-            (tps_fell || p99_rose || moved).then(|| Regression {
+            let tps_moved = tps.change_pct() < -t;
+            let p99_moved = p99.as_ref().is_some_and(|p| p.change_pct() > t);
+            (tps_fell || p99_rose || tps_moved || p99_moved).then(|| Regression {
                 machine: r.machine.clone(),
                 workload: r.workload.clone(),
                 kind: r.kind,
@@ -1234,6 +1348,8 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
                 p99_change: p99,
                 tps_fell,
                 p99_rose,
+                tps_moved,
+                p99_moved,
             })
         })
         .collect();
@@ -1754,6 +1870,41 @@ mod tests {
     }
 
     #[test]
+    fn an_unchanged_price_or_speed_is_said_in_words_not_as_zero_percent() {
+        let at = |tps: f64| repeated(vec![point("rw", "", 16, tps, 4.0)]);
+        let runs = vec![
+            run("a", "r-01", 2.0, at(10_000.0)),
+            run("b", "r-02", 2.0, at(12_000.0)),
+            run("c", "r-03", 2.0, at(10_000.0)),
+        ];
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
+        let s = &f[0].sentence;
+        assert!(
+            s.contains("b is faster than a: +20.0 % (+")
+                && s.contains(") at 16 clients; at the same price it gives +20.0 % (+"),
+            "{s}"
+        );
+        assert!(
+            s.contains("c is the same as a within ±5 %: as fast as a (\u{2212}0.")
+                && s.contains(") at 16 clients; at the same price it gives the same tps per dollar-hour (\u{2212}0."),
+            "{s}"
+        );
+        assert!(!s.contains("+0.0 %") && !s.contains(" 0.0 %"), "{s}");
+        // One sample a side: the unchanged figure in words too.
+        let runs = vec![
+            run("a", "r-01", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+            run("c", "r-03", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+        ];
+        let rows = super::rows(&runs);
+        let s = &findings(&runs, &rows, 0, 5.0)[0].sentence;
+        assert_eq!(
+            s,
+            "rw: c against a: one sample at 16 clients (as fast, no interval)."
+        );
+    }
+
+    #[test]
     fn a_tpcc_finding_speaks_of_tpcc_tps_over_thread_counts() {
         let mut runs = scenario_b_tpcc();
         for r in &mut runs {
@@ -2152,6 +2303,30 @@ mod tests {
         let rows = rows(&runs);
         let labels = labels(&runs);
         let list = regressions(&rows, &labels[0], 5.0);
+        // Each line leads with what regressed (or, unconfirmed, what moved).
+        let lines: Vec<String> = list.iter().map(regression_line).collect();
+        assert!(
+            lines[0].starts_with("regressed: tps \u{2212}10.0 % (\u{2212}")
+                && lines[0].contains(") slower and latency p99 +20.0 % (")
+                && lines[0].ends_with(&format!(") higher: {} rw at 100 clients", labels[1])),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with(&format!(
+                "regressed: latency p99 +6.0 % (+6.0 … +6.0) higher: {} rw at 1000 clients (tps +0.0 % (",
+                labels[1]
+            )) && lines[1].ends_with(") same)"),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(
+            lines[2],
+            format!(
+                "unconfirmed: tps \u{2212}30.0 % (one sample): {} ro at 10 clients (latency p99 +0.0 % (one sample))",
+                labels[1]
+            )
+        );
         let got: Vec<(&str, u32, bool, bool, bool)> = list
             .iter()
             .map(|r| {

@@ -1,5 +1,6 @@
 //! The one CSV writer behind every `summary.csv` (a run's and `collect`'s): RFC 4180, so a
-//! machine or workload name with a comma, a quote or a line break stays one field.
+//! machine or workload name with a comma, a quote or a line break stays one field; and a
+//! field a spreadsheet would take for a formula is written as text.
 
 /// Builds a CSV document record by record.
 #[derive(Debug, Default)]
@@ -31,7 +32,25 @@ impl CsvWriter {
     }
 }
 
+/// A field a spreadsheet would execute: one starting with `=`, `+`, `-` or `@` (or a tab or
+/// carriage return before one), unless it is a plain number such as `-1.5` or `+2e3`.
+fn is_formula(field: &str) -> bool {
+    let plain_number = field
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+        && field.parse::<f64>().is_ok_and(f64::is_finite);
+    field.starts_with(['=', '+', '-', '@', '\t', '\r']) && !plain_number
+}
+
 fn push_field(out: &mut String, field: &str) {
+    // A single quote in front makes the cell text (OWASP's advice for CSV injection).
+    let neutralised;
+    let field = if is_formula(field) {
+        neutralised = format!("'{field}");
+        neutralised.as_str()
+    } else {
+        field
+    };
     if field.contains([',', '"', '\r', '\n']) {
         out.push('"');
         out.push_str(&field.replace('"', "\"\""));
@@ -98,5 +117,36 @@ mod tests {
             assert_eq!(back[n + 1], [n.to_string(), f.to_string()], "{text:?}");
         }
         assert!(text.starts_with("n,field\r\n0,plain\r\n1,\"comma, inside\"\r\n"));
+    }
+
+    #[test]
+    fn fields_a_spreadsheet_would_execute_are_written_as_text() {
+        let mut w = CsvWriter::default();
+        w.record(&[
+            "=cmd|' /C calc'!A0",
+            "+SUM(A1)",
+            "-2+3",
+            "@SUM(A1)",
+            "\t=1",
+            "-1.5",
+            "+2e3",
+            "-inf",
+            "plain=1",
+        ]);
+        let back = read(&w.finish());
+        assert_eq!(
+            back,
+            [[
+                "'=cmd|' /C calc'!A0",
+                "'+SUM(A1)",
+                "'-2+3",
+                "'@SUM(A1)",
+                "'\t=1",
+                "-1.5",
+                "+2e3",
+                "'-inf",
+                "plain=1",
+            ]]
+        );
     }
 }

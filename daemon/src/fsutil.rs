@@ -322,3 +322,56 @@ mod tests {
         assert_eq!(read_regular_to_string(&file).expect("read"), "text");
     }
 }
+
+/// An identifier read from a state file (a run id, a point id, a snapshot id, a machine
+/// id) that becomes one component of a path: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting
+/// with a dot. `../../victim` or `a/b` would make a path outside the directory it is
+/// joined to; the error names what the identifier is and where it came from.
+pub fn check_path_component(what: &str, value: &str) -> Result<(), String> {
+    let ok = !value.is_empty()
+        && value.len() <= 128
+        && !value.starts_with('.')
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {:?} is not a plain name (1 to 128 of A-Z, a-z, 0-9, '.', '_', '-', not starting with '.'): it would make a path outside its directory",
+            value.chars().take(140).collect::<String>()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod path_component_tests {
+    use super::check_path_component;
+
+    #[test]
+    fn only_plain_names_are_path_components() {
+        for good in [
+            "20261202T052721Z-c267",
+            "p000-rw-c16-r1",
+            "0a1b2c",
+            "a.b_c-d",
+        ] {
+            assert_eq!(check_path_component("run id", good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../../victim",
+            "a/b",
+            ".hidden",
+            "a\0b",
+            "a b",
+            "é",
+        ] {
+            let err = check_path_component("run id", bad).expect_err(bad);
+            assert!(err.starts_with("run id "), "{err}");
+        }
+        assert!(check_path_component("run id", &"a".repeat(129)).is_err());
+    }
+}

@@ -241,11 +241,51 @@ pub fn parse(text: &str, path: &Path) -> Result<Journal> {
     read_any(text, path).map(|(journal, _)| journal)
 }
 
-/// [`parse`], also saying which schema the text had.
+/// [`parse`], also saying which schema the text had. The identifiers that become path
+/// components (the run id, point ids, snapshot ids) and the point results' paths are
+/// checked: a journal saying `run_id = "../../victim"` is refused, not followed.
 fn read_any(text: &str, path: &Path) -> Result<(Journal, u64)> {
+    let (journal, version) = read_unchecked(text, path)?;
+    check_names(&journal).map_err(|e| {
+        anyhow::anyhow!(
+            "journal {}: {e} (`pgapplianced reset` puts it aside)",
+            path.display()
+        )
+    })?;
+    Ok((journal, version))
+}
+
+/// The journal's identifiers that become paths, each a plain name ([`fsutil::check_path_component`]).
+fn check_names(j: &Journal) -> std::result::Result<(), String> {
+    fsutil::check_path_component("run_id", &j.run_id)?;
+    for (id, rec) in &j.points {
+        fsutil::check_path_component("point id", id)?;
+        if rec.result != format!("points/{id}.json") {
+            return Err(format!(
+                "point {id}'s result {:?} is not points/{id}.json",
+                rec.result
+            ));
+        }
+    }
+    for id in j.point_attempts.keys() {
+        fsutil::check_path_component("point id", id)?;
+    }
+    let d = &j.state.dataset;
+    for (what, id) in [
+        ("dataset snapshot id", &d.snapshot),
+        ("dataset snapshot being restored", &d.restoring),
+    ] {
+        if let Some(id) = id {
+            fsutil::check_path_component(what, id)?;
+        }
+    }
+    Ok(())
+}
+
+fn read_unchecked(text: &str, path: &Path) -> Result<(Journal, u64)> {
     let value: serde_json::Value = serde_json::from_str(text).with_context(|| {
         format!(
-            "journal {} is not valid JSON (move it aside to start a new run)",
+            "journal {} is not valid JSON (`pgapplianced reset` puts it aside so a new run can start)",
             path.display()
         )
     })?;
@@ -258,20 +298,20 @@ fn read_any(text: &str, path: &Path) -> Result<(Journal, u64)> {
             .map(|j| (j, v))
             .with_context(|| {
                 format!(
-                    "journal {} is not valid (move it aside to start a new run)",
+                    "journal {} is not valid (`pgapplianced reset` puts it aside so a new run can start)",
                     path.display()
                 )
             }),
         Some(v) if v > u64::from(JOURNAL_SCHEMA_VERSION) => bail!(
-            "journal {} has schema version {v}, newer than this daemon's {JOURNAL_SCHEMA_VERSION}: run it with the daemon that wrote it, or move it aside",
+            "journal {} has schema version {v}, newer than this daemon's {JOURNAL_SCHEMA_VERSION}: run it with the daemon that wrote it, or `pgapplianced reset` to put it aside",
             path.display()
         ),
         Some(v) => bail!(
-            "journal {} has schema version {v}, which this daemon does not know (it reads 1 and {JOURNAL_SCHEMA_VERSION}); move it aside to start a new run",
+            "journal {} has schema version {v}, which this daemon does not know (it reads 1 and {JOURNAL_SCHEMA_VERSION}); `pgapplianced reset` puts it aside so a new run can start",
             path.display()
         ),
         None => bail!(
-            "journal {} has no schema_version: not a pgappliance journal (move it aside to start a new run)",
+            "journal {} has no schema_version: not a pgappliance journal (`pgapplianced reset` puts it aside so a new run can start)",
             path.display()
         ),
     }
@@ -317,7 +357,7 @@ pub fn migrate_v1(mut value: serde_json::Value) -> Result<Journal> {
             }
             "uploaded_to" => state.upload.stored_in = Some(v.clone()),
             other => bail!(
-                "schema-1 fact {other:?} is not one this daemon knows how to migrate; move the journal aside to start a new run"
+                "schema-1 fact {other:?} is not one this daemon knows how to migrate; `pgapplianced reset` puts the journal aside so a new run can start"
             ),
         }
     }
@@ -568,5 +608,40 @@ mod tests {
             .err()
             .expect("different plan refused");
         assert!(err.to_string().contains("different plan"), "{err}");
+    }
+
+    #[test]
+    fn identifiers_that_would_make_paths_outside_the_work_directory_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("state.json");
+        let mut j = JournalFile::open_or_create(&p, "aaaa", "run-1".into()).expect("create");
+        j.begin_point("p001").expect("point");
+        j.finish_point("p001", "points/p001.json").expect("finish");
+        let good = serde_json::to_value(&j.state).expect("json");
+        assert!(parse(&good.to_string(), &p).is_ok());
+        type Damage = fn(&mut serde_json::Value);
+        let cases: [(&str, Damage); 5] = [
+            ("run_id", |v| v["run_id"] = "../../victim".into()),
+            ("point id", |v| {
+                let rec = v["points"]["p001"].clone();
+                v["points"]["../p002"] = rec;
+            }),
+            ("is not points/p001.json", |v| {
+                v["points"]["p001"]["result"] = "../../etc/passwd".into()
+            }),
+            ("point id", |v| v["point_attempts"]["a/b"] = 1.into()),
+            ("dataset snapshot id", |v| {
+                v["state"]["dataset"]["snapshot"] = "..".into()
+            }),
+        ];
+        for (words, damage) in cases {
+            let mut v = good.clone();
+            damage(&mut v);
+            let err = parse(&v.to_string(), &p).expect_err(words).to_string();
+            assert!(
+                err.contains(words) && err.contains("state.json"),
+                "{words}: {err}"
+            );
+        }
     }
 }

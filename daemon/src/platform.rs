@@ -268,8 +268,8 @@ impl Profile {
             "--auth-local=peer".to_string(),
             "--auth-host=scram-sha-256".to_string(),
         ];
-        if checksums {
-            opts.push("--data-checksums".to_string());
+        if let Some(option) = crate::postgres::cluster::initdb_checksums_option(v, checksums) {
+            opts.push(option.to_string());
         }
         match self.platform {
             Platform::Rocky8 => CommandSpec::new(format!(
@@ -529,6 +529,61 @@ mod tests {
             repository_baseurl: baseurl.map(str::to_string),
             repository_gpgkey: key.map(str::to_string),
             data_checksums: false,
+        }
+    }
+
+    #[test]
+    fn from_18_initdb_is_told_to_leave_checksums_off() {
+        // PostgreSQL 18's initdb turns data checksums on unless told not to.
+        for (v, off) in [
+            (17, None),
+            (18, Some("--no-data-checksums")),
+            (19, Some("--no-data-checksums")),
+        ] {
+            for platform in [Platform::Rocky8, Platform::Debian12] {
+                let p = Profile::of(platform);
+                let all = |c: CommandSpec| format!("{} {:?}", c.display(), c.env);
+                let text = all(p.initdb(v, "/d", false));
+                match off {
+                    Some(o) => assert!(text.contains(o), "{v} {text}"),
+                    None => assert!(!text.contains("checksums"), "{v} {text}"),
+                }
+                let on = all(p.initdb(v, "/d", true));
+                assert!(
+                    on.contains("--data-checksums") && !on.contains("--no-data-checksums"),
+                    "{v} {on}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_supported_version_has_its_packages_paths_and_unit() {
+        for v in crate::plan::PG_MAJORS {
+            let rocky = Profile::of(Platform::Rocky8);
+            assert_eq!(
+                rocky.packages(v)[..3],
+                [
+                    format!("postgresql{v}"),
+                    format!("postgresql{v}-server"),
+                    format!("postgresql{v}-contrib")
+                ]
+            );
+            assert_eq!(
+                rocky.pg_bin_dir(v),
+                PathBuf::from(format!("/usr/pgsql-{v}/bin"))
+            );
+            assert!(rocky
+                .initdb(v, "/d", false)
+                .display()
+                .contains(&format!("/usr/pgsql-{v}/bin/postgresql-{v}-setup initdb")));
+            let debian = Profile::of(Platform::Debian12);
+            assert_eq!(debian.packages(v)[0], format!("postgresql-{v}"));
+            assert_eq!(
+                debian.pg_bin_dir(v),
+                PathBuf::from(format!("/usr/lib/postgresql/{v}/bin"))
+            );
+            assert_eq!(rocky.pg_unit(v), format!("postgresql-{v}.service"));
         }
     }
 

@@ -299,6 +299,28 @@ pub fn scaling_series(r: &RunResults, kind: WorkloadKind) -> Vec<Series> {
         .collect()
 }
 
+/// [`scaling_series`] one chart per workload (its checksum states together): workloads of
+/// different throughputs (select-only's tens of thousands, TPC-B's few thousand) on one
+/// linear axis would flatten the slower one. A run without points still gets one chart (it
+/// says "no data").
+pub fn scaling_charts(r: &RunResults, kind: WorkloadKind) -> Vec<(String, Vec<Series>)> {
+    let mut by_workload: BTreeMap<String, Vec<Series>> = BTreeMap::new();
+    for p in ok_points(r, kind) {
+        by_workload.entry(p.workload.clone()).or_default();
+    }
+    for series in scaling_series(r, kind) {
+        let of =
+            |w: &String| series.name == *w || series.name.starts_with(&format!("{w} (checksums "));
+        if let Some(w) = by_workload.keys().find(|w| of(w)).cloned() {
+            by_workload.entry(w).or_default().push(series);
+        }
+    }
+    if by_workload.is_empty() {
+        return vec![(String::new(), Vec::new())];
+    }
+    by_workload.into_iter().collect()
+}
+
 /// Mean latency percentiles per client count, one chart's series per percentile, for each
 /// pgbench workload × checksum state.
 pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
@@ -490,13 +512,15 @@ pub fn render(r: &RunResults) -> String {
 
 fn pgbench_charts(html: &mut String, r: &RunResults) {
     html.push_str("<h2>Throughput by clients</h2>");
-    html.push_str(&line_chart(
-        "tps vs clients",
-        "clients",
-        "tps",
-        &scaling_series(r, WorkloadKind::Pgbench),
-        true,
-    ));
+    for (workload, series) in scaling_charts(r, WorkloadKind::Pgbench) {
+        html.push_str(&line_chart(
+            &chart_title(&workload, "tps vs clients"),
+            "clients",
+            "tps",
+            &series,
+            true,
+        ));
+    }
     html.push_str("<h2>Latency percentiles by clients</h2>");
     for (name, series) in latency_series(r) {
         html.push_str(&line_chart(
@@ -523,13 +547,15 @@ fn pgbench_charts(html: &mut String, r: &RunResults) {
 /// and each point's tps second by second (scenario B's per-second graphs).
 fn tpcc_charts(html: &mut String, r: &RunResults) {
     html.push_str("<h2>TPC-C (sysbench-tpcc): throughput by threads</h2>");
-    html.push_str(&line_chart(
-        "TPC-C tps vs threads",
-        "threads",
-        "TPC-C tps",
-        &scaling_series(r, WorkloadKind::SysbenchTpcc),
-        true,
-    ));
+    for (workload, series) in scaling_charts(r, WorkloadKind::SysbenchTpcc) {
+        html.push_str(&line_chart(
+            &chart_title(&workload, "TPC-C tps vs threads"),
+            "threads",
+            "TPC-C tps",
+            &series,
+            true,
+        ));
+    }
     html.push_str("<h2>TPC-C: latency by threads</h2>");
     for (name, series) in tpcc_latency_series(r) {
         html.push_str(&line_chart(
@@ -549,6 +575,15 @@ fn tpcc_charts(html: &mut String, r: &RunResults) {
             &series,
             false,
         ));
+    }
+}
+
+/// `rw: tps vs clients`, or the bare title for the chart of a run without points.
+fn chart_title(workload: &str, what: &str) -> String {
+    if workload.is_empty() {
+        what.to_string()
+    } else {
+        format!("{workload}: {what}")
     }
 }
 
@@ -682,4 +717,39 @@ pub fn tuning_in_effect_table(t: &crate::in_effect::TuningInEffect) -> String {
     }
     html.push_str("</table>");
     html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_workload_gets_its_own_throughput_chart() {
+        // Scenario A's shape: select-only in the tens of thousands, TPC-B in thousands.
+        let r = crate::synthetic::run_results(&crate::synthetic::fleet_run(0, 1)).expect("run");
+        let charts = scaling_charts(&r, WorkloadKind::Pgbench);
+        let names: Vec<&str> = charts.iter().map(|(w, _)| w.as_str()).collect();
+        assert_eq!(names, ["ro", "rw"]);
+        for (workload, series) in &charts {
+            assert_eq!(series.len(), 1, "{workload}");
+            assert_eq!(series[0].name, *workload);
+        }
+        let html = render(&r);
+        assert!(
+            html.contains("<title>ro: tps vs clients</title>"),
+            "ro chart"
+        );
+        assert!(
+            html.contains("<title>rw: tps vs clients</title>"),
+            "rw chart"
+        );
+        assert!(
+            !html.contains("<title>tps vs clients</title>"),
+            "no shared chart"
+        );
+        // A run without points still says so in one chart.
+        let mut empty = r.clone();
+        empty.points.clear();
+        assert!(render(&empty).contains("<title>tps vs clients</title>"));
+    }
 }

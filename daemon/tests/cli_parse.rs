@@ -327,3 +327,56 @@ fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() 
     assert!(!stderr.contains("PASS"), "{stderr}");
     assert!(!work.exists(), "nothing written");
 }
+
+#[test]
+fn run_local_needs_a_work_directory_of_its_own() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let plan = plan.display().to_string();
+    let (code, stdout, stderr) = daemon(&["run", "--local", &plan]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("run --local needs --workdir DIR")
+            && stderr.contains("/var/lib/pgappliance is the appliance's own"),
+        "{stderr}"
+    );
+    for appliance in ["/var/lib/pgappliance", "/var/lib/pgappliance/"] {
+        let (code, _, stderr) = daemon(&["run", "--local", &plan, "--workdir", appliance]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains("that is the appliance's own work directory"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn bench_init_refuses_a_scale_of_0_before_it_starts_anything() {
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    for extra in [
+        &["--scale", "0"][..],
+        &["--scale", "1", "--workers", "0"][..],
+    ] {
+        let mut args = vec![
+            "bench",
+            "init",
+            "--plan",
+            plan.to_str().expect("utf-8"),
+            "--workdir",
+            work.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        let (code, _, stderr) = daemon(&args);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{} {}",
+                extra[extra.len() - 2],
+                extra[extra.len() - 1]
+            )),
+            "{stderr}"
+        );
+        assert!(!work.join("cluster").exists(), "no cluster made: {stderr}");
+    }
+}

@@ -538,3 +538,251 @@ fn an_impossible_statement_latency_is_refused_naming_the_line() {
         assert!(err.contains("statement latency"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn v18_duration_with_progress_and_statement_latencies() {
+    let text = fixture("v18-T-progress-r.txt");
+    let s = parse_summary(&text).expect("parses");
+    assert_eq!(s.output_format, OutputFormat::V15Plus);
+    assert_eq!(s.client_version.as_deref(), Some("18.1"));
+    assert_eq!(s.duration_s, Some(10.0));
+    assert_eq!(s.transactions_processed, 249570);
+    assert_eq!(s.failed_transactions, Some(0));
+    assert_eq!(s.latency_stddev_ms, Some(0.801));
+    assert_eq!(s.tps, 24957.013210);
+    assert_eq!(s.statement_latencies.len(), 11);
+    assert!(s.statement_latencies.iter().all(|l| l.failures == Some(0)));
+    let p = parse_progress(&text).expect("progress");
+    assert_eq!(p.len(), 2);
+    assert_eq!(p[1].failed, Some(0));
+}
+
+#[test]
+fn v18_per_script_counts_are_not_taken_for_the_run_s() {
+    // 18 prints each script's processed and failed counts (` - number of …`) and each
+    // script's statement block behind ` - `.
+    let s = parse_summary(&fixture("v18-multiple-scripts-r.txt")).expect("parses");
+    assert_eq!(s.transaction_type.as_deref(), Some("multiple scripts"));
+    assert_eq!(s.transactions_processed, 4000);
+    assert_eq!(s.transactions_expected, Some(4000));
+    assert_eq!(s.failed_transactions, Some(0));
+    assert_eq!(s.latency_avg_ms, 0.512);
+    assert_eq!(s.latency_stddev_ms, None);
+    assert_eq!(s.tps, 7812.5);
+    assert_eq!(s.statement_latencies.len(), 11);
+    assert_eq!(s.statement_latencies[10].latency_ms, 0.124);
+}
+
+#[test]
+fn v19_other_failures_and_the_latency_including_failures() {
+    let s = parse_summary(&fixture("v19-failures-detailed.txt")).expect("parses");
+    assert_eq!(s.client_version.as_deref(), Some("19.1"));
+    assert_eq!(s.transactions_processed, 3988);
+    assert_eq!(s.failed_transactions, Some(12));
+    assert_eq!(s.latency_avg_ms, 4.021);
+    assert_eq!(s.tps, 1983.586173);
+}
+
+#[test]
+fn v19_logs_count_other_failures() {
+    let stats = latency_from_logs(&[fixture_path("txlog-v19-other.log")], false, 19)
+        .expect("transaction log");
+    assert_eq!((stats.transactions, stats.failed), (3, 2));
+    let stats = latency_from_logs(
+        &[fixture_path("aggregate-v19-failures-detailed.log")],
+        true,
+        19,
+    )
+    .expect("aggregate log");
+    assert_eq!(stats.transactions, 380 + 942);
+    assert_eq!(stats.failed, 1 + 4 + 1 + 2);
+}
+
+/// A fixture with one line replaced (composed here); the replaced line must exist once.
+fn fixture_with(name: &str, line: &str, replacement: &str) -> String {
+    let text = fixture(name);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with(line)).count(),
+        1,
+        "one \"{line}\" line in {name}"
+    );
+    text.lines()
+        .map(|l| if l.starts_with(line) { replacement } else { l })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn figures_the_other_lines_contradict_are_refused_naming_the_line() {
+    let line_no = |text: &str, prefix: &str| {
+        text.lines()
+            .position(|l| l.starts_with(prefix))
+            .map(|i| i + 1)
+            .expect("line")
+    };
+    // (fixture, line replaced, replacement, words of the error)
+    let cases = [
+        // A -t run: 4 clients at 2.593 ms are 1542.8 tps; "154" is the line cut short.
+        ("v15-captured-t.txt", "tps = ", "tps = 154", "clients busy"),
+        (
+            "v15-captured-t.txt",
+            "tps = ",
+            "tps = 1e308 (without initial connection time)",
+            "beyond any pgbench run",
+        ),
+        // A -T run with measured latency: 54187 transactions in 3 s are not 1808.9 tps.
+        (
+            "v15-captured-T-select-r.txt",
+            "tps = ",
+            "tps = 1808.909313 (without initial connection time)",
+            "not the 3 s run",
+        ),
+        (
+            "v15-captured-T-select-r.txt",
+            "tps = ",
+            "tps = 0.000000 (without initial connection time)",
+            "tps is 0 with 54187",
+        ),
+        // 13's excluding figure can never be below its including one.
+        (
+            "v13-t-rw.txt",
+            "tps = 712.221039",
+            "tps = 71.221039 (excluding connections establishing)",
+            "below tps including",
+        ),
+    ];
+    for (name, prefix, replacement, words) in cases {
+        let text = fixture_with(name, prefix, replacement);
+        let err = parse_summary(&text).expect_err(replacement).to_string();
+        assert!(err.contains(words), "{replacement}: {err}");
+        let at = line_no(&text, replacement);
+        assert!(
+            err.starts_with(&format!("line {at}:")),
+            "{replacement}: {err}"
+        );
+    }
+}
+
+#[test]
+fn damaged_characters_unknown_versions_and_mixed_formats_are_refused() {
+    // A BOM before the banner used to hide the banner (and with it the client version).
+    let bom = format!("\u{feff}{}", fixture("v15-captured-t.txt"));
+    let err = parse_summary(&bom).expect_err("BOM").to_string();
+    assert!(
+        err.starts_with("line 1:") && err.contains("U+FEFF"),
+        "{err}"
+    );
+    // A NUL inside "latency stddev" used to drop the line and its figure.
+    let nul = fixture("v15-captured-T-select-r.txt").replace("latency stddev", "latency\0stddev");
+    let at = nul
+        .lines()
+        .position(|l| l.contains('\0'))
+        .expect("NUL line")
+        + 1;
+    let err = parse_summary(&nul).expect_err("NUL").to_string();
+    assert!(
+        err.starts_with(&format!("line {at}:")) && err.contains("U+0000"),
+        "{err}"
+    );
+    let cases = [
+        // An unknown major version.
+        ("pgbench (", "pgbench (99.0)", "pgbench 99 is not a version"),
+        ("pgbench (", "pgbench (13.4)", "pgbench 13 is not a version"),
+        // Past the newest supported major (plan::PG_MAJORS ends at 19).
+        (
+            "pgbench (",
+            "pgbench (20.0)",
+            "(13 to 19; 13 prints no banner)",
+        ),
+        // A 14 banner over 15's failed-transactions line.
+        (
+            "pgbench (",
+            "pgbench (14.8)",
+            "prints no such line: it arrived in 15",
+        ),
+    ];
+    for (prefix, replacement, words) in cases {
+        let err = parse_summary(&fixture_with("v15-captured-t.txt", prefix, replacement))
+            .expect_err(replacement)
+            .to_string();
+        assert!(err.contains(words), "{replacement}: {err}");
+    }
+    // A 15 banner without the failed-transactions line 15 always prints.
+    let no_failed = fixture("v15-captured-t.txt")
+        .lines()
+        .filter(|l| !l.starts_with("number of failed transactions"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let err = parse_summary(&no_failed).expect_err("15 without failures line");
+    assert!(
+        err.to_string().starts_with("line 1:") && err.to_string().contains("always prints"),
+        "{err}"
+    );
+    // 13's tps lines in a 15 summary: two versions mixed.
+    let mixed = fixture("v15-captured-t.txt").replace(
+        "tps = 1542.825956 (without initial connection time)",
+        "tps = 1542.825956 (without initial connection time)\n\
+         tps = 1542.0 (including connections establishing)",
+    );
+    let err = parse_summary(&mixed).expect_err("mixed").to_string();
+    assert!(err.contains("two versions' summaries mixed"), "{err}");
+    // 13's summary with a 14+ connection-time line.
+    let mixed13 = fixture("v13-t-rw.txt").replace(
+        "latency average = 7.021 ms",
+        "latency average = 7.021 ms\ninitial connection time = 3.100 ms",
+    );
+    let err = parse_summary(&mixed13).expect_err("mixed 13").to_string();
+    assert!(err.contains("two versions' summaries mixed"), "{err}");
+    // 13's summary with 15's failed-transactions line.
+    let mixed15 = fixture("v13-t-rw.txt").replace(
+        "latency average = 7.021 ms",
+        "number of failed transactions: 0 (0.000%)\nlatency average = 7.021 ms",
+    );
+    let err = parse_summary(&mixed15)
+        .expect_err("mixed 13/15")
+        .to_string();
+    assert!(err.contains("two versions' summaries mixed"), "{err}");
+    // 13 with only one of its two tps lines.
+    let one_tps = fixture("v13-t-rw.txt")
+        .lines()
+        .filter(|l| !l.contains("including connections establishing"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let err = parse_summary(&one_tps).expect_err("one 13 tps line");
+    assert!(
+        err.to_string()
+            .contains("including connections establishing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn init_lines_cut_short_repeated_or_not_adding_up_are_refused() {
+    let good = fixture("init-v14-altra-scale10000.txt");
+    let done = good
+        .lines()
+        .find(|l| l.starts_with("done in"))
+        .expect("done line")
+        .to_string();
+    let cut_after_total = good.replace(&done, "done in 1568.00 s");
+    let cut_in_phases = good.replace(
+        &done,
+        "done in 1568.00 s (drop tables 0.00 s, create tables 0.03 s, client-side generate 742.72 s",
+    );
+    let twice = format!("{good}\n{done}\n");
+    let not_adding_up = good.replace("vacuum 113.22 s", "vacuum 13.22 s");
+    let unknown_phase = good.replace("vacuum 113.22 s", "vacuuum 113.22 s");
+    for (text, words) in [
+        (cut_after_total, "cut short"),
+        (cut_in_phases, "cut short"),
+        (twice, "a second \"done in\" line"),
+        (
+            not_adding_up,
+            "add up to 1468.00 s, not the total 1568.00 s",
+        ),
+        (unknown_phase, "not a phase"),
+    ] {
+        let err = parse_init(&text).expect_err(words).to_string();
+        assert!(err.contains(words), "{words}: {err}");
+    }
+}

@@ -359,3 +359,98 @@ fn output_that_is_not_sysbench_or_not_csv_is_refused() {
     let err = parse_output(&default).expect_err("not CSV");
     assert!(err.to_string().contains("--report_csv=yes"), "{err}");
 }
+
+#[test]
+fn rates_their_count_and_time_contradict_are_refused_naming_the_line() {
+    let line_no = |text: &str, needle: &str| {
+        text.lines()
+            .position(|l| l.contains(needle))
+            .map(|i| i + 1)
+            .expect("line")
+    };
+    let captured = fixture(CAPTURED);
+    let composed = fixture(COMPOSED_1_1);
+    for (text, from, to, words) in [
+        (
+            &captured,
+            "(185.30 per sec.)",
+            "(1e308 per sec.)",
+            "beyond any sysbench run",
+        ),
+        (
+            &captured,
+            "(185.30 per sec.)",
+            "(18.53 per sec.)",
+            "not the 1865 counted",
+        ),
+        (
+            &captured,
+            "(5216.91 per sec.)",
+            "(52169.10 per sec.)",
+            "not the 52506 counted",
+        ),
+        (
+            &captured,
+            "(0.60 per sec.)",
+            "(6.00 per sec.)",
+            "not the 6 counted",
+        ),
+        (
+            &composed,
+            "4661.8346",
+            "466.1835",
+            "not the 16782655 counted",
+        ),
+    ] {
+        assert!(text.contains(from), "{from}");
+        let broken = text.replacen(from, to, 1);
+        let err = parse_output(&broken).expect_err(to).to_string();
+        assert!(err.contains(words), "{to}: {err}");
+        let at = line_no(&broken, to);
+        assert!(err.starts_with(&format!("line {at}:")), "{to}: {err}");
+    }
+    for (from, to, words) in [
+        (
+            "sum:                                20076.20",
+            "sum:                                2007.62",
+            "latency sum",
+        ),
+        ("932.5000/5.50", "93.2500/5.50", "events per thread"),
+        (
+            "10.0381/0.02",
+            "100.0381/0.02",
+            "longer than the 10.0639 s run",
+        ),
+    ] {
+        assert!(captured.contains(from), "{from}");
+        let err = parse_output(&captured.replacen(from, to, 1))
+            .expect_err(to)
+            .to_string();
+        assert!(err.contains(words), "{to}: {err}");
+    }
+}
+
+#[test]
+fn damaged_characters_and_unknown_versions_are_refused() {
+    let captured = fixture(CAPTURED);
+    let bom = format!("\u{feff}{captured}");
+    let err = parse_output(&bom).expect_err("BOM").to_string();
+    assert!(
+        err.starts_with("line 1:") && err.contains("U+FEFF"),
+        "{err}"
+    );
+    // A NUL that made the "ignored errors" key unknown used to drop the line's figures
+    // silently (here it is refused before the key is looked at).
+    let nul = captured.replacen("ignored errors:", "ignored\0errors:", 1);
+    let err = parse_output(&nul).expect_err("NUL").to_string();
+    assert!(err.contains("U+0000"), "{err}");
+    let err = parse_output(&captured.replacen("sysbench 1.0.20", "sysbench 9.0.1", 1))
+        .expect_err("unknown version")
+        .to_string();
+    assert!(err.contains("sysbench 9.0.1 is not a version"), "{err}");
+    let composed = fixture(COMPOSED_1_1);
+    let err = parse_output(&composed.replacen("sysbench 1.1.0-bbee5d5", "sysbench 1.0.20", 1))
+        .expect_err("1.0 banner over a 1.1 layout")
+        .to_string();
+    assert!(err.contains("prints the 1.0"), "{err}");
+}

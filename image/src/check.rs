@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use pgappliance::plan::{Checksums, Credentials, Devices, KeyPath, Plan, PlanIssue};
+use pgappliance::plan::{Builtin, Checksums, Credentials, Devices, KeyPath, Plan, PlanIssue};
 use pgappliance::platform::Profile;
 use pgappliance::sweep::{expand, Limit, SweepPoint};
 
@@ -21,26 +21,59 @@ fn check_credentials_file(plan: &Plan) -> Result<Option<String>> {
     let Some(file) = plan.upload.credentials_file.as_deref() else {
         return Ok(None);
     };
-    if plan.upload.credentials != Credentials::File {
+    // A file:// store reads no credentials (a warning says so): nothing more to say.
+    if plan.upload.credentials != Credentials::File || !plan.upload.store.starts_with("s3://") {
         return Ok(None);
     }
     let path = Path::new(file);
     if !path.exists() {
-        return Ok(Some(format!(
-            "credentials file {file} is not on this machine; it must be there (mode 0600, owned by the daemon's user, profile \"{}\") when the daemon runs",
-            plan.upload.profile()
-        )
-        + &crate::build::credentials::target_file(plan)
-            .map(|target| {
-                format!(
-                    "; {}",
-                    crate::build::credentials::undelivered_warning(plan, target)
-                )
-            })
-            .unwrap_or_default()));
+        // One sentence of where it must be and how it gets there, not two.
+        return Ok(Some(match crate::build::credentials::target_file(plan) {
+            Some(target) => format!(
+                "credentials file {file} is not on this machine; {}",
+                crate::build::credentials::undelivered_warning(plan, target)
+            ),
+            None => format!(
+                "credentials file {file} is not on this machine; it must be there (mode 0600, owned by the daemon's user, profile \"{}\") when the daemon runs",
+                plan.upload.profile()
+            ),
+        }));
     }
     pgappliance::upload::store::read_credentials_file(path, plan.upload.profile())?;
     Ok(None)
+}
+
+/// A `file://` sysbench-tpcc archive must be here: `build` packs it from this machine and
+/// local mode reads it here. Present, it must be a regular file of the plan's sha256. An
+/// http(s) source is left to `build` (it is not fetched by a check).
+fn check_tpcc_source(plan: &Plan) -> std::result::Result<(), String> {
+    use std::io::Read;
+    let Some(sb) = &plan.sysbench else {
+        return Ok(());
+    };
+    let Some(path) = sb.tpcc_source.strip_prefix("file://") else {
+        return Ok(());
+    };
+    let limit = pgappliance::sysbench::scripts::MAX_ARCHIVE_BYTES;
+    let mut bytes = Vec::new();
+    pgappliance::fsutil::open_regular(Path::new(path))
+        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "{path} is not on this machine: `build` packs the sysbench-tpcc archive from here (and local mode reads it here); put the archive there or name where it is"
+                )
+            } else {
+                format!("the sysbench-tpcc archive cannot be read: {e}")
+            }
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "{path} is larger than {} MiB: not a sysbench-tpcc release",
+            limit >> 20
+        ));
+    }
+    pgappliance::sysbench::scripts::verify(&bytes, sb, path).map_err(|e| format!("{e:#}"))
 }
 
 /// `under 1 s`, `90 s`, `40 min`, `2 h 5 min`.
@@ -58,10 +91,37 @@ pub fn human(d: Duration) -> String {
     }
 }
 
-/// How long the sweep runs at least: the `-T` of every point and warm-up, and how many
-/// points are bounded by `-t` instead (their time depends on the machine).
+/// The throughput a `-t` point's time is estimated from, (slow, fast) in tps: the slow end
+/// a small VM's (docs/performance.md's 2-vCPU machine runs TPC-B at about a thousand), the
+/// fast end a large server's (scenario A's Altra: 44,133 tps of TPC-B at 1000 clients,
+/// daemon/tests/fixtures/pgbench/v14-banner-distro-altra.txt). Read-only transactions are
+/// one primary-key lookup, some twenty times cheaper.
+fn tps_range(builtin: Builtin) -> (f64, f64) {
+    match builtin {
+        Builtin::TpcbLike | Builtin::SimpleUpdate => (1_000.0, 50_000.0),
+        Builtin::SelectOnly => (20_000.0, 1_000_000.0),
+    }
+}
+
+/// `1,935,000`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How long the sweep runs at least: the `-T` of every point and warm-up, and for points
+/// bounded by `-t` a range from their transaction count at a large server's and a small
+/// VM's throughput ([`tps_range`]).
 pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
     let (mut timed, mut timed_points, mut warmups, mut by_transactions) = (0u64, 0, 0, 0);
+    let (mut transactions, mut fast_s, mut slow_s) = (0u64, 0f64, 0f64);
     for p in points {
         match p.limit {
             Limit::DurationS(s) => {
@@ -72,7 +132,14 @@ pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
                     timed_points += 1;
                 }
             }
-            Limit::Transactions(_) => by_transactions += 1,
+            Limit::Transactions(t) => {
+                by_transactions += 1;
+                let n = t.saturating_mul(u64::from(p.clients));
+                transactions = transactions.saturating_add(n);
+                let (slow, fast) = tps_range(p.builtin);
+                fast_s += n as f64 / fast;
+                slow_s += n as f64 / slow;
+            }
         }
     }
     let mut parts = Vec::new();
@@ -88,8 +155,18 @@ pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
         ));
     }
     if by_transactions > 0 {
+        let secs = |x: f64| human(Duration::from_secs_f64(x.min(1e12)));
+        let (fast, slow) = (secs(fast_s), secs(slow_s));
+        let range = if fast == slow {
+            format!("roughly {fast}")
+        } else if fast_s < 1.0 {
+            format!("up to roughly {slow}")
+        } else {
+            format!("roughly {fast} to {slow}")
+        };
         parts.push(format!(
-            "{by_transactions} point(s) bounded by -t (their time depends on the machine's speed)"
+            "{by_transactions} point(s) bounded by -t: {} transactions, {range} (from a large server's throughput to a small VM's; the machine decides)",
+            thousands(transactions),
         ));
     }
     let scale = plan.dataset.scale;
@@ -262,6 +339,12 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
             let points = expand(plan, 1);
             pgappliance::outln!("{}: ok: {}", path.display(), summary(plan, &points));
             pgappliance::outln!("{}: run time: {}", path.display(), run_time(plan, &points));
+            if let Err(problem) = check_tpcc_source(plan) {
+                let at = KeyPath::root().key("sysbench").key("tpcc_source");
+                let issue = Plan::locate(&text, &at, problem);
+                eprintln!("{}", render(path, &issue, ""));
+                code = 1;
+            }
             match check_credentials_file(plan) {
                 Ok(None) => {}
                 Ok(Some(warning)) => {
@@ -271,6 +354,18 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                 }
                 Err(problem) => {
                     let at = KeyPath::root().key("upload").key("credentials_file");
+                    let issue = Plan::locate(&text, &at, format!("{problem:#}"));
+                    eprintln!("{}", render(path, &issue, ""));
+                    code = 1;
+                }
+            }
+            // A file store that cannot be one on this machine (a regular file on its path):
+            // found now, not by the upload after the sweep.
+            if let Some(dir) = plan.upload.store.strip_prefix("file://") {
+                if let Err(problem) =
+                    pgappliance::upload::store::check_file_store_dir(Path::new(dir))
+                {
+                    let at = KeyPath::root().key("upload").key("store");
                     let issue = Plan::locate(&text, &at, format!("{problem:#}"));
                     eprintln!("{}", render(path, &issue, ""));
                     code = 1;

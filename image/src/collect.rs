@@ -18,13 +18,13 @@ use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
-use pgappliance::compare::stats::{Verdict, DEFAULT_THRESHOLD_PCT};
+use pgappliance::compare::stats::DEFAULT_THRESHOLD_PCT;
 use pgappliance::compare::{
     baseline_index, findings_json, labels, regressions, render_index, rows, select_runs,
     summary_csv, IndexOptions, RunDigest, SkippedRun,
 };
-use pgappliance::plan::Credentials;
-use pgappliance::results::{RunResults, RESULTS_SCHEMA_VERSION};
+use pgappliance::plan::{Checksums, Credentials};
+use pgappliance::results::{PointStatus, RunResults, RESULTS_SCHEMA_VERSION};
 use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
 use sha2::{Digest, Sha256};
 
@@ -202,7 +202,7 @@ struct Candidate {
     objects: std::result::Result<RunObjects, String>,
 }
 
-/// Fetched runs kept on disk: `runs/<manifest sha256>/{manifest,results,digest-v1}.json`, and
+/// Fetched runs kept on disk: `runs/<manifest sha256>/{manifest,results,digest-v2}.json`, and
 /// `keys/<sha256 of store URL and run key>` holding the listing's stamps of the run and
 /// the manifest's sha256. Files are written to a temporary name and renamed into place, so
 /// an interrupted collect leaves no half entry.
@@ -321,7 +321,8 @@ impl Cache {
 }
 
 /// The figures of a run as the cache keeps them (the name changes with their format).
-const DIGEST: &str = "digest-v1.json";
+/// v2: digests kept only of results that pass [`check_results`].
+const DIGEST: &str = "digest-v2.json";
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct KeptDigest {
@@ -358,9 +359,9 @@ async fn load_run(
             (sha256_hex(&bytes), bytes)
         }
     };
-    let manifest: Manifest = serde_json::from_slice(&manifest_bytes)
+    let mut manifest: Manifest = serde_json::from_slice(&manifest_bytes)
         .map_err(|e| format!("manifest.json is not a manifest: {e}"))?;
-    check_manifest(&manifest)?;
+    check_manifest(&mut manifest)?;
     for o in &manifest.objects {
         match objects.sizes.get(&o.path) {
             None => return Err(format!("{} is listed in the manifest but missing", o.path)),
@@ -387,6 +388,7 @@ async fn load_run(
     }
     if !fetched {
         if let Some(digest) = cache.digest(&manifest_sha256, &entry.sha256, &shown_key) {
+            check_identity(key, &manifest, &digest.appliance, &digest.run_id)?;
             return Ok(LoadedRun {
                 digest,
                 results_sha256: entry.sha256.clone(),
@@ -435,6 +437,7 @@ async fn load_run(
     })
     .await
     .map_err(|e| format!("reading results.json: {e}"))??;
+    check_identity(key, &manifest, &digest.appliance, &digest.run_id)?;
     cache
         .put_digest(&manifest_sha256, &sha, &digest)
         .map_err(|e| format!("keeping the run in the cache: {e:#}"))?;
@@ -456,8 +459,152 @@ fn parse_results(bytes: &[u8]) -> std::result::Result<RunResults, String> {
             "results.json has schema version {version}, newer than this collector's {RESULTS_SCHEMA_VERSION}: upgrade pgappliance"
         ));
     }
-    serde_json::from_value(value)
-        .map_err(|e| format!("results.json does not match schema version {version}: {e}"))
+    let results: RunResults = serde_json::from_value(value)
+        .map_err(|e| format!("results.json does not match schema version {version}: {e}"))?;
+    check_results(&results)?;
+    Ok(results)
+}
+
+/// Above this no benchmark has run: a billion transactions a second.
+const MAX_PLAUSIBLE_TPS: f64 = 1e9;
+
+/// What a run's figures must be before collect counts them (pure): a price, and every
+/// measured point's tps and latencies, finite and not negative (tps not absurd); start and
+/// finish RFC 3339 times (they order a machine's runs); each point once (a point listed twice
+/// would be counted as two repeats).
+fn check_results(r: &RunResults) -> std::result::Result<(), String> {
+    let non_negative = |v: f64| v.is_finite() && v >= 0.0;
+    if !non_negative(r.hourly_price_usd) {
+        return Err(format!(
+            "results.json gives the hourly price {:?}, not a finite, non-negative number",
+            r.hourly_price_usd
+        ));
+    }
+    for (what, time) in [
+        ("started_at", Some(&r.started_at)),
+        ("finished_at", r.finished_at.as_ref()),
+    ] {
+        if let Some(t) = time {
+            if humantime::parse_rfc3339(t).is_err() {
+                return Err(format!(
+                    "results.json's {what} \"{}\" is not an RFC 3339 time (such as 2026-11-01T10:00:00Z)",
+                    head(t, 40)
+                ));
+            }
+        }
+    }
+    let mut ids = BTreeSet::new();
+    let mut places: BTreeMap<String, &str> = BTreeMap::new();
+    for p in &r.points {
+        if !ids.insert(p.id.as_str()) {
+            return Err(format!(
+                "results.json lists point {} twice",
+                head(&p.id, 80)
+            ));
+        }
+        let place = format!(
+            "workload {} at {} clients{}, repeat {}",
+            p.workload,
+            p.clients,
+            match Checksums::label(p.checksums) {
+                "" => String::new(),
+                cs => format!(" with checksums {cs}"),
+            },
+            p.repeat
+        );
+        if let Some(first) = places.insert(place.clone(), p.id.as_str()) {
+            return Err(format!(
+                "results.json's points {} and {} are both {}: one measurement would count as two repeats",
+                head(first, 80),
+                head(&p.id, 80),
+                head(&place, 160)
+            ));
+        }
+        if p.status != PointStatus::Ok {
+            continue;
+        }
+        let tps = p
+            .tps()
+            .ok_or_else(|| format!("point {} is ok but has no tps", head(&p.id, 80)))?;
+        if !non_negative(tps) || tps > MAX_PLAUSIBLE_TPS {
+            return Err(format!(
+                "point {} has tps {tps:?}, not a finite, non-negative figure below {MAX_PLAUSIBLE_TPS:e}",
+                head(&p.id, 80)
+            ));
+        }
+        let l = p.latency.as_ref();
+        let figures = [
+            ("latency average", p.latency_avg_ms()),
+            ("latency p25", l.and_then(|l| l.p25_ms)),
+            ("latency p50", l.and_then(|l| l.p50_ms)),
+            ("latency p75", l.and_then(|l| l.p75_ms)),
+            ("latency p90", l.and_then(|l| l.p90_ms)),
+            ("latency p95", p.latency_p95_ms()),
+            ("latency p99", l.and_then(|l| l.p99_ms)),
+            ("latency p99.9", l.and_then(|l| l.p99_9_ms)),
+            ("latency max", p.latency_max_ms()),
+            ("queries per second", p.sysbench.as_ref().map(|s| s.qps)),
+        ];
+        for (what, v) in figures {
+            if let Some(v) = v.filter(|v| !non_negative(*v)) {
+                return Err(format!(
+                    "point {} has {what} {v:?}, not a finite, non-negative figure",
+                    head(&p.id, 80)
+                ));
+            }
+        }
+        if let Some(s) = p
+            .tps_series
+            .iter()
+            .find(|s| !non_negative(s.tps) || !non_negative(s.elapsed_s))
+        {
+            return Err(format!(
+                "point {} has {:?} tps at {:?} s in its series, not finite, non-negative figures",
+                head(&p.id, 80),
+                s.tps,
+                s.elapsed_s
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The run a key names (`appliance/machine/run`) against what its manifest and results say
+/// they are (pure): a copy stored under another key cannot take a real run's identity.
+fn check_identity(
+    key: &str,
+    manifest: &Manifest,
+    appliance: &str,
+    run_id: &str,
+) -> std::result::Result<(), String> {
+    let parts: Vec<&str> = key.split('/').collect();
+    let [key_appliance, key_machine, key_run] = parts[..] else {
+        return Err(format!("the key {key} is not appliance/machine/run"));
+    };
+    for (what, claimed, stored) in [
+        (
+            "manifest.json's appliance",
+            manifest.appliance.as_str(),
+            key_appliance,
+        ),
+        (
+            "manifest.json's machine id",
+            manifest.machine_id.as_str(),
+            key_machine,
+        ),
+        ("manifest.json's run id", manifest.run_id.as_str(), key_run),
+        ("results.json's appliance", appliance, key_appliance),
+        ("results.json's run id", run_id, key_run),
+    ] {
+        if claimed != stored {
+            return Err(format!(
+                "{what} is \"{}\", but the run is stored under \"{}\"",
+                head(claimed, 80),
+                head(stored, 80)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every run of an S3 store with its objects: the appliance and machine levels are listed
@@ -781,40 +928,23 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         eprintln!("skipped {}: {}", s.key, s.reason);
     }
     let mut code = 0;
+    // The finding's sentences, as the page's Finding section says them.
+    if !shown.is_empty() {
+        for f in pgappliance::compare::findings(
+            &shown,
+            &rows,
+            baseline,
+            args.threshold_pct.unwrap_or(DEFAULT_THRESHOLD_PCT),
+        ) {
+            pgappliance::outln!("finding: {}", f.sentence);
+        }
+    }
     if let (Some(t), false) = (args.threshold_pct, shown.is_empty()) {
         let base = &labels(&shown)[baseline];
         let found = regressions(&rows, base, t);
         let confirmed = found.iter().filter(|r| r.confirmed()).count();
         for r in &found {
-            pgappliance::outln!(
-                "{}: {} {}{} at {} clients: tps {}{}{}",
-                if r.confirmed() {
-                    "regressed"
-                } else {
-                    "unconfirmed"
-                },
-                r.machine,
-                r.workload,
-                if r.checksums.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (checksums {})", r.checksums)
-                },
-                r.clients,
-                r.tps_change.display_change(),
-                match r.tps_change.verdict {
-                    Verdict::OneSample => String::new(),
-                    v => format!(" {v}"),
-                },
-                r.p99_change
-                    .as_ref()
-                    .map(|p| format!(
-                        ", p99 {}{}",
-                        p.display_change(),
-                        if r.p99_rose { " higher" } else { "" }
-                    ))
-                    .unwrap_or_default()
-            );
+            pgappliance::outln!("{}", pgappliance::compare::regression_line(r));
         }
         pgappliance::outln!(
             "{confirmed} point(s) regressed by more than {t} % against {base} (verdict slower, or p99 higher); {} more moved past {t} % without a verdict that says so",
@@ -877,10 +1007,12 @@ fn head(s: &str, n: usize) -> String {
 }
 
 /// What a manifest must say before anything in it is trusted: relative object paths
-/// without `.`/`..`/empty segments, each once, with a sha256 of 64 hex digits.
-fn check_manifest(manifest: &Manifest) -> std::result::Result<(), String> {
+/// without `.`/`..`/empty segments, each once, with a sha256 of 64 hex digits (either case;
+/// made lower case here, as sha256 sums are compared).
+fn check_manifest(manifest: &mut Manifest) -> std::result::Result<(), String> {
     let mut paths = BTreeSet::new();
-    for o in &manifest.objects {
+    for o in &mut manifest.objects {
+        o.sha256.make_ascii_lowercase();
         let path_ok = !o.path.is_empty()
             && o.path
                 .split('/')
@@ -891,7 +1023,7 @@ fn check_manifest(manifest: &Manifest) -> std::result::Result<(), String> {
                 head(&o.path, 80)
             ));
         }
-        if !paths.insert(o.path.as_str()) {
+        if !paths.insert(o.path.clone()) {
             return Err(format!("manifest.json lists {} twice", o.path));
         }
         let sha_ok = o.sha256.len() == 64
@@ -1018,6 +1150,28 @@ mod tests {
             err.contains("--region is given 2 times for 3 stores"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_upper_case_sha256_is_accepted_and_made_lower_case() {
+        let sha = "AB".repeat(32);
+        let mut m = Manifest {
+            schema_version: 1,
+            appliance: "a".into(),
+            machine_id: "m".into(),
+            run_id: "r".into(),
+            created_at: "2026-11-01T10:00:00Z".into(),
+            objects: vec![pgappliance::upload::ManifestEntry {
+                path: "results.json".into(),
+                size: 1,
+                sha256: sha.clone(),
+            }],
+        };
+        assert_eq!(check_manifest(&mut m), Ok(()));
+        assert_eq!(m.objects[0].sha256, sha.to_ascii_lowercase());
+        m.objects[0].sha256 = "G".repeat(64);
+        let err = check_manifest(&mut m).expect_err("not hex");
+        assert!(err.contains("not 64 hex digits"), "{err}");
     }
 
     #[test]

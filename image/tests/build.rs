@@ -389,10 +389,18 @@ fn bad_input_is_refused_and_leaves_nothing_behind() {
 /// install, media-test and troubleshooting entries, images/efiboot.img (FAT) holding its own
 /// grub.cfg, images/pxeboot/vmlinuz; El Torito EFI boot; Joliet; an implanted md5.
 fn synthetic_rocky_iso(dir: &Path) -> PathBuf {
+    rocky_iso(dir, "Rocky-8-6-aarch64-dvd", &[])
+}
+
+/// [`synthetic_rocky_iso`] with another volume id and more files at the ISO's root
+/// (`.treeinfo`, `.discinfo`).
+fn rocky_iso(dir: &Path, label: &str, root_files: &[(&str, &str)]) -> PathBuf {
     let tree = dir.join("tree");
     std::fs::create_dir_all(tree.join("EFI/BOOT")).expect("mkdir");
     std::fs::create_dir_all(tree.join("images/pxeboot")).expect("mkdir");
-    let label = "Rocky-8-6-aarch64-dvd";
+    for (name, text) in root_files {
+        std::fs::write(tree.join(name), text).expect("root file");
+    }
     let grub = format!(
         "set default=\"1\"\n\nset timeout=60\nsearch --no-floppy --set=root -l '{label}'\n\
          menuentry 'Install Rocky Linux 8.6' --class red --class gnu-linux --class gnu --class os {{\n\
@@ -462,6 +470,18 @@ fn rocky_iso_is_remastered_to_boot_the_kickstart() {
         &["--iso", &input.display().to_string()],
     );
     assert!(o.status.success(), "{}", describe(&o));
+    // What next: boot the ISO, then follow the launch.
+    assert!(
+        stdout_has(
+            &o,
+            &format!(
+                "next: boot {}/appliance.iso on the server: `pgappliance launch",
+                out.display()
+            )
+        ) && stdout_has(&o, "next: `pgappliance wait LAUNCH_ID --store STORE`"),
+        "{}",
+        describe(&o)
+    );
     let iso = out.join("appliance.iso");
     let path = iso.display().to_string();
     let pvd = xorriso(&["-indev", &path, "-pvd_info"]);
@@ -535,6 +555,96 @@ fn rocky_iso_is_remastered_to_boot_the_kickstart() {
         md5.status.success(),
         "implanted media checksum verifies: {}",
         describe(&md5)
+    );
+}
+
+#[test]
+fn an_installer_of_another_architecture_is_refused_naming_both() {
+    let treeinfo = |arch: &str| {
+        format!(
+            "[general]\narch = {arch}\nfamily = Rocky Linux\nversion = 8.6\n\n[header]\ntype = productmd.treeinfo\nversion = 1.2\n\n[release]\nname = Rocky Linux\nshort = Rocky\nversion = 8.6\n\n[tree]\narch = {arch}\nplatforms = {arch}\n"
+        )
+    };
+    let daemon_dir = tempfile::tempdir().expect("tmp");
+    let daemon = fake_aarch64_binary(daemon_dir.path());
+    // The plan is aarch64; the medium's .treeinfo says x86_64 (whatever its label says).
+    let dir = tempfile::tempdir().expect("tmp");
+    let iso = rocky_iso(
+        dir.path(),
+        "Rocky-8-6-aarch64-dvd",
+        &[
+            (".treeinfo", &treeinfo("x86_64")),
+            (".discinfo", "1652456044.286853\n8.6\nx86_64\n"),
+        ],
+    );
+    let out = dir.path().join("out");
+    let o = build(
+        &plan_with_keys(dir.path()),
+        &out,
+        &daemon,
+        &["--iso", &iso.display().to_string()],
+    );
+    let err = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "is Rocky Linux 8.6 x86_64 (its .treeinfo says x86_64), but appliance.arch is aarch64"
+        ),
+        "{err}"
+    );
+    assert!(!out.exists(), "{err}");
+    // Only a .discinfo: it is read too.
+    let dir = tempfile::tempdir().expect("tmp");
+    let iso = rocky_iso(
+        dir.path(),
+        "ROCKY",
+        &[(".discinfo", "1652456044.286853\n8.6\nx86_64\n")],
+    );
+    let o = build(
+        &plan_with_keys(dir.path()),
+        &dir.path().join("out"),
+        &daemon,
+        &["--iso", &iso.display().to_string()],
+    );
+    let err = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("(its .discinfo says x86_64), but appliance.arch is aarch64"),
+        "{err}"
+    );
+    // Neither file: the volume id's architecture.
+    let dir = tempfile::tempdir().expect("tmp");
+    let iso = rocky_iso(dir.path(), "Rocky-8-6-x86_64-dvd", &[]);
+    let o = build(
+        &plan_with_keys(dir.path()),
+        &dir.path().join("out"),
+        &daemon,
+        &["--iso", &iso.display().to_string()],
+    );
+    let err = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("(its volume id says x86_64), but appliance.arch is aarch64"),
+        "{err}"
+    );
+    // The plan's own architecture is taken, and said.
+    let dir = tempfile::tempdir().expect("tmp");
+    let iso = rocky_iso(
+        dir.path(),
+        "Rocky-8-6-aarch64-dvd",
+        &[(".treeinfo", &treeinfo("aarch64"))],
+    );
+    let o = build(
+        &plan_with_keys(dir.path()),
+        &dir.path().join("out"),
+        &daemon,
+        &["--iso", &iso.display().to_string()],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(
+        stdout_has(&o, "installer: Rocky Linux 8.6 aarch64"),
+        "{}",
+        describe(&o)
     );
 }
 

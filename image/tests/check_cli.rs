@@ -85,18 +85,97 @@ fn base_plan_is_valid() {
     assert!(c.stdout.contains(": ok: appliance t1"), "{}", c.stdout);
 }
 
+/// The pinned sysbench-tpcc archive in third_party/ (the examples' sha256).
+fn pinned_archive() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../third_party/sysbench-tpcc/sysbench-tpcc-585e2b8af327d35866aed7e56837c2134d8835a9.tar.gz")
+        .canonicalize()
+        .expect("the pinned sysbench-tpcc archive")
+}
+
+/// An example plan's text, its `tpcc_source` (a path on the operator's machine) pointed at
+/// the pinned archive: check reads a `file://` archive.
+fn example(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let text = std::fs::read_to_string(path).expect("example");
+    match text.lines().find(|l| l.starts_with("tpcc_source = ")) {
+        Some(line) => text.replace(
+            line,
+            &format!("tpcc_source = \"file://{}\"", pinned_archive().display()),
+        ),
+        None => text,
+    }
+}
+
 #[test]
 fn example_plans_are_valid() {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     for name in [
         "quick.toml",
         "altra-q80.toml",
         "m6gd-8xlarge.toml",
         "m5d-8xlarge.toml",
     ] {
-        let c = check_path(&examples.join(name));
+        let c = check_text(&example(name));
         assert_eq!(c.code, 0, "{name}: {}", c.stderr);
     }
+}
+
+#[test]
+fn a_file_tpcc_source_must_be_here_and_of_the_plan_s_sha256() {
+    let text = example("m5d-8xlarge.toml");
+    let line_of = |text: &str| {
+        text.lines()
+            .position(|l| l.starts_with("tpcc_source = "))
+            .expect("tpcc_source")
+            + 1
+    };
+    let nowhere = text.replace(
+        &format!("file://{}", pinned_archive().display()),
+        "file:///nonexistent/sysbench-tpcc.tar.gz",
+    );
+    assert_error(
+        &nowhere,
+        line_of(&nowhere),
+        15,
+        "sysbench.tpcc_source",
+        "/nonexistent/sysbench-tpcc.tar.gz is not on this machine: `build` packs the sysbench-tpcc archive from here",
+    );
+    // Present but another archive: the sha256 names both. (Named .tar.gz: `check` refuses
+    // any other name before it looks at the file.)
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let other_archive = scratch.path().join("other.tar.gz");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../third_party/SHA256SUMS"),
+        &other_archive,
+    )
+    .expect("copy SHA256SUMS");
+    let other = text.replace(
+        &format!("file://{}", pinned_archive().display()),
+        &format!("file://{}", other_archive.display()),
+    );
+    assert_error(
+        &other,
+        line_of(&other),
+        15,
+        "sysbench.tpcc_source",
+        "but the plan's [sysbench] tpcc_sha256 is 374dc49e",
+    );
+    // A directory is not an archive, whatever its name.
+    let dir_archive = scratch.path().join("dir.tar.gz");
+    std::fs::create_dir(&dir_archive).expect("mkdir");
+    let dir = text.replace(
+        &format!("file://{}", pinned_archive().display()),
+        &format!("file://{}", dir_archive.display()),
+    );
+    assert_error(
+        &dir,
+        line_of(&dir),
+        15,
+        "sysbench.tpcc_source",
+        "cannot be read",
+    );
 }
 
 #[test]
@@ -194,6 +273,33 @@ fn threads_exceed_clients() {
         11,
         "workloads[0].threads",
         "threads = 10 exceeds clients = 5",
+    );
+}
+
+#[test]
+fn a_required_value_left_out_is_missing_not_its_default_s_problem() {
+    assert_error(
+        &with("scale = 10\n", "init = \"client\"\n"),
+        17,
+        1,
+        "dataset.scale",
+        "missing: a plan with pgbench workloads needs [dataset] scale",
+    );
+    let c = check_text(&with("scale = 10\n", "init = \"client\"\n"));
+    assert!(!c.stderr.contains("at least 1"), "{}", c.stderr);
+    assert_error(
+        &with("clients = [10, 25, 50]\n", ""),
+        20,
+        1,
+        "workloads[0].clients",
+        "missing: a pgbench workload needs clients",
+    );
+    assert_error(
+        &with("clients = [10, 25, 50]\n", "clients = []\n"),
+        22,
+        11,
+        "workloads[0].clients",
+        "clients list is empty",
     );
 }
 
@@ -303,6 +409,147 @@ fn unsupported_version() {
         "postgres.version",
         "not supported",
     );
+}
+
+#[test]
+fn postgresql_13_to_19_are_accepted_and_the_refusal_names_the_range() {
+    for v in [13, 14, 15, 16, 17, 18, 19] {
+        let c = check_text(&with("version = 14", &format!("version = {v}")));
+        assert_eq!(c.code, 0, "{v}: {}", c.stderr);
+        assert!(
+            c.stdout.contains(&format!("PostgreSQL {v},")),
+            "{}",
+            c.stdout
+        );
+    }
+    for v in [12, 20] {
+        assert_error(
+            &with("version = 14", &format!("version = {v}")),
+            7,
+            11,
+            "postgres.version",
+            &format!("PostgreSQL {v} is not supported: use a major version from 13 to 19"),
+        );
+    }
+}
+
+#[test]
+fn a_setting_of_another_version_is_refused_naming_both_versions() {
+    let text = |v: u32, setting: &str| {
+        with("version = 14", &format!("version = {v}")).replace(
+            "auto = true\n",
+            &format!("auto = true\n[tuning.settings]\n{setting}\n"),
+        )
+    };
+    for setting in [
+        "io_method = \"io_uring\"",
+        "io_max_combine_limit = \"256kB\"",
+        "autovacuum_worker_slots = 16",
+        "vacuum_truncate = false",
+        "file_copy_method = \"clone\"",
+        "md5_password_warnings = false",
+        "track_cost_delay_timing = true",
+    ] {
+        let name = setting.split(' ').next().unwrap_or_default();
+        assert_error(
+            &text(17, setting),
+            17,
+            name.len() + 4,
+            &format!("tuning.settings.{name}"),
+            &format!("{name} arrived in PostgreSQL 18: postgres.version is 17"),
+        );
+        for v in [18, 19] {
+            let c = check_text(&text(v, setting));
+            assert_eq!(c.code, 0, "{v} {setting}: {}", c.stderr);
+        }
+    }
+    assert_error(
+        &text(17, "old_snapshot_threshold = \"1h\""),
+        17,
+        26,
+        "tuning.settings.old_snapshot_threshold",
+        "removed in PostgreSQL 17",
+    );
+}
+
+#[test]
+fn debian_with_a_version_debian_lacks_warns_about_the_repository() {
+    let debian = with("platform = \"rocky8\"", "platform = \"debian12\"").replace(REPO_LINE, "");
+    let c = check_text(&debian.replace("version = 14", "version = 18"));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(
+        warnings(&c).iter().any(|(k, m)| k == "postgres.version"
+            && m.contains("hold PostgreSQL 15 only")
+            && m.contains("postgresql-18")
+            && m.contains("apt.postgresql.org")),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&debian.replace("version = 14", "version = 15"));
+    assert!(
+        !warnings(&c).iter().any(|(k, _)| k == "postgres.version"),
+        "{}",
+        c.stderr
+    );
+    let c = check_text(&debian.replace(
+        "version = 14",
+        "version = 18\nrepository = \"https://apt.postgresql.org/pub/repos/apt\"",
+    ));
+    assert!(
+        !warnings(&c).iter().any(|(k, _)| k == "postgres.version"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn values_outside_postgresql_s_own_ranges_are_refused_by_check() {
+    for (setting, name, words) in [
+        (
+            "work_mem = \"1kB\"",
+            "work_mem",
+            "below PostgreSQL's minimum for work_mem, 64kB",
+        ),
+        (
+            "shared_buffers = \"64kB\"",
+            "shared_buffers",
+            "minimum for shared_buffers, 128kB",
+        ),
+        (
+            "maintenance_work_mem = \"100kB\"",
+            "maintenance_work_mem",
+            "minimum for maintenance_work_mem, 1MB",
+        ),
+        (
+            "checkpoint_timeout = \"5s\"",
+            "checkpoint_timeout",
+            "minimum for checkpoint_timeout, 30s",
+        ),
+        (
+            "checkpoint_timeout = \"2d\"",
+            "checkpoint_timeout",
+            "maximum for checkpoint_timeout, 1d",
+        ),
+        (
+            "max_wal_size = \"16MB\"",
+            "max_wal_size",
+            "minimum for max_wal_size, 32MB",
+        ),
+        (
+            "random_page_cost = -1.0",
+            "random_page_cost",
+            "minimum for random_page_cost, 0",
+        ),
+        ("work_mem = 10", "work_mem", "minimum for work_mem, 64kB"),
+    ] {
+        assert_error(
+            &format!("{BASE}\n[tuning.settings]\n{setting}\n"),
+            27,
+            name.len() + 4,
+            &format!("tuning.settings.{name}"),
+            words,
+        );
+    }
 }
 
 #[test]
@@ -864,7 +1111,6 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
         keys,
         [
             "postgres.version",
-            "storage.devices",
             "storage.wipe",
             "storage.kind",
             "workloads[0].warmup",
@@ -883,11 +1129,10 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
         "postgres.version",
         "an appliance installs PostgreSQL 14 (the rocky8 default)",
     );
-    says(
-        "storage.devices",
-        "a drive that holds data is skipped, not refused",
-    );
+    // One warning about auto's drives: wipe does nothing, and drives holding data are
+    // skipped (said once, at wipe).
     says("storage.wipe", "no effect with devices = \"auto\"");
+    says("storage.wipe", "one holding data is skipped");
     says("storage.kind", "no effect with tuning.auto = false");
     says("workloads[0].warmup", "no effect");
     // Located at the key: `wipe = true` is on line 10 of this plan.
@@ -903,7 +1148,7 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
     assert!(
         denied
             .stderr
-            .contains("5 warning(s), denied by --deny-warnings"),
+            .contains("4 warning(s), denied by --deny-warnings"),
         "{}",
         denied.stderr
     );
@@ -950,7 +1195,7 @@ fn warnings_are_located_printed_and_do_not_fail_check_unless_denied() {
 #[test]
 fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let c = check_path(&examples.join("m5d-8xlarge.toml"));
+    let c = check_text(&example("m5d-8xlarge.toml"));
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(
         c.stdout.contains(
@@ -1008,7 +1253,9 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
             && c.stdout.contains("checksums off")
             && c.stdout
                 .contains("stripe (64KiB) over /dev/nvme0n1, /dev/nvme1n1, xfs at /home/PG14")
-            && c.stdout.contains("7 point(s) bounded by -t")
+            && c.stdout.contains(
+                "7 point(s) bounded by -t: 1,935,000 transactions, roughly 38 s to 32 min"
+            )
             && c.stdout.contains("scale 10000: roughly 30 min")
             && c.stdout.contains(
                 "bare metal: the kickstart installs the OS on sda, root logs in over SSH with 1 key(s), 1 workload(s)"
@@ -1161,14 +1408,23 @@ trx_level = "RC"
 report_interval_s = 1
 "#;
 
+/// [`TPCC`] with its archive pointed at the pinned one (check reads a `file://` archive).
+fn tpcc() -> String {
+    TPCC.replace(
+        "file:///srv/sysbench-tpcc.tar.gz",
+        &format!("file://{}", pinned_archive().display()),
+    )
+}
+
 fn tpcc_with(old: &str, new: &str) -> String {
-    assert!(TPCC.contains(old), "tpcc plan has no {old:?}");
-    TPCC.replacen(old, new, 1)
+    let tpcc = tpcc();
+    assert!(tpcc.contains(old), "tpcc plan has no {old:?}");
+    tpcc.replacen(old, new, 1)
 }
 
 #[test]
 fn a_sysbench_tpcc_plan_checks_without_a_pgbench_dataset() {
-    let c = check_text(TPCC);
+    let c = check_text(&tpcc());
     assert_eq!(c.code, 0, "{}", c.stderr);
     // Four tests on data none of them restores: warned, silent once each test restores.
     assert!(
@@ -1178,7 +1434,7 @@ fn a_sysbench_tpcc_plan_checks_without_a_pgbench_dataset() {
         "{}",
         c.stderr
     );
-    let c = check_text(&format!("{TPCC}[dataset]\nrestore = \"each-point\"\n"));
+    let c = check_text(&format!("{}[dataset]\nrestore = \"each-point\"\n", tpcc()));
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(!c.stderr.contains("sysbench-tpcc writes"), "{}", c.stderr);
 }
@@ -1236,7 +1492,7 @@ fn sysbench_tpcc_workloads_are_validated_like_the_rest() {
             "not a sha256",
         ),
         (
-            tpcc_with("file:///srv/", "ftp://srv/"),
+            tpcc_with("file:///", "ftp://"),
             "sysbench.tpcc_source",
             "not an https://, http:// or file:/// URL",
         ),
@@ -1351,6 +1607,31 @@ fn a_url_with_credentials_is_refused_under_any_key_without_showing_them() {
 }
 
 #[test]
+fn a_file_store_that_is_a_regular_file_here_is_refused_by_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("store");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let quick = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml"),
+    )
+    .expect("quick.toml");
+    for store in [file.clone(), file.join("below")] {
+        let text = quick.replace(
+            "store = \"file:///var/tmp/pgappliance-store\"",
+            &format!("store = \"file://{}\"", store.display()),
+        );
+        assert_ne!(text, quick);
+        let c = check_text(&text);
+        assert_eq!(c.code, 1, "{}", c.stderr);
+        assert!(
+            c.stderr.contains("upload.store") && c.stderr.contains("is not a directory"),
+            "{}",
+            c.stderr
+        );
+    }
+}
+
+#[test]
 fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() {
     for args in [
         &["eject", "--bmc", "https://admin:PASS@bmc.lab", "--insecure"][..],
@@ -1381,4 +1662,84 @@ fn a_url_with_credentials_on_the_command_line_is_refused_without_showing_them() 
             "{args:?}: the password is shown: {stderr}"
         );
     }
+}
+
+#[test]
+fn a_loopback_store_endpoint_warns_that_the_appliance_cannot_reach_it() {
+    for endpoint in [
+        "http://127.0.0.1:8333",
+        "http://localhost:9000",
+        "http://[::1]:8333",
+    ] {
+        let c = check_text(&format!(
+            "{BASE}\n[upload]\nstore = \"s3://bucket/r\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\n"
+        ));
+        assert_eq!(c.code, 0, "{}", c.stderr);
+        let w = warnings(&c);
+        assert!(
+            w.iter().any(|(k, m)| k == "upload.endpoint"
+                && m.contains(&format!("\"{endpoint}\" is a loopback address"))
+                && m.contains("the upload cannot reach it")),
+            "{endpoint}: {}",
+            c.stderr
+        );
+    }
+    let c = check_text(&format!(
+        "{BASE}\n[upload]\nstore = \"s3://bucket/r\"\nendpoint = \"https://objects.lab.example:9000\"\nregion = \"us-east-1\"\n"
+    ));
+    assert!(warnings(&c).is_empty(), "{}", c.stderr);
+}
+
+#[test]
+fn a_warning_says_each_thing_once() {
+    let c = check_text(&example("altra-q80.toml"));
+    let w = warnings(&c);
+    let (_, creds) = w
+        .iter()
+        .find(|(k, _)| k == "upload.credentials_file")
+        .expect("the credentials file warning");
+    assert_eq!(creds.matches("mode 0600").count(), 1, "{creds}");
+    assert_eq!(creds.matches("profile \"default\"").count(), 1, "{creds}");
+    // No two warnings of one check say the same.
+    let mut messages: Vec<&String> = w.iter().map(|(_, m)| m).collect();
+    messages.sort();
+    messages.dedup();
+    assert_eq!(messages.len(), w.len(), "{}", c.stderr);
+    // A file:// store: its endpoint and credentials have no effect, said once each (not
+    // also that the loopback endpoint is unreachable, nor that the credentials file is
+    // not here).
+    let c = check_text(&format!(
+        "{BASE}\n[upload]\nstore = \"file:///tmp/results\"\nendpoint = \"http://127.0.0.1:8333\"\ncredentials = \"file\"\ncredentials_file = \"/nonexistent/creds\"\n"
+    ));
+    let keys: Vec<String> = warnings(&c).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        keys,
+        ["upload.endpoint", "upload.credentials"],
+        "{}",
+        c.stderr
+    );
+    assert!(
+        c.stderr
+            .contains("endpoint has no effect with a file:// store"),
+        "{}",
+        c.stderr
+    );
+}
+
+#[test]
+fn a_transactions_plan_gets_a_run_time_range() {
+    let c = check_text(BASE);
+    assert!(
+        c.stdout.contains(
+            "run time: 3 point(s) bounded by -t: 85,000 transactions, roughly 1 s to 85 s"
+        ),
+        "{}",
+        c.stdout
+    );
+    let c = check_text(&with("transactions = 1000", "transactions = 1"));
+    assert!(
+        c.stdout.contains("85 transactions, roughly under 1 s ("),
+        "{}",
+        c.stdout
+    );
 }

@@ -42,13 +42,18 @@ fn ipmitool(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn record(dir: &Path, o: &Output) -> serde_json::Value {
+/// The launch id `launch` printed.
+fn rec_id(o: &Output) -> String {
     let out = String::from_utf8_lossy(&o.stdout);
-    let id = out
-        .lines()
+    out.lines()
         .find_map(|l| l.strip_prefix("launch "))
         .and_then(|l| l.split(':').next())
-        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)));
+        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
+        .to_string()
+}
+
+fn record(dir: &Path, o: &Output) -> serde_json::Value {
+    let id = rec_id(o);
     serde_json::from_str(&read_to_string(
         &dir.join("records/launches").join(format!("{id}.json")),
     ))
@@ -79,6 +84,19 @@ fn next_boot_is_cdrom_and_the_server_is_powered_on_then_reset() {
     );
     let flags = ipmitool(bmc.port, &["chassis", "bootparam", "get", "5"]);
     assert!(flags.contains("Force Boot from CD/DVD"), "{flags}");
+    // What next: wait for the run, named with this launch and its store.
+    let id = rec_id(&o);
+    assert!(
+        text.contains(&format!(
+            "next: `pgappliance wait {id} --store file://{}",
+            dir.path().join("records").display()
+        )),
+        "{text}"
+    );
+    assert!(
+        !text.contains("next: boot "),
+        "launch goes on itself: {text}"
+    );
     let rec = record(dir.path(), &o);
     let started = &rec["targets"][0]["started"];
     assert_eq!(rec["targets"][0]["method"], "ipmi");
@@ -119,4 +137,61 @@ fn a_wrong_password_fails_with_ipmitools_words_and_is_not_printed() {
     assert!(rec["targets"][0]["started"].is_null());
     assert!(!rec.to_string().contains(wrong));
     assert!(ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is off"));
+}
+
+#[test]
+fn launch_without_a_target_is_a_usage_error_naming_the_targets() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(altra_plan(dir.path()))
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("run pgappliance launch");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--bmc <URL>") && text.contains("--ipmi <HOST>") && text.contains("--ec2"),
+        "{text}"
+    );
+    assert!(!dir.path().join("out").exists(), "{text}");
+}
+
+#[test]
+fn an_ipmi_launch_of_a_plan_that_cannot_install_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let plan = altra_plan(dir.path());
+    let text = read_to_string(&plan);
+    let cloud = &text[..text
+        .find("\n[install]")
+        .expect("[install] in the Altra plan")];
+    std::fs::write(&plan, cloud).expect("write");
+    // No BMC listens there: a launch that went on would fail at the BMC instead.
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir.path()))
+        .args(["--ipmi", "127.0.0.1:9"])
+        .args([
+            "--store",
+            &format!("file://{}", dir.path().join("records").display()),
+        ])
+        .env("PGAPPLIANCE_BMC_USER", "admin")
+        .env("PGAPPLIANCE_BMC_PASSWORD", FAKEBMC_PASSWORD)
+        .output()
+        .expect("run pgappliance launch");
+    let out = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("--ipmi boots the server from the CD mounted on it")
+            && out.contains("has no [install] table"),
+        "{out}"
+    );
+    assert!(!out.contains("ipmitool"), "{out}");
+    assert!(!dir.path().join("out").exists(), "{out}");
+    assert!(!dir.path().join("records").exists(), "{out}");
 }

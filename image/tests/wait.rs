@@ -202,10 +202,15 @@ fn a_failed_run_is_reported_with_its_step_and_error() {
     let text = describe(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("127.0.0.1:1: FAILED failed at step tuning: "),
+        text.contains("127.0.0.1:1: FAILED refused at step tuning: "),
         "{text}"
     );
-    assert!(text.contains("work_mem"), "{text}");
+    assert!(text.contains("geqo_threshold"), "{text}");
+    assert!(
+        text.contains("127.0.0.1:1: next: the appliance refused a value of the plan: fix the plan")
+            && text.contains("resuming cannot help"),
+        "{text}"
+    );
     assert!(text.contains("launch bad-1: 0 of 1 arrived"), "{text}");
 }
 
@@ -249,6 +254,18 @@ fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
     assert!(started.elapsed() < Duration::from_secs(300), "{text}");
     assert!(
         text.contains("127.0.0.1:1: TIMED OUT after 3s: last no status object yet"),
+        "{text}"
+    );
+    // What to look at, and that the server is still on with its CD.
+    assert!(
+        text.contains(
+            "127.0.0.1:1: next: nothing reached the store from this server: look at its console"
+        ) && text.contains(&format!("check that the server reaches {store}"))
+            && text.contains("it is still on, with the CD inserted"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("https://10.0.0.9: next: nothing reached"),
         "{text}"
     );
     assert!(
@@ -565,4 +582,81 @@ fn a_failed_dataset_step_leaves_its_bundle_in_seaweedfs_and_wait_names_the_step(
             "{name} not in the bundle: {bundle:?}"
         );
     }
+}
+
+#[test]
+fn teardown_s_prerequisites_are_checked_before_the_wait() {
+    let dir = workdir("preflight");
+    let store_dir = dir.path().join("store");
+    let store = format!("file://{}", store_dir.display());
+    let cache = dir.path().join("cache");
+    let redfish = serde_json::json!({
+        "address": "https://10.0.0.9", "method": "redfish", "at": now(), "error": null,
+        "started": {"kind": "redfish", "bmc": "https://10.0.0.9", "system": "/redfish/v1/Systems/1",
+            "system_uuid": null, "virtual_media": "/redfish/v1/Managers/1/VirtualMedia/CD",
+            "ejected": null, "boot_patched": "Cd once", "reset": "ForceRestart",
+            "not_kept": [], "power_state": "On"},
+    });
+    let ec2 = serde_json::json!({
+        "address": "http://127.0.0.1:9", "method": "ec2", "at": now(), "error": null,
+        "started": {"kind": "ec2", "endpoint": "http://127.0.0.1:9", "region": "us-east-1",
+            "image_id": "ami-1", "instance_type": "m6g.large", "instances": ["i-1"],
+            "state": "running", "payload_url": "https://example.invalid/payload.tar.gz"},
+    });
+    write_json(
+        &store_dir.join("launches/tiny-bmc.json"),
+        &record(
+            "tiny-bmc",
+            "tiny",
+            serde_json::json!([ipmi_target(9), redfish]),
+        ),
+    );
+    write_json(
+        &store_dir.join("launches/tiny-ec2.json"),
+        &record("tiny-ec2", "tiny", serde_json::json!([ec2])),
+    );
+    // Each would wait an hour for a target that never comes; each must end at once.
+    let run = |id: &str, extra: &[&str], bmc_env: bool| {
+        let started = Instant::now();
+        let mut c = wait_cmd(
+            id,
+            &store,
+            &[&["--teardown", "--timeout", "1h"], extra].concat(),
+            &cache,
+        );
+        if !bmc_env {
+            c.env_remove("PGAPPLIANCE_BMC_USER")
+                .env_remove("PGAPPLIANCE_BMC_PASSWORD");
+        }
+        c.env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .current_dir(dir.path());
+        let o = c.output().expect("wait");
+        let text = describe(&o);
+        assert_eq!(o.status.code(), Some(1), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(300), "{text}");
+        assert!(
+            !text.contains("watching"),
+            "refused before the wait: {text}"
+        );
+        text
+    };
+    let text = run("tiny-bmc", &[], false);
+    assert!(
+        text.contains("--teardown powers off the launch's BMC targets when the wait ends, and needs their credentials now")
+            && text.contains("PGAPPLIANCE_BMC_USER"),
+        "{text}"
+    );
+    let text = run("tiny-bmc", &[], true);
+    assert!(
+        text.contains("--teardown ejects and powers off https://10.0.0.9 when the wait ends")
+            && text.contains("--bmc-ca FILE, or --insecure"),
+        "{text}"
+    );
+    let text = run("tiny-ec2", &[], true);
+    assert!(
+        text.contains("--teardown terminates the EC2 instances of http://127.0.0.1:9")
+            && text.contains("AWS_ACCESS_KEY_ID"),
+        "{text}"
+    );
 }

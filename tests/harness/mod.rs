@@ -454,26 +454,28 @@ pub fn with_fault<'a>(cmd: &'a mut Command, spec: &str) -> &'a mut Command {
 pub enum Rest {
     /// Stopped at the fault point: alive, holding whatever it held there.
     Stopped,
-    /// Ended (reaped here): its exit code, if it exited, and how it ended.
-    Exited(Option<i32>, String),
+    /// Ended, not yet reaped (`Child::wait` gives its status): how it ended.
+    Exited(String),
 }
 
 /// Waits until `child` stops at its fault point or ends; waits on the process's state,
-/// which stays as it is once reached, so no moment can be missed. `log` is shown when it
-/// does not rest within `limit`.
+/// which stays as it is once reached, so no moment can be missed. An ended child is left
+/// for `Child::wait` to reap. `log` is shown when it does not rest within `limit`.
 pub fn wait_for_rest(child: &Child, limit: Duration, log: &Path) -> Rest {
-    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     let deadline = Instant::now() + limit;
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG;
     loop {
-        match waitpid(pid, Some(WaitPidFlag::WUNTRACED | WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Stopped(..)) => return Rest::Stopped,
+        match waitid(Id::Pid(pid), flags | WaitPidFlag::WNOWAIT) {
             Ok(WaitStatus::StillAlive) => {}
-            Ok(WaitStatus::Exited(_, code)) => {
-                return Rest::Exited(Some(code), format!("exit status {code}"))
+            Ok(WaitStatus::Stopped(..)) => {
+                // Take the stop's report, so the next wait sees only what comes after it.
+                let _ = waitid(Id::Pid(pid), WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG);
+                return Rest::Stopped;
             }
-            Ok(other) => return Rest::Exited(None, format!("{other:?}")),
-            Err(e) => return Rest::Exited(None, format!("waitpid: {e}")),
+            Ok(other) => return Rest::Exited(format!("{other:?}")),
+            Err(e) => return Rest::Exited(format!("waitid: {e}")),
         }
         assert!(
             Instant::now() < deadline,

@@ -138,9 +138,34 @@ async fn time_candidate(
     Ok(t0.elapsed().as_secs_f64())
 }
 
-/// Runs the benchmark; `on_event` sees each timing as it is made.
+/// The options a benchmark can run with, checked before anything starts (pure).
+pub fn check_options(o: &InitBenchOptions) -> Result<()> {
+    if o.scale == 0 {
+        anyhow::bail!("--scale 0: pgbench's scale factor is at least 1");
+    }
+    if let Some(w) = o.workers.iter().find(|w| **w == 0) {
+        anyhow::bail!("--workers {w}: the parallel loader needs at least 1 worker");
+    }
+    Ok(())
+}
+
+/// Runs the benchmark; `on_event` sees each timing as it is made. The options are checked
+/// before the cluster starts, and the cluster is stopped however the timings end.
 pub async fn run(o: InitBenchOptions, on_event: &mut dyn FnMut(&InitEvent)) -> Result<InitReport> {
+    check_options(&o)?;
     let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
+    let measured = measure(&run, &o, on_event).await;
+    let stopped = run.stop().await;
+    let report = measured?;
+    stopped?;
+    Ok(report)
+}
+
+async fn measure(
+    run: &crate::engine::Prepared,
+    o: &InitBenchOptions,
+    on_event: &mut dyn FnMut(&InitEvent),
+) -> Result<InitReport> {
     let cores = run.inventory()?.cpu.cpus.max(1);
     let mut candidates = vec![
         Candidate::PgbenchClient,
@@ -158,7 +183,7 @@ pub async fn run(o: InitBenchOptions, on_event: &mut dyn FnMut(&InitEvent)) -> R
         let n = candidates.len();
         for k in 0..n {
             let i = (k + round as usize) % n;
-            let t = time_candidate(&run, &candidates[i], o.scale, on_event)
+            let t = time_candidate(run, &candidates[i], o.scale, on_event)
                 .await
                 .with_context(|| format!("{} at scale {}", candidates[i].label(), o.scale))?;
             on_event(&InitEvent::Timed {
@@ -174,7 +199,6 @@ pub async fn run(o: InitBenchOptions, on_event: &mut dyn FnMut(&InitEvent)) -> R
         .await?
         .execute(&format!("DROP DATABASE IF EXISTS {DB}"))
         .await?;
-    c.stop().await?;
     let medians = candidates
         .into_iter()
         .zip(times.iter_mut())

@@ -133,10 +133,13 @@ pub async fn drive(step: StepName, cx: &mut Context) -> Result<()> {
 }
 
 /// Whether an error is a refusal: the plan or the machine must change before the run can
-/// go on (a device the plan may not touch).
+/// go on (a device the plan may not touch, a plan value the server refused).
 pub fn is_refusal(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| c.downcast_ref::<crate::storage::StorageRefusal>().is_some())
+    e.chain().any(|c| {
+        c.downcast_ref::<crate::storage::StorageRefusal>().is_some()
+            || c.downcast_ref::<crate::steps::tuning::PlanValueRefused>()
+                .is_some()
+    })
 }
 
 /// Keeps why the run stopped in the journal (for `pgapplianced status`); a journal that

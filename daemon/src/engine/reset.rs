@@ -25,6 +25,9 @@ pub const ARCHIVE_DIR: &str = "archive";
 /// `<prefix>/<appliance>/failed/<machine id>/<run id>/`.
 pub const FAILED_PREFIX: &str = "failed";
 
+/// The archive name of a run whose journal could not be read.
+pub const UNREADABLE_RUN: &str = "unreadable-journal";
+
 /// How long a reset tries to reach the store before it leaves the evidence local.
 const UPLOAD_PATIENCE: Duration = Duration::from_secs(120);
 
@@ -40,6 +43,82 @@ pub struct ResetOutcome {
     pub upload: std::result::Result<String, String>,
     /// What was done about a server the run left.
     pub stopped: Option<String>,
+    /// The run was refused (the plan or the machine must change before a new run).
+    pub refused: bool,
+    /// The run's work directory is the appliance's own.
+    pub appliance: bool,
+    /// Earlier resets' evidence uploaded now (its archive), or why not yet.
+    pub retried: Vec<(PathBuf, std::result::Result<String, String>)>,
+}
+
+/// Where the marks of evidence not yet uploaded are kept: one file per archived run,
+/// named as its archive directory, holding its run id.
+fn pending_dir(workdir: &Path) -> PathBuf {
+    workdir.join(ARCHIVE_DIR).join(".upload").join("pending")
+}
+
+fn mark_pending(workdir: &Path, archived: &Path, run_id: &str) -> Result<PathBuf> {
+    let dir = pending_dir(workdir);
+    crate::fsutil::create_dir_all(&dir)?;
+    let name = archived
+        .file_name()
+        .context("an archive directory has a name")?;
+    let mark = dir.join(name);
+    crate::fsutil::atomic_write(&mark, run_id.as_bytes())?;
+    Ok(mark)
+}
+
+/// The archives whose evidence upload has not finished: (mark, archive, run id).
+fn pending_evidence(workdir: &Path) -> Vec<(PathBuf, PathBuf, String)> {
+    let Ok(entries) = std::fs::read_dir(pending_dir(workdir)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, PathBuf, String)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            if name.starts_with('.') {
+                return None;
+            }
+            let run_id = std::fs::read_to_string(e.path()).ok()?.trim().to_string();
+            crate::fsutil::check_path_component("run id", &run_id).ok()?;
+            let archived = workdir.join(ARCHIVE_DIR).join(&name);
+            Some((e.path(), archived, run_id))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+async fn retry_pending_evidence(
+    workdir: &Path,
+    store: &StoreOverrides,
+    options: UploadOptions,
+) -> Vec<(PathBuf, std::result::Result<String, String>)> {
+    let mut out = Vec::new();
+    for (mark, archived, run_id) in pending_evidence(workdir) {
+        let plan = std::fs::read_to_string(archived.join("run").join(PLAN_COPY))
+            .ok()
+            .and_then(|t| crate::plan::Plan::parse(&t).ok());
+        let result = match plan {
+            None => Err(format!(
+                "{} has no readable run/{PLAN_COPY}, so its store is unknown",
+                archived.display()
+            )),
+            Some(plan) => upload_evidence(&plan, &run_id, &archived, workdir, store, options).await,
+        };
+        match &result {
+            Ok(where_) => {
+                tracing::info!(archive = %archived.display(), "evidence of an earlier reset uploaded: {where_}");
+                let _ = std::fs::remove_file(&mark);
+            }
+            Err(why) => {
+                tracing::warn!(archive = %archived.display(), "evidence of an earlier reset not uploaded yet: {why}")
+            }
+        }
+        out.push((archived, result));
+    }
+    out
 }
 
 /// Resets the run in `workdir`; `store` changes the plan's store for the evidence.
@@ -49,21 +128,58 @@ pub async fn reset(
     options: UploadOptions,
 ) -> Result<ResetOutcome> {
     let journal_file = journal_path(workdir);
-    if !journal_file.exists() {
+    if !journal_file.exists() && pending_evidence(workdir).is_empty() {
         bail!(
             "no run journal at {}: nothing to reset in this work directory",
             journal_file.display()
         );
     }
     let _lock = WorkdirLock::acquire(workdir)?;
-    // Any schema this daemon reads (a schema-1 journal is read, not rewritten here).
-    let journal = JournalFile::load(&journal_file)?;
-    let run_id = journal.run_id.clone();
-    let run_dir = workdir.join("runs").join(&run_id);
-    let plan = std::fs::read_to_string(run_dir.join(PLAN_COPY))
-        .ok()
+    // Evidence an earlier reset archived but did not finish uploading (it was stopped, or
+    // the store was away): tried again first.
+    let retried = retry_pending_evidence(workdir, store, options).await;
+    let appliance_dir = Path::new(crate::platform::APPLIANCE_WORKDIR);
+    let appliance = workdir == appliance_dir
+        || std::fs::canonicalize(appliance_dir)
+            .is_ok_and(|a| std::fs::canonicalize(workdir).is_ok_and(|w| w == a));
+    if !journal_file.exists() {
+        return Ok(ResetOutcome {
+            run_id: String::new(),
+            archived_to: PathBuf::new(),
+            was_finished: false,
+            upload: Err("no run to put aside".into()),
+            stopped: None,
+            refused: false,
+            appliance,
+            retried,
+        });
+    }
+    // Any schema this daemon reads (a schema-1 journal is read, not rewritten here). A
+    // journal that cannot be read (damaged, or naming paths outside the work directory) is
+    // put aside all the same: its run directory is unknown, so only the work directory's
+    // own files are archived, and the server is stopped.
+    let (journal, unreadable) = match JournalFile::load(&journal_file) {
+        Ok(j) => (Some(j), None),
+        Err(e) => {
+            tracing::warn!(journal = %journal_file.display(), error = %format!("{e:#}"), "the journal cannot be read: putting it aside");
+            (None, Some(format!("{e:#}")))
+        }
+    };
+    let run_id = journal
+        .as_ref()
+        .map_or_else(|| UNREADABLE_RUN.to_string(), |j| j.run_id.clone());
+    let run_dir = journal
+        .as_ref()
+        .map(|j| workdir.join("runs").join(&j.run_id));
+    let plan = run_dir
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join(PLAN_COPY)).ok())
         .and_then(|t| crate::plan::Plan::parse(&t).ok());
-    let was_finished = journal.finished_at.is_some();
+    let was_finished = journal.as_ref().is_some_and(|j| j.finished_at.is_some());
+    let refused = journal
+        .as_ref()
+        .and_then(|j| j.failure.as_ref())
+        .is_some_and(|f| f.refused);
 
     let stopped = stop_server(workdir, plan.as_ref()).await?;
 
@@ -85,7 +201,7 @@ pub async fn reset(
                 .with_context(|| format!("moving {} into the archive", from.display()))?;
         }
     }
-    if run_dir.exists() {
+    if let Some(run_dir) = run_dir.filter(|d| d.exists()) {
         std::fs::rename(&run_dir, archived_to.join("run"))
             .with_context(|| format!("moving {} into the archive", run_dir.display()))?;
     }
@@ -98,12 +214,24 @@ pub async fn reset(
     }
 
     let upload = match (&plan, was_finished) {
+        _ if unreadable.is_some() => Err(format!(
+            "the journal could not be read ({}), so the run and its store are unknown",
+            unreadable.unwrap_or_default()
+        )),
         (_, true) => Err("the run had finished: its results are in the store already".into()),
         (None, false) => Err(format!(
             "the run kept no readable {PLAN_COPY}, so its store is unknown"
         )),
         (Some(plan), false) => {
-            upload_evidence(plan, &run_id, &archived_to, workdir, store, options).await
+            // Marked before the upload starts, cleared once it is done: a reset stopped
+            // during the upload leaves the mark, and the next reset uploads it.
+            let mark = mark_pending(workdir, &archived_to, &run_id)?;
+            let upload =
+                upload_evidence(plan, &run_id, &archived_to, workdir, store, options).await;
+            if upload.is_ok() {
+                let _ = std::fs::remove_file(&mark);
+            }
+            upload
         }
     };
     Ok(ResetOutcome {
@@ -112,6 +240,9 @@ pub async fn reset(
         was_finished,
         upload,
         stopped,
+        refused,
+        appliance,
+        retried,
     })
 }
 

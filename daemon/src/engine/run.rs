@@ -119,15 +119,15 @@ pub async fn open(options: RunOptions) -> Result<Context> {
     let journal =
         match JournalFile::open_or_create(&journal_path(&workdir), &plan_sha, new_run_id()) {
             Ok(j) => j,
-            Err(e) if e.is::<crate::journal::DifferentPlan>() => {
-                // The refusal must not orphan the server the earlier run left running.
+            // Another plan's run, or a journal that cannot be read: the refusal must not
+            // orphan the server the earlier run left running.
+            Err(e) => {
                 return Err(match host.after_refusal(&workdir).await {
                     Ok(Some(stopped)) => e.context(stopped),
                     Ok(None) => e,
                     Err(stop) => e.context(format!("{stop:#}")),
                 });
             }
-            Err(e) => return Err(e),
         };
     if let Some(p) = &journal.state.pending {
         tracing::warn!(
@@ -338,7 +338,15 @@ pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
     })
     .await?;
     for step in steps_of(&[Phase::Prepare]) {
-        drive(step, &mut cx).await?;
+        if let Err(e) = drive(step, &mut cx).await {
+            // A preparation that fails leaves no server running behind the benchmark.
+            if let Ok(c) = cx.server() {
+                if let Err(stop) = c.stop().await {
+                    return Err(e.context(format!("and stopping the server: {stop:#}")));
+                }
+            }
+            return Err(e);
+        }
     }
     Ok(Prepared { cx })
 }

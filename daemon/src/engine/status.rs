@@ -6,7 +6,6 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-use super::lock::LOCK_FILE;
 use super::run::{journal_path, PLAN_COPY};
 use crate::journal::{Journal, JournalFile};
 use crate::notify::{LastStatus, STATUS_FILE};
@@ -53,10 +52,8 @@ pub fn read(workdir: &Path) -> Result<RunStatus> {
     let last = std::fs::read_to_string(workdir.join(STATUS_FILE))
         .ok()
         .and_then(|t| serde_json::from_str::<LastStatus>(&t).ok());
-    let daemon = std::fs::read_to_string(workdir.join(LOCK_FILE))
-        .ok()
-        .and_then(|t| t.trim().parse::<u32>().ok())
-        .filter(|pid| is_pgapplianced(*pid));
+    // Whoever holds this work directory's lock, not whatever pid the lock file names.
+    let daemon = super::lock::holder(workdir);
     let run_dir = workdir.join("runs").join(&journal.run_id);
     let estimate = estimate(&journal, &run_dir);
     Ok(RunStatus {
@@ -69,11 +66,6 @@ pub fn read(workdir: &Path) -> Result<RunStatus> {
 }
 
 /// Whether `pid` is a live pgapplianced (a recycled pid is some other program).
-fn is_pgapplianced(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .is_ok_and(|comm| comm.trim() == "pgapplianced")
-}
-
 fn estimate(journal: &Journal, run_dir: &Path) -> Option<Estimate> {
     let plan_text = std::fs::read_to_string(run_dir.join(PLAN_COPY)).ok()?;
     let plan = crate::plan::Plan::parse(&plan_text).ok()?;
@@ -126,11 +118,26 @@ mod tests {
     }
 
     #[test]
-    fn only_a_live_pgapplianced_counts() {
-        assert!(
-            !is_pgapplianced(std::process::id()),
-            "the test binary is not pgapplianced"
+    fn the_daemon_is_the_holder_of_this_directorys_lock_not_the_pid_in_its_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = crate::journal::JournalFile::open_or_create(
+            &journal_path(dir.path()),
+            "aaaa",
+            "run-1".into(),
+        )
+        .expect("journal");
+        j.save().expect("save");
+        // A live process's pid in the file, the lock free: nobody works here.
+        let lock = dir.path().join(super::super::lock::LOCK_FILE);
+        std::fs::write(&lock, std::process::id().to_string()).expect("write");
+        assert_eq!(read(dir.path()).expect("status").daemon, None);
+        // The lock held, the file saying someone else: the holder is named.
+        let held = super::super::lock::WorkdirLock::acquire(dir.path()).expect("lock");
+        std::fs::write(&lock, "1").expect("write");
+        assert_eq!(
+            read(dir.path()).expect("status").daemon,
+            Some(std::process::id())
         );
-        assert!(!is_pgapplianced(u32::MAX));
+        drop(held);
     }
 }

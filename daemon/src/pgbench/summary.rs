@@ -1,8 +1,8 @@
-//! Parser for pgbench's end-of-run summary, client versions 13 through 17.
+//! Parser for pgbench's end-of-run summary, client versions 13 through 19.
 //!
 //! Pure: text in, [`Summary`] or [`SummaryError`] out. Lines it does not know (server log
 //! lines, NOTICEs, progress lines on a merged stream) are skipped; the lines it does know
-//! must be well formed. Format differences by version (the tps line changed in 14, failure lines arrived in 15) are in the fixtures' README, daemon/tests/fixtures/pgbench/README.md.
+//! must be well formed. Format differences by version (the tps line changed in 14, failure lines arrived in 15, per-script counts in 18, other failures in 19) are in the fixtures' README, daemon/tests/fixtures/pgbench/README.md.
 
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +119,12 @@ fn parse_banner(rest: &str) -> (String, String, Option<String>) {
     };
     let short = |s: &str| s.split_whitespace().next().unwrap_or("").to_string();
     (short(&client_full), client_full, server.map(short))
+}
+
+/// The major version of a banner's short client version: `15` of `15.18`, `16` of `16beta1`.
+fn banner_major(short: &str) -> Option<u32> {
+    let digits: String = short.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// Finds `sep` outside parentheses.
@@ -244,9 +250,60 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
     let mut in_statements = false;
     let mut statements_have_failures = false;
 
+    // Lines only one generation of the format prints: 13's two tps notes against 14's banner,
+    // connection time and tps note (15+ adds to 14, so 14 and 15+ lines mix legitimately).
+    let mut v13_line: Option<(usize, &str)> = None;
+    let mut v14_line: Option<(usize, &str)> = None;
+    let mut throttled = false;
+
     for (idx, raw) in text.lines().enumerate() {
         let line_no = idx + 1;
         let line = raw.trim_end();
+        if let Some((col, c)) = line
+            .chars()
+            .enumerate()
+            .find(|(_, c)| *c == '\u{feff}' || (c.is_control() && *c != '\t'))
+        {
+            return Err(impossible(
+                line_no,
+                &line.escape_debug().to_string(),
+                format!(
+                    "character U+{:04X} at column {}: pgbench prints no such character, the output is damaged",
+                    u32::from(c),
+                    col + 1
+                ),
+            ));
+        }
+        if line.starts_with("rate limit schedule lag") {
+            throttled = true;
+        }
+        if line.contains("connections establishing)") {
+            v13_line.get_or_insert((line_no, line));
+        }
+        if line.starts_with("pgbench (")
+            || line.starts_with("number of failed transactions: ")
+            || line.starts_with("maximum number of tries: ")
+            || line.starts_with("initial connection time = ")
+            || line.starts_with("average connection time = ")
+            || line.contains("(without initial connection time)")
+            || line.contains("(including reconnection times)")
+        {
+            v14_line.get_or_insert((line_no, line));
+        }
+        if let (Some((a, _)), Some((b, _))) = (v13_line, v14_line) {
+            let (later_no, later, earlier_no, earlier_v, later_v) = if a > b {
+                (a, v13_line.map_or("", |l| l.1), b, "14+", "13")
+            } else {
+                (b, v14_line.map_or("", |l| l.1), a, "13", "14+")
+            };
+            return Err(impossible(
+                later_no,
+                later,
+                format!(
+                    "a pgbench {later_v} line after a pgbench {earlier_v} line (line {earlier_no}): two versions' summaries mixed"
+                ),
+            ));
+        }
         if line.contains("Run was aborted") {
             aborted = true;
             in_statements = false;
@@ -270,7 +327,9 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             }
             in_statements = false;
         }
-        if line.starts_with("statement latencies in milliseconds")
+        // With several scripts each script's block is ` - statement latencies …`.
+        let unprefixed = line.strip_prefix(" - ").unwrap_or(line);
+        if unprefixed.starts_with("statement latencies in milliseconds")
             || line.starts_with("script statistics:")
         {
             in_statements = true;
@@ -302,6 +361,26 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             "pgbench (" => {
                 let rest = v.strip_suffix(')').unwrap_or(v);
                 let (short, full, server) = parse_banner(rest);
+                let major = banner_major(&short).ok_or_else(|| SummaryError::Malformed {
+                    line_no,
+                    what: "the client version",
+                    line: line.to_string(),
+                })?;
+                // 13 prints no banner; the formats of 14 to the newest supported major
+                // (plan::PG_MAJORS) are the ones this parser knows.
+                let majors = crate::plan::PG_MAJORS;
+                if major == *majors.start() || !majors.contains(&major) {
+                    return Err(impossible(
+                        line_no,
+                        line,
+                        format!(
+                            "pgbench {major} is not a version this parser knows ({} to {}; {} prints no banner)",
+                            majors.start(),
+                            majors.end(),
+                            majors.start()
+                        ),
+                    ));
+                }
                 s.client_version = Some(short);
                 s.client_version_full = Some(full);
                 s.server_version = server;
@@ -347,6 +426,8 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
                 s.failed_transactions = Some(num(count, line_no, line, "failed transactions")?);
             }
             "latency average = " => {
+                // 15+ without -P: `… ms (including failures)` when some transactions failed.
+                let v = v.strip_suffix(" (including failures)").unwrap_or(v);
                 let v = v.strip_suffix(" ms").unwrap_or(v);
                 s.latency_avg_ms = figure(v, line_no, line, "latency average")?;
             }
@@ -458,6 +539,8 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
             });
         }
     }
+    check_banner_against_lines(&s, &at)?;
+    check_figures_agree(&s, &at, throttled)?;
     s.output_format = if s.failed_transactions.is_some() || s.max_tries.is_some() {
         OutputFormat::V15Plus
     } else if at("pgbench (").is_some() || s.initial_connection_ms.is_some() {
@@ -466,6 +549,149 @@ pub fn parse_summary(text: &str) -> Result<Summary, SummaryError> {
         OutputFormat::V13
     };
     Ok(s)
+}
+
+/// Where a summary line was seen: its number and text.
+type SeenAt<'a> = dyn Fn(&str) -> Option<(usize, &'a str)> + 'a;
+
+/// The banner's major version against the lines only some versions print: 15 and later
+/// always print the failed-transactions line, 14 never does; 13's two tps lines come
+/// together.
+fn check_banner_against_lines(s: &Summary, at: &SeenAt<'_>) -> Result<(), SummaryError> {
+    if let Some((banner_no, banner)) = at("pgbench (") {
+        let major = s
+            .client_version
+            .as_deref()
+            .and_then(banner_major)
+            .unwrap_or(0);
+        let failed_line =
+            at("number of failed transactions: ").or_else(|| at("maximum number of tries: "));
+        match (major >= 15, failed_line) {
+            (false, Some((no, line))) => {
+                return Err(impossible(
+                    no,
+                    line,
+                    format!("pgbench {major} (line {banner_no}) prints no such line: it arrived in 15"),
+                ))
+            }
+            (true, _) if at("number of failed transactions: ").is_none() => {
+                return Err(impossible(
+                    banner_no,
+                    banner,
+                    format!(
+                        "pgbench {major} always prints \"number of failed transactions\", and this summary has none"
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    let including = at("tps = (including connections establishing)");
+    if let Some((tps_no, tps_line)) = at("tps = ") {
+        let excluding = tps_line.contains("(excluding connections establishing)");
+        if excluding && including.is_none() {
+            return Err(SummaryError::Missing(
+                "tps = … (including connections establishing)",
+            ));
+        }
+        if !excluding && including.is_some() {
+            return Err(impossible(
+                tps_no,
+                tps_line,
+                "pgbench 13's \"including connections establishing\" tps line without its \"excluding\" one".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Relative tolerance of the tps × latency = clients identity when pgbench computed the
+/// latency from the run time (no `latency stddev` line): the latency is printed to three
+/// decimals (that rounding is allowed for apart) and transactions skipped or retried move
+/// it a little.
+const LITTLE_TOLERANCE: f64 = 0.01;
+/// Above this, no pgbench run has ever been seen: a hundred million transactions a second.
+const MAX_PLAUSIBLE_TPS: f64 = 1e8;
+
+/// The figures of one summary against each other, naming the tps line when they disagree:
+/// - tps is the processed count over the run time, so with `-T` the count over tps is the
+///   duration, within a factor of 2 and a second (connection time, the last transactions);
+/// - latency and tps come from the same run time: tps × latency is the number of busy
+///   clients, exactly the clients (within [`LITTLE_TOLERANCE`]) when pgbench computed the
+///   latency from the run time, at most the clients (within 10 %) when it measured it,
+///   unless `-R` throttled the run (then the latency includes the schedule lag);
+/// - 13's tps excluding connection time is never below the tps including it.
+fn check_figures_agree(s: &Summary, at: &SeenAt<'_>, throttled: bool) -> Result<(), SummaryError> {
+    let Some((tps_no, tps_line)) = at("tps = ") else {
+        return Ok(());
+    };
+    let refuse = |problem: String| Err(impossible(tps_no, tps_line, problem));
+    if s.tps > MAX_PLAUSIBLE_TPS {
+        return refuse(format!(
+            "tps {} is beyond any pgbench run (more than {MAX_PLAUSIBLE_TPS:e} a second)",
+            s.tps
+        ));
+    }
+    if s.transactions_processed > 0 && s.tps == 0.0 {
+        return refuse(format!(
+            "tps is 0 with {} transactions processed",
+            s.transactions_processed
+        ));
+    }
+    if s.transactions_processed == 0 {
+        return Ok(());
+    }
+    if let Some(including) = s.tps_including_connections {
+        if including > s.tps * (1.0 + 1e-6) {
+            return refuse(format!(
+                "tps excluding connections ({}) is below tps including them ({including})",
+                s.tps
+            ));
+        }
+    }
+    if let Some(duration) = s.duration_s {
+        let implied = s.transactions_processed as f64 / s.tps;
+        if implied < duration / 2.0 - 1.0 || implied > duration * 2.0 + 1.0 {
+            return refuse(format!(
+                "{} transactions at {} tps take {implied:.3} s, not the {duration} s run \
+                 (allowed: within a factor of 2 and a second)",
+                s.transactions_processed, s.tps
+            ));
+        }
+    }
+    if throttled {
+        return Ok(());
+    }
+    // 13 computes its latency from the run time including connections.
+    let tps = s.tps_including_connections.unwrap_or(s.tps);
+    let lat = s.latency_avg_ms;
+    let busy_low = tps * (lat - 0.0005).max(0.0) / 1000.0;
+    let busy_high = tps * (lat + 0.0005) / 1000.0;
+    let clients = f64::from(s.clients);
+    let (lat_no, _) = at("latency average = ").unwrap_or((0, ""));
+    if s.latency_stddev_ms.is_none() {
+        let failed = s.failed_transactions.unwrap_or(0) as f64;
+        let processed = s.transactions_processed as f64;
+        let busy = clients * processed / (processed + failed);
+        if busy_low > busy * (1.0 + LITTLE_TOLERANCE) || busy_high < busy * (1.0 - LITTLE_TOLERANCE)
+        {
+            return refuse(format!(
+                "{tps} tps at the latency average of {lat} ms (line {lat_no}) keep {:.3} clients busy, \
+                 not the {} of this run (pgbench computes both from the run time: allowed {:.0} %)",
+                tps * lat / 1000.0,
+                s.clients,
+                LITTLE_TOLERANCE * 100.0
+            ));
+        }
+    } else if busy_low > clients * 1.1 {
+        return refuse(format!(
+            "{tps} tps at the latency average of {lat} ms (line {lat_no}) keep {:.3} clients busy, \
+             more than the {} of this run (allowed: 10 % over)",
+            tps * lat / 1000.0,
+            s.clients
+        ));
+    }
+    Ok(())
 }
 
 /// `   0.177           0  SELECT …` (15+) or `   0.177  SELECT …` (13/14).

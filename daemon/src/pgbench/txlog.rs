@@ -4,7 +4,7 @@
 //!
 //! Per-transaction line: `client_id transaction_no time script_no time_epoch time_us
 //! [schedule_lag] [retries]` where `time` is the latency in µs, or `failed`/`skipped`
-//! (15+ also `serialization`/`deadlock` with `--failures-detailed`).
+//! (15+ also `serialization`/`deadlock` with `--failures-detailed`, 19 also `other`).
 //! Aggregate line: `interval_start num_transactions sum_latency sum_latency_2 min_latency
 //! max_latency …` (the columns after max_latency differ by version, see [`AggregateLog`]).
 
@@ -117,7 +117,7 @@ impl TransactionLog {
     pub fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
         for_each_record(file, reader, |fields, malformed| {
             match fields[2] {
-                "failed" | "serialization" | "deadlock" => self.failed += 1,
+                "failed" | "serialization" | "deadlock" | "other" => self.failed += 1,
                 "skipped" => self.skipped += 1,
                 us => {
                     let us: u64 = us.parse().map_err(|_| malformed())?;
@@ -199,11 +199,18 @@ impl AggregateLog {
             self.transactions = self.transactions.checked_add(n).ok_or_else(malformed)?;
             self.sum_us += sum;
             // Later 15.x and 16+ always print every column: lag (4), skipped, retried,
-            // retries, serialization and deadlock failures. Early 15.x printed one failures
-            // column after max_latency.
+            // retries, serialization and deadlock failures; 19 adds other failures
+            // (--continue-on-error). Early 15.x printed one failures column after
+            // max_latency.
             let failed = if f.len() >= 15 {
                 self.skipped = self.skipped.saturating_add(count(f[10])?);
-                count(f[13])?.saturating_add(count(f[14])?)
+                let other = match f.get(15) {
+                    Some(o) => count(o)?,
+                    None => 0,
+                };
+                count(f[13])?
+                    .saturating_add(count(f[14])?)
+                    .saturating_add(other)
             } else if self.client_major >= 15 && f.len() == 7 {
                 count(f[6])?
             } else {

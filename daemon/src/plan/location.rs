@@ -7,6 +7,9 @@ use toml_edit::{Document, Item, Table, Value};
 
 use super::PlanIssue;
 
+/// Keys the plan may spell by another name (serde aliases), as (key, alias).
+const KEY_ALIASES: &[(&str, &str)] = &[("progress_interval_s", "report_interval_s")];
+
 /// A path to a key in the plan, e.g. `workloads[1].clients[2]`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyPath(Vec<Segment>);
@@ -45,6 +48,35 @@ impl KeyPath {
     pub fn parent(&self) -> Option<KeyPath> {
         let (_, rest) = self.0.split_last()?;
         Some(KeyPath(rest.to_vec()))
+    }
+    /// The item at this path in a document, if the plan's text has it.
+    pub fn item<'a>(&self, doc: &'a toml_edit::DocumentMut) -> Option<&'a Item> {
+        let mut item = doc.as_item();
+        for seg in &self.0 {
+            item = match seg {
+                Segment::Key(k) => item.get(k.as_str())?,
+                Segment::Index(i) => item.get(*i)?,
+            };
+        }
+        Some(item)
+    }
+    /// The path as the plan wrote it: a key the plan spelt by its alias (`report_interval_s`
+    /// for `progress_interval_s`) is named by that alias, in the path and in the message,
+    /// so the problem is shown at the key's own line under the name the plan uses.
+    pub fn as_written(self, doc: &toml_edit::DocumentMut, message: String) -> (KeyPath, String) {
+        for (key, alias) in KEY_ALIASES {
+            if self.last_key() != Some(*key) || self.item(doc).is_some() {
+                continue;
+            }
+            let Some(parent) = self.parent() else {
+                continue;
+            };
+            let spelt = parent.key(alias);
+            if spelt.item(doc).is_some() {
+                return (spelt, message.replace(key, alias));
+            }
+        }
+        (self, message)
     }
     /// The item at this path in an editable document.
     pub fn item_mut<'a>(&self, doc: &'a mut toml_edit::DocumentMut) -> Option<&'a mut Item> {

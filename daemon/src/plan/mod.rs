@@ -164,7 +164,8 @@ impl Arch {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Postgres {
-    /// Major version (13–17). Local mode uses the newest installed one when it is absent.
+    /// Major version (see [`PG_MAJORS`]). Local mode uses the newest installed one when it is
+    /// absent.
     #[serde(default)]
     pub version: Option<u32>,
     /// Where PostgreSQL comes from (platform-specific; see docs/plan.md): on rocky8 the
@@ -975,6 +976,10 @@ impl PlanError {
     }
 }
 
+/// The PostgreSQL major versions a plan may name: every decision by version (the plan
+/// check, the settings' lists, the pgbench parsers, the package names) covers these.
+pub const PG_MAJORS: std::ops::RangeInclusive<u32> = 13..=19;
+
 /// The largest plan file `load` reads.
 pub const MAX_PLAN_BYTES: u64 = 1 << 20;
 
@@ -1062,11 +1067,28 @@ impl Plan {
                 .iter()
                 .map(|(path, message)| location::locate(text, path, message.clone())),
         );
+        let doc = text.parse::<toml_edit::DocumentMut>().ok();
         if let Some(plan) = &found.plan {
             errors.extend(
-                validate::validate(plan)
+                validate::validate(plan, doc.as_ref())
                     .into_iter()
+                    .map(|(path, message)| {
+                        // A required key left out is missing, whatever its default breaks.
+                        // (Looked up read-only: toml_edit's mutable lookup would leave an
+                        // empty item where the key is not, which `as_written` would see.)
+                        let absent = doc
+                            .as_ref()
+                            .is_some_and(|d| path.item(d).is_none_or(|i| i.is_none()));
+                        match validate::missing_message(&path).filter(|_| absent) {
+                            Some(missing) => (path, missing),
+                            None => (path, message),
+                        }
+                    })
                     .filter(|(path, _)| !credentials.iter().any(|(c, _)| path.starts_with(c)))
+                    .map(|(path, message)| match &doc {
+                        Some(doc) => path.as_written(doc, message),
+                        None => (path, message),
+                    })
                     .filter(|(path, _)| {
                         // Not real when the key, or a key it is judged against, holds a
                         // stand-in.
@@ -1086,9 +1108,9 @@ impl Plan {
         };
         let errors = in_file_order(errors);
         let plan = found.plan.filter(|_| errors.is_empty());
-        let warnings = match (&plan, text.parse::<toml_edit::DocumentMut>()) {
-            (Some(plan), Ok(doc)) => in_file_order(
-                warnings::warnings(plan, &doc)
+        let warnings = match (&plan, &doc) {
+            (Some(plan), Some(doc)) => in_file_order(
+                warnings::warnings(plan, doc)
                     .into_iter()
                     .map(|(path, message)| location::locate(text, &path, message))
                     .collect(),

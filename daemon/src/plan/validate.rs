@@ -7,14 +7,16 @@ use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, SettingValue, 
 
 type Problems = Vec<(KeyPath, String)>;
 
-pub fn validate(plan: &Plan) -> Problems {
+/// The plan's problems; `doc` (the plan's text as a document) tells the keys the plan wrote
+/// from those left at their defaults.
+pub fn validate(plan: &Plan, doc: Option<&toml_edit::DocumentMut>) -> Problems {
     let mut p = Problems::new();
     appliance(plan, &mut p);
     postgres(plan, &mut p);
     storage(plan, &mut p);
     tuning(plan, &mut p);
     dataset(plan, &mut p);
-    workloads(plan, &mut p);
+    workloads(plan, doc, &mut p);
     sysbench(plan, &mut p);
     upload(plan, &mut p);
     install(plan, &mut p);
@@ -325,10 +327,15 @@ fn appliance(plan: &Plan, p: &mut Problems) {
 fn postgres(plan: &Plan, p: &mut Problems) {
     let at = root().key("postgres");
     if let Some(v) = plan.postgres.version {
-        if !(13..=17).contains(&v) {
+        let majors = super::PG_MAJORS;
+        if !majors.contains(&v) {
             p.push((
                 at.key("version"),
-                format!("PostgreSQL {v} is not supported: use a major version from 13 to 17"),
+                format!(
+                    "PostgreSQL {v} is not supported: use a major version from {} to {}",
+                    majors.start(),
+                    majors.end()
+                ),
             ));
         }
     }
@@ -590,6 +597,14 @@ fn storage(plan: &Plan, p: &mut Problems) {
     }
 }
 
+/// Settings the daemon's connection sets for its own session (tokio-postgres's startup
+/// message: `client_encoding` always, `application_name` from [`crate::postgres::sql`]), with
+/// the values it sets.
+const SESSION_SETTINGS: &[(&str, &str)] = &[
+    ("application_name", "\"pgappliance\""),
+    ("client_encoding", "\"UTF8\""),
+];
+
 fn tuning(plan: &Plan, p: &mut Problems) {
     let t = &plan.tuning;
     let at = root().key("tuning");
@@ -605,20 +620,39 @@ fn tuning(plan: &Plan, p: &mut Problems) {
                 format!("\"{name}\" is not a PostgreSQL setting name"),
             ));
         }
+        if let Some(major) = plan.postgres.version {
+            if super::PG_MAJORS.contains(&major) {
+                if let Some(problem) = super::units::version_problem(name, major) {
+                    p.push((at.key("settings").key(name), problem));
+                }
+            }
+        }
+        if let Some((_, session)) = SESSION_SETTINGS.iter().find(|(n, _)| n == name) {
+            p.push((
+                at.key("settings").key(name),
+                format!(
+                    "{name} is set by the daemon's own connection (to {session}), so the session that reads the settings back never sees the server's value and the in-effect check would fail every run: leave it out of [tuning.settings]"
+                ),
+            ));
+        }
         if let SettingValue::Text(s) = value {
             if s.contains('\n') || s.contains('\0') {
                 p.push((
                     at.key("settings").key(name),
                     "setting values cannot contain newlines".into(),
                 ));
-            } else if let Some(problem) = super::units::unit_problem(name, s) {
-                p.push((at.key("settings").key(name), problem));
+                continue;
             }
         }
-        if let SettingValue::Bool(_) = value {
-            if let Some(problem) = super::units::unit_problem(name, &value.to_string()) {
-                p.push((at.key("settings").key(name), problem));
-            }
+        // Every kind of value: a unit, a word or an overflowing number (`1e400`, past a
+        // setting's 32-bit range) first, then the common settings' own bounds.
+        let text = value.to_string();
+        if let Some(problem) = super::units::unit_problem(name, &text) {
+            p.push((at.key("settings").key(name), problem));
+            continue;
+        }
+        if let Some(problem) = super::units::range_problem(name, &text) {
+            p.push((at.key("settings").key(name), problem));
         }
     }
     if let Some(mc) = t.settings.get("max_connections") {
@@ -665,6 +699,29 @@ fn tuning(plan: &Plan, p: &mut Problems) {
             ));
         }
     }
+}
+
+/// What to say when a required key is left out and its default (which is not a valid value)
+/// would otherwise be judged instead: `scale must be at least 1` for a plan that never
+/// named a scale says the wrong thing.
+pub fn missing_message(path: &KeyPath) -> Option<String> {
+    let dataset_scale = root().key("dataset").key("scale");
+    if *path == dataset_scale {
+        return Some(
+            "missing: a plan with pgbench workloads needs [dataset] scale, pgbench's -s (1 is 100,000 accounts, about 15 MB)".into(),
+        );
+    }
+    if path.last_key() == Some("clients")
+        && path
+            .parent()
+            .and_then(|w| w.parent())
+            .is_some_and(|ws| ws == root().key("workloads"))
+    {
+        return Some(
+            "missing: a pgbench workload needs clients, the client counts to sweep (e.g. clients = [1, 8, 32])".into(),
+        );
+    }
+    None
 }
 
 fn dataset(plan: &Plan, p: &mut Problems) {
@@ -771,7 +828,7 @@ fn parse_duration_field(
     }
 }
 
-fn workloads(plan: &Plan, p: &mut Problems) {
+fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems) {
     let at = root().key("workloads");
     if plan.workloads.is_empty() {
         p.push((at.clone(), "the plan has no workloads".into()));
@@ -794,12 +851,21 @@ fn workloads(plan: &Plan, p: &mut Problems) {
             ));
         }
         if w.is_tpcc() {
-            tpcc_workload(plan, w, &at, p);
+            tpcc_workload(plan, w, &at, doc, p);
         } else {
             pgbench_workload(w, &at, p);
         }
         if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
-            if d.as_secs() == 0 {
+            if d.subsec_nanos() != 0 {
+                p.push((
+                    at.key("duration"),
+                    format!(
+                        "duration {:?} is not a whole number of seconds: pgbench's -T and sysbench's --time take whole seconds (it would run {} s)",
+                        w.duration.as_deref().unwrap_or_default(),
+                        d.as_secs()
+                    ),
+                ));
+            } else if d.as_secs() == 0 {
                 p.push((at.key("duration"), "duration must be at least 1s".into()));
             } else if d.as_secs() > PGBENCH_INT_MAX {
                 p.push((
@@ -809,7 +875,16 @@ fn workloads(plan: &Plan, p: &mut Problems) {
             }
         }
         if let Some(d) = parse_duration_field(&w.warmup, at.key("warmup"), "warm-up duration", p) {
-            if d.as_secs() > PGBENCH_INT_MAX {
+            if d.subsec_nanos() != 0 {
+                p.push((
+                    at.key("warmup"),
+                    format!(
+                        "warm-up {:?} is not a whole number of seconds: pgbench's -T and sysbench's --time take whole seconds (it would run {} s)",
+                        w.warmup.as_deref().unwrap_or_default(),
+                        d.as_secs()
+                    ),
+                ));
+            } else if d.as_secs() > PGBENCH_INT_MAX {
                 p.push((
                     at.key("warmup"),
                     format!("warm-up must be at most {PGBENCH_INT_MAX}s (pgbench's -T limit)"),
@@ -849,12 +924,12 @@ fn workloads(plan: &Plan, p: &mut Problems) {
         if w.progress_interval_s == 0 {
             p.push((
                 at.key("progress_interval_s"),
-                "progress interval must be at least 1 second".into(),
+                "progress_interval_s must be at least 1 (second)".into(),
             ));
         } else if u64::from(w.progress_interval_s) > PGBENCH_INT_MAX {
             p.push((
                 at.key("progress_interval_s"),
-                format!("progress interval must be at most {PGBENCH_INT_MAX} seconds"),
+                format!("progress_interval_s must be at most {PGBENCH_INT_MAX} (seconds)"),
             ));
         }
     }
@@ -949,14 +1024,23 @@ fn pgbench_workload(w: &super::Workload, at: &KeyPath, p: &mut Problems) {
 const MAX_TPCC_TABLES: u32 = 1000;
 
 /// The checks of a `kind = "sysbench-tpcc"` workload.
-fn tpcc_workload(plan: &Plan, w: &super::Workload, at: &KeyPath, p: &mut Problems) {
+fn tpcc_workload(
+    plan: &Plan,
+    w: &super::Workload,
+    at: &KeyPath,
+    doc: Option<&toml_edit::DocumentMut>,
+    p: &mut Problems,
+) {
     if plan.sysbench.is_none() {
         p.push((
             at.key("kind"),
             "a sysbench-tpcc workload needs a [sysbench] section with tpcc_source and tpcc_sha256 (where its Lua scripts come from)".into(),
         ));
     }
-    if !w.clients.is_empty() {
+    // A key the plan wrote is refused even when it holds pgbench's default
+    // (`builtin = "tpcb-like"`): it says the author expects pgbench's behaviour.
+    let written = |key: &str| doc.is_some_and(|d| at.key(key).item(d).is_some());
+    if !w.clients.is_empty() || written("clients") {
         p.push((
             at.key("clients"),
             "sysbench-tpcc sweeps threads (one connection each): write threads = [16, 32, …] instead of clients".into(),
@@ -1050,7 +1134,7 @@ fn tpcc_workload(plan: &Plan, w: &super::Workload, at: &KeyPath, p: &mut Problem
         ("latency_log", w.latency_log != LatencyLog::default()),
         ("sampling_rate", w.sampling_rate.is_some()),
     ] {
-        if set {
+        if set || written(key) {
             p.push((
                 at.key(key),
                 format!("{key} is a pgbench option; a sysbench-tpcc workload does not take it"),
@@ -1069,6 +1153,15 @@ fn sysbench(plan: &Plan, p: &mut Problems) {
             at.key("tpcc_source"),
             format!("\"{src}\" is not an https://, http:// or file:/// URL of a .tar.gz"),
         ));
+    } else {
+        // The scripts are unpacked as a gzip-compressed tar (sysbench::scripts::unpack).
+        let path = src.split(['?', '#']).next().unwrap_or(src);
+        if !(path.ends_with(".tar.gz") || path.ends_with(".tgz")) {
+            p.push((
+                at.key("tpcc_source"),
+                format!("\"{src}\" does not name a .tar.gz (or .tgz): that is the only archive format the scripts are unpacked from"),
+            ));
+        }
     }
     let h = sb.tpcc_sha256.as_str();
     if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) {

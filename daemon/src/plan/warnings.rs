@@ -33,13 +33,26 @@ pub fn warnings(plan: &Plan, doc: &DocumentMut) -> Warnings {
 }
 
 fn postgres(plan: &Plan, w: &mut Warnings) {
+    let platform = plan.appliance.platform;
+    let distro = Profile::of(platform).default_pg_version();
+    if let Some(v) = plan.postgres.version {
+        if platform == crate::plan::Platform::Debian12
+            && v != distro
+            && plan.postgres.repository.is_none()
+        {
+            w.push((
+                KeyPath::root().key("postgres").key("version"),
+                format!(
+                    "Debian 12's own packages hold PostgreSQL {distro} only: an appliance cannot install postgresql-{v} without `repository` (PGDG's apt repository, \"https://apt.postgresql.org/pub/repos/apt\", or its mirror); local mode uses what is installed"
+                ),
+            ));
+        }
+    }
     if plan.postgres.version.is_none() {
-        let platform = plan.appliance.platform;
         w.push((
             KeyPath::root().key("postgres").key("version"),
             format!(
-                "no version named: an appliance installs PostgreSQL {} (the {platform} default), local mode uses the newest installed; name the version so every machine runs the same server",
-                Profile::of(platform).default_pg_version()
+                "no version named: an appliance installs PostgreSQL {distro} (the {platform} default), local mode uses the newest installed; name the version so every machine runs the same server"
             ),
         ));
     }
@@ -51,12 +64,13 @@ fn storage(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
     match s.devices {
         Devices::Auto => {
             if s.wipe {
+                // One warning says both: wipe does nothing, and drives holding data are
+                // skipped.
                 w.push((
                     at.key("wipe"),
-                    "wipe = true has no effect with devices = \"auto\": auto takes only drives that are empty; list the devices to have them wiped".into(),
+                    "wipe = true has no effect with devices = \"auto\": auto takes only drives that are empty (one holding data is skipped, so the volume can be narrower than the machine's drives); list the devices to have them wiped".into(),
                 ));
-            }
-            if matches!(s.layout, Layout::Stripe | Layout::Linear) {
+            } else if matches!(s.layout, Layout::Stripe | Layout::Linear) {
                 let layout = if s.layout == Layout::Stripe {
                     "stripe"
                 } else {
@@ -134,8 +148,42 @@ fn workloads(plan: &Plan, w: &mut Warnings) {
     }
 }
 
+/// The host of an http(s) URL when it is this machine's own (loopback, `localhost`, or the
+/// unspecified address, which connects locally).
+pub fn loopback_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => hostport.split(':').next()?,
+    };
+    let lower = host.to_ascii_lowercase();
+    let local = lower == "localhost"
+        || lower.ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified());
+    local.then(|| host.to_string())
+}
+
 fn upload(plan: &Plan, doc: &DocumentMut, w: &mut Warnings) {
     let u = &plan.upload;
+    // (With a file:// store the endpoint has no effect at all, which is said below.)
+    if let Some(endpoint) = u
+        .endpoint
+        .as_ref()
+        .filter(|_| !u.store.starts_with("file://"))
+    {
+        if let Some(host) = loopback_host(endpoint) {
+            w.push((
+                KeyPath::root().key("upload").key("endpoint"),
+                format!(
+                    "\"{endpoint}\" is a loopback address ({host}): on an appliance it names the appliance itself, which holds no store, so the upload cannot reach it; give an address the appliance can reach (only `run --local` on the store's own machine gets there)"
+                ),
+            ));
+        }
+    }
     if !u.store.starts_with("file://") {
         return;
     }
@@ -176,6 +224,35 @@ fn install(plan: &Plan, w: &mut Warnings) {
                 at.key("ssh_authorized_keys").index(n),
                 "a placeholder, not a key: put your OpenSSH public key line here (e.g. the contents of ~/.ssh/id_ed25519.pub); `pgappliance build` refuses to build a kickstart with it, since nobody could log in".into(),
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback_host;
+
+    #[test]
+    fn loopback_hosts_are_told_from_reachable_ones() {
+        for url in [
+            "http://127.0.0.1:8333",
+            "http://127.1.2.3/",
+            "https://localhost:9000",
+            "http://LOCALHOST",
+            "http://s3.localhost:9000",
+            "http://[::1]:8333/x",
+            "http://0.0.0.0:8333",
+        ] {
+            assert!(loopback_host(url).is_some(), "{url}");
+        }
+        for url in [
+            "https://objects.lab.example:9000",
+            "http://10.0.0.5:8333",
+            "http://[2001:db8::1]:8333",
+            "https://s3.us-east-1.amazonaws.com",
+            "http://localhost.example.com",
+        ] {
+            assert_eq!(loopback_host(url), None, "{url}");
         }
     }
 }

@@ -44,7 +44,7 @@ impl PgBin {
                 .find(|d| d.join("postgres").exists())
                 .with_context(|| {
                     format!(
-                        "PostgreSQL {v} is not installed here: none of {} exists. Install it (Debian: postgresql-{v} postgresql-contrib) or change postgres.version",
+                        "PostgreSQL {v} is not installed here: none of {} exists. Install it (Debian/Ubuntu: apt-get install postgresql-{v}, from apt.postgresql.org when the distribution lacks {v}; EL: dnf install postgresql{v}-server postgresql{v}-contrib from PGDG) or change postgres.version",
                         candidates(v)
                             .iter()
                             .map(|d| d.join("postgres").display().to_string())

@@ -43,6 +43,16 @@ enum Control {
     Other(std::sync::Arc<dyn ServerControl>),
 }
 
+/// initdb's option for the planned checksum state: `--data-checksums` to have them, and
+/// from 18 on, where initdb turns them on by default, `--no-data-checksums` to not (pure).
+pub fn initdb_checksums_option(major: u32, checksums: bool) -> Option<&'static str> {
+    match (checksums, major >= 18) {
+        (true, _) => Some("--data-checksums"),
+        (false, true) => Some("--no-data-checksums"),
+        (false, false) => None,
+    }
+}
+
 #[derive(Clone)]
 pub struct Cluster {
     pub bin: PgBin,
@@ -203,8 +213,8 @@ impl Cluster {
             ])
             .output_files(stdout, stderr)
             .timeout(Duration::from_secs(600));
-        if checksums {
-            spec = spec.arg("--data-checksums");
+        if let Some(option) = initdb_checksums_option(self.bin.major, checksums) {
+            spec = spec.arg(option);
         }
         self.runner.run(&spec).await?;
         self.configure_local_auth()

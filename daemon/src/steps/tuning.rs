@@ -15,6 +15,39 @@ use crate::postgres::sql::{literal, Session};
 
 pub struct Tuning;
 
+/// The server refused a value the plan itself gives (`[tuning.settings]`): the same run
+/// would set the same value again, so resuming cannot help. A refusal, like a device the
+/// plan may not touch.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "PostgreSQL refused the plan's tuning.settings.{name} = {value}: {reason}; fix it in the plan, then `pgapplianced reset` and start again (resuming would set the same value)"
+)]
+pub struct PlanValueRefused {
+    pub name: String,
+    pub value: String,
+    pub reason: String,
+}
+
+/// SQLSTATEs of a refused setting: invalid_parameter_value (22023, a value out of range or
+/// not of the setting's kind), undefined_object (42704, an unrecognized parameter),
+/// cant_change_runtime_param (55P02).
+const REFUSED_SETTING: &[&str] = &["22023", "42704", "55P02"];
+
+/// The server's word when `e` is its refusal of a setting: the message, else None.
+fn refused_setting(e: &anyhow::Error) -> Option<String> {
+    e.chain().find_map(|c| {
+        let db = c.downcast_ref::<tokio_postgres::Error>()?.as_db_error()?;
+        REFUSED_SETTING
+            .contains(&db.code().code())
+            .then(|| db.message().to_string())
+    })
+}
+
+/// Whether `name` is one of the plan's own settings (not the calculator's).
+fn planned(cx: &Context, name: &str) -> bool {
+    cx.plan.tuning.settings.contains_key(name)
+}
+
 /// The settings this run wants in postgresql.auto.conf: the plan's and the calculator's,
 /// less those the host's way of running the server decides.
 fn desired(cx: &Context) -> Result<BTreeMap<String, String>> {
@@ -74,12 +107,21 @@ impl Step for Tuning {
         let session = connect(cx).await?;
         session.execute("ALTER SYSTEM RESET ALL").await?;
         for (name, value) in &desired {
-            session
+            if let Err(e) = session
                 .execute(&format!("ALTER SYSTEM SET {name} = {}", literal(value)))
                 .await
-                .with_context(|| {
-                    format!("setting {name} = {value} (from the plan or the auto calculator)")
-                })?;
+            {
+                if let Some(reason) = refused_setting(&e).filter(|_| planned(cx, name)) {
+                    return Err(anyhow::Error::new(PlanValueRefused {
+                        name: name.clone(),
+                        value: value.clone(),
+                        reason,
+                    }));
+                }
+                return Err(e.context(format!(
+                    "setting {name} = {value} (from the plan or the auto calculator)"
+                )));
+            }
         }
         drop(session);
         cluster.restart().await.context(
@@ -112,6 +154,21 @@ impl Step for Tuning {
             })
             .collect();
         if !errors.is_empty() {
+            // A value of the plan's own that the server took but could not apply.
+            if let Some((name, reason)) = errors
+                .iter()
+                .filter_map(|e| e.split_once(": "))
+                .find(|(name, _)| planned(cx, name))
+            {
+                return Err(anyhow::Error::new(PlanValueRefused {
+                    name: name.to_string(),
+                    value: desired.get(name).cloned().unwrap_or_default(),
+                    reason: format!(
+                        "it did not take effect ({reason}); all: {}",
+                        errors.join("; ")
+                    ),
+                }));
+            }
             bail!("settings did not take effect: {}", errors.join("; "));
         }
         let pending = pending_restart(&session).await?;

@@ -83,6 +83,13 @@ pub async fn upload_finished(
         })?,
     )
     .context("parsing results.json")?;
+    // The plan kept in results.json was not read through the plan's checks: its appliance
+    // name becomes the first level of the run's key.
+    crate::fsutil::check_path_component(
+        "results.json's appliance name",
+        &results.plan.appliance.name,
+    )
+    .map_err(anyhow::Error::msg)?;
     let m = upload_dir(
         &results.plan,
         &journal.run_id,
@@ -93,4 +100,40 @@ pub async fn upload_finished(
     )
     .await?;
     Ok((journal.run_id, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_appliance_name_in_results_json_that_is_not_a_plain_name_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut j = crate::journal::JournalFile::open_or_create(
+            &crate::engine::journal_path(dir.path()),
+            "aaaa",
+            "r-1".into(),
+        )
+        .expect("journal");
+        j.save().expect("save");
+        let run = crate::synthetic::SyntheticRun {
+            appliance: "good".into(),
+            run_id: "r-1".into(),
+            started_at: "2026-11-01T10:00:00Z".into(),
+            hourly_price_usd: 1.0,
+            points: Vec::new(),
+        };
+        let mut r = crate::synthetic::run_results(&run).expect("results");
+        r.plan.appliance.name = "../../victim".into();
+        let run_dir = dir.path().join("runs/r-1");
+        crate::fsutil::create_dir_all(&run_dir).expect("mkdir");
+        crate::fsutil::write_json(&run_dir.join("results.json"), &r).expect("write");
+        let err = upload_finished(dir.path(), &StoreOverrides::default(), Default::default())
+            .await
+            .expect_err("refused");
+        assert!(
+            format!("{err:#}").contains("appliance name \"../../victim\""),
+            "{err:#}"
+        );
+    }
 }

@@ -255,11 +255,11 @@ struct Found<'a> {
     queries_total: Option<(Line<'a>, u64)>,
     transactions: Option<(Line<'a>, u64, f64)>,
     queries: Option<(Line<'a>, u64, f64)>,
-    ignored_errors: Option<(u64, f64)>,
-    reconnects: Option<(u64, f64)>,
+    ignored_errors: Option<(Line<'a>, u64, f64)>,
+    reconnects: Option<(Line<'a>, u64, f64)>,
     total_time_s: Option<f64>,
     events: Option<u64>,
-    events_per_s: Option<f64>,
+    events_per_s: Option<(Line<'a>, f64)>,
     latency_min_ms: Option<f64>,
     latency_avg_ms: Option<f64>,
     latency_max_ms: Option<f64>,
@@ -293,6 +293,23 @@ pub fn parse_output(text: &str) -> Result<SysbenchRun, SysbenchParseError> {
             no: idx + 1,
             text: raw.trim_end(),
         };
+        if let Some((col, c)) = line
+            .text
+            .chars()
+            .enumerate()
+            .find(|(_, c)| *c == '\u{feff}' || (c.is_control() && *c != '\t'))
+        {
+            line_error.get_or_insert(SysbenchParseError::Impossible {
+                line_no: line.no,
+                problem: format!(
+                    "character U+{:04X} at column {}: sysbench prints no such character, the output is damaged",
+                    u32::from(c),
+                    col + 1
+                ),
+                line: line.text.escape_debug().to_string(),
+            });
+            continue;
+        }
         let t = line.text.trim_start();
         if t.starts_with("FATAL:") {
             fatal.get_or_insert(line);
@@ -388,12 +405,12 @@ fn read_line<'a>(
             once(&mut f.queries, (line, n, rate), line, key)
         }
         (Block::Sql, "ignored errors") => {
-            let v = line.count_and_rate(value, "ignored errors")?;
-            once(&mut f.ignored_errors, v, line, key)
+            let (n, rate) = line.count_and_rate(value, "ignored errors")?;
+            once(&mut f.ignored_errors, (line, n, rate), line, key)
         }
         (Block::Sql, "reconnects") => {
-            let v = line.count_and_rate(value, "reconnects")?;
-            once(&mut f.reconnects, v, line, key)
+            let (n, rate) = line.count_and_rate(value, "reconnects")?;
+            once(&mut f.reconnects, (line, n, rate), line, key)
         }
         (Block::General, "total time") | (Block::Throughput, "time elapsed") => {
             let v = line.seconds(value, key)?;
@@ -405,7 +422,7 @@ fn read_line<'a>(
         }
         (Block::Throughput, "events/s (eps)") => {
             let v = line.figure(value, "events per second")?;
-            once(&mut f.events_per_s, v, line, key)
+            once(&mut f.events_per_s, (line, v), line, key)
         }
         (Block::Latency, "min") => once(
             &mut f.latency_min_ms,
@@ -539,6 +556,68 @@ fn csv_line(
     })
 }
 
+/// A summary rate (`N (X per sec.)`, `events/s`) against its count over the run's time:
+/// sysbench divides one by the other, so they agree to the printed decimals (half a unit of
+/// the last one, times the run's time) and 1 %, which covers the slightly different clocks
+/// of its counters. A rate above any real run is refused too.
+fn check_rate(
+    line: Line,
+    count: u64,
+    rate: f64,
+    total_time_s: f64,
+    decimals: i32,
+    what: &str,
+) -> Result<(), SysbenchParseError> {
+    const MAX_PLAUSIBLE_RATE: f64 = 1e9;
+    if rate > MAX_PLAUSIBLE_RATE {
+        return Err(line.impossible(format!(
+            "{what}: {rate} a second is beyond any sysbench run (more than {MAX_PLAUSIBLE_RATE:e})"
+        )));
+    }
+    let slack = 0.5 * 10f64.powi(-decimals) * total_time_s + 0.01 * count as f64;
+    if (rate * total_time_s - count as f64).abs() > slack {
+        return Err(line.impossible(format!(
+            "{what}: {rate} a second over the {total_time_s} s run is {:.0}, not the {count} counted \
+             (allowed: {slack:.2})",
+            rate * total_time_s
+        )));
+    }
+    Ok(())
+}
+
+/// The banner's version against the summary's layout: 1.0.x prints "General statistics:",
+/// 1.1 "Throughput:"; other versions are not ones this parser knows.
+fn check_version_and_layout(
+    banner: Line,
+    version: &str,
+    layout: SummaryLayout,
+) -> Result<(), SysbenchParseError> {
+    let known = if version.starts_with("1.0.") {
+        SummaryLayout::V1_0
+    } else if version.starts_with("1.1.") || version == "1.1" {
+        SummaryLayout::V1_1
+    } else {
+        return Err(banner.impossible(format!(
+            "sysbench {version} is not a version this parser knows (1.0.x and 1.1)"
+        )));
+    };
+    if known != layout {
+        return Err(banner.impossible(format!(
+            "sysbench {version} prints the {} summary layout, but this output has the {} one",
+            layout_name(known),
+            layout_name(layout)
+        )));
+    }
+    Ok(())
+}
+
+fn layout_name(layout: SummaryLayout) -> &'static str {
+    match layout {
+        SummaryLayout::V1_0 => "1.0 (\"General statistics:\")",
+        SummaryLayout::V1_1 => "1.1 (\"Throughput:\")",
+    }
+}
+
 fn missing(what: &str, block: Block) -> SysbenchParseError {
     SysbenchParseError::Missing(format!(
         "\"{what}:\" line in the \"{}\" block",
@@ -597,8 +676,9 @@ fn assemble(f: Found) -> Result<SysbenchRun, SysbenchParseError> {
     let (total_line, queries_total) = need(f.queries_total, "total", sql)?;
     let (tx_line, transactions, tps) = need(f.transactions, "transactions", sql)?;
     let (q_line, queries, qps) = need(f.queries, "queries", sql)?;
-    let (ignored_errors, ignored_errors_per_s) = need(f.ignored_errors, "ignored errors", sql)?;
-    let (reconnects, reconnects_per_s) = need(f.reconnects, "reconnects", sql)?;
+    let (errors_line, ignored_errors, ignored_errors_per_s) =
+        need(f.ignored_errors, "ignored errors", sql)?;
+    let (reconnects_line, reconnects, reconnects_per_s) = need(f.reconnects, "reconnects", sql)?;
     let total_time_s = need(
         f.total_time_s,
         match layout {
@@ -612,6 +692,8 @@ fn assemble(f: Found) -> Result<SysbenchRun, SysbenchParseError> {
         SummaryLayout::V1_0 => None,
         SummaryLayout::V1_1 => Some(need(f.events_per_s, "events/s (eps)", time_block)?),
     };
+    let eps_line = events_per_s.map(|(l, _)| l);
+    let events_per_s = events_per_s.map(|(_, v)| v);
     let lat = Block::Latency;
     let latency_min_ms = need(f.latency_min_ms, "min", lat)?;
     let latency_avg_ms = need(f.latency_avg_ms, "avg", lat)?;
@@ -658,6 +740,58 @@ fn assemble(f: Found) -> Result<SysbenchRun, SysbenchParseError> {
             ),
             line: Block::Latency.header().into(),
         });
+    }
+    check_version_and_layout(banner_line, &version, layout)?;
+    for (line, count, rate, what) in [
+        (tx_line, transactions, tps, "transactions"),
+        (q_line, queries, qps, "queries"),
+        (
+            errors_line,
+            ignored_errors,
+            ignored_errors_per_s,
+            "ignored errors",
+        ),
+        (reconnects_line, reconnects, reconnects_per_s, "reconnects"),
+    ] {
+        check_rate(line, count, rate, total_time_s, 2, what)?;
+    }
+    if let (Some(eps), Some(line)) = (events_per_s, eps_line) {
+        check_rate(line, events, eps, total_time_s, 4, "events/s (eps)")?;
+    }
+    let clients = f64::from(threads);
+    if transactions > 0 {
+        // sysbench prints the average to two decimals: the sum may differ from
+        // average × events by half a hundredth per event, and 1 % more.
+        let expected = latency_avg_ms * events as f64;
+        let slack = 0.005 * events as f64 + 0.01 * expected;
+        if (latency_sum_ms - expected).abs() > slack {
+            return Err(SysbenchParseError::Impossible {
+                line_no: has(Block::Latency).map(|l| l.no).unwrap_or(0),
+                problem: format!(
+                    "latency sum {latency_sum_ms} ms is not avg {latency_avg_ms} ms × {events} events (allowed: {slack:.2} ms)"
+                ),
+                line: Block::Latency.header().into(),
+            });
+        }
+    }
+    let fairness_no = has(Block::Fairness).map(|l| l.no).unwrap_or(0);
+    let fairness_wrong = |problem: String| SysbenchParseError::Impossible {
+        line_no: fairness_no,
+        problem,
+        line: Block::Fairness.header().into(),
+    };
+    // Events per thread are printed to four decimals.
+    if (fairness_events_avg * clients - events as f64).abs()
+        > 0.0001 * clients + 0.01 * events as f64
+    {
+        return Err(fairness_wrong(format!(
+            "{fairness_events_avg} events per thread × {threads} threads is not the {events} events"
+        )));
+    }
+    if fairness_time_avg_s > total_time_s * 1.01 + 0.01 {
+        return Err(fairness_wrong(format!(
+            "{fairness_time_avg_s} s of execution per thread is longer than the {total_time_s} s run"
+        )));
     }
     let mut series = Vec::with_capacity(f.series.len());
     for (line, s) in f.series {

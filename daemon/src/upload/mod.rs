@@ -263,18 +263,29 @@ impl RunKey {
     }
 }
 
-/// This machine's id: /etc/machine-id, else the hostname.
+/// This machine's id: /etc/machine-id, else the hostname, else `unknown`.
 pub fn machine_id() -> String {
-    std::fs::read_to_string("/etc/machine-id")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_string())
+    machine_id_from([
+        std::fs::read_to_string("/etc/machine-id").ok(),
+        std::fs::read_to_string("/proc/sys/kernel/hostname").ok(),
+    ])
+}
+
+/// The first candidate that is a plain name ([`crate::fsutil::check_path_component`]): the
+/// id becomes a level of every key the machine writes, so a file holding `../x` or `a/b`
+/// is passed over (and said), not followed.
+fn machine_id_from<const N: usize>(candidates: [Option<String>; N]) -> String {
+    for c in candidates.into_iter().flatten() {
+        let c = c.trim();
+        if c.is_empty() {
+            continue;
+        }
+        match crate::fsutil::check_path_component("machine id", c) {
+            Ok(()) => return c.to_string(),
+            Err(e) => tracing::warn!("{e}: not used"),
+        }
+    }
+    "unknown".to_string()
 }
 
 struct Uploader<'a> {
@@ -701,30 +712,96 @@ impl Uploader<'_> {
         })
     }
 
+    /// The run's results here ([`REGENERATED`]) that differ from a stored manifest of this
+    /// run whose own objects the store still holds as listed: a verified stored copy, which
+    /// a file regenerated or changed since must not replace (None when nothing differs).
+    async fn differs_from_verified_copy(
+        &self,
+        stored: &Manifest,
+        here: &[ManifestEntry],
+    ) -> Result<Option<Vec<String>>, UploadError> {
+        if stored.appliance != self.key.appliance
+            || stored.machine_id != self.key.machine_id
+            || stored.run_id != self.key.run_id
+        {
+            return Ok(None);
+        }
+        let mut differ = Vec::new();
+        // The run's results, which the report step makes again from the points: evidence
+        // (a failure bundle, then the reset's fuller copy) is meant to be replaced.
+        for e in here
+            .iter()
+            .filter(|e| REGENERATED.contains(&e.path.as_str()))
+        {
+            let Some(s) = stored.objects.iter().find(|o| o.path == e.path) else {
+                continue;
+            };
+            if s == e {
+                continue;
+            }
+            // The store's object as its manifest lists it: the stored copy is good.
+            match self.read_back(&s.path).await? {
+                Some((size, sha)) if size == s.size && sha == s.sha256 => {
+                    differ.push(e.path.clone())
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok((!differ.is_empty()).then_some(differ))
+    }
+
+    /// A stored manifest against the files here and the store's objects: the run as
+    /// stored when they all agree, else the repair started (None).
+    async fn verify_stored(
+        &mut self,
+        found: std::result::Result<Manifest, String>,
+        here: &[ManifestEntry],
+    ) -> Result<Option<Stored>, UploadError> {
+        let manifest_problem = match &found {
+            Ok(m) => self.manifest_mismatch(m, here),
+            Err(why) => Some(why.clone()),
+        };
+        let mut problems = self.verify_objects(here).await?;
+        if problems.is_empty() && manifest_problem.is_none() {
+            if let Ok(m) = found {
+                self.journal.manifest_done = true;
+                self.journal.repairing.clear();
+                self.save()?;
+                return Ok(Some(Stored {
+                    manifest: m,
+                    repaired: std::mem::take(&mut self.repaired),
+                }));
+            }
+        }
+        if let Some(why) = manifest_problem {
+            problems.insert(MANIFEST.to_string(), why);
+        }
+        self.start_repair(problems, true).await?;
+        Ok(None)
+    }
+
     async fn run(&mut self) -> Result<Stored, UploadError> {
         let here = self.local_entries()?;
         match self.manifest_in_store().await? {
+            Some(Ok(m)) if !self.journal.repairing.contains_key(MANIFEST) => {
+                if let Some(differ) = self.differs_from_verified_copy(&m, &here).await? {
+                    return Err(permanent(anyhow!(
+                        "the store holds a verified copy of run {} (under {} in {}) whose {} differ from the files here (changed or regenerated since the run was stored): refusing to overwrite it; both are kept, the store's and the local one in {}",
+                        self.key.run_id,
+                        self.key.parts().join("/"),
+                        self.store.url,
+                        differ.join(", "),
+                        self.run_dir.display()
+                    )));
+                }
+                if let Some(stored) = self.verify_stored(Ok(m), &here).await? {
+                    return Ok(stored);
+                }
+            }
             Some(found) => {
-                let manifest_problem = match &found {
-                    Ok(m) => self.manifest_mismatch(m, &here),
-                    Err(why) => Some(why.clone()),
-                };
-                let mut problems = self.verify_objects(&here).await?;
-                if problems.is_empty() && manifest_problem.is_none() {
-                    if let Ok(m) = found {
-                        self.journal.manifest_done = true;
-                        self.journal.repairing.clear();
-                        self.save()?;
-                        return Ok(Stored {
-                            manifest: m,
-                            repaired: std::mem::take(&mut self.repaired),
-                        });
-                    }
+                if let Some(stored) = self.verify_stored(found, &here).await? {
+                    return Ok(stored);
                 }
-                if let Some(why) = manifest_problem {
-                    problems.insert(MANIFEST.to_string(), why);
-                }
-                self.start_repair(problems, true).await?;
             }
             None => {
                 // Objects the journal knows as stored but the store does not list (or lists
@@ -850,12 +927,48 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {
     Ok(n)
 }
 
+/// The report step's products: made again from the points when they are missing or
+/// damaged here, so they may differ from the copy the store verified.
+const REGENERATED: &[&str] = &["results.json", "summary.csv", "report.html"];
+
 /// The uploader's own journal in the work directory.
 pub const UPLOAD_STATE_FILE: &str = "upload-state.json";
 
 /// The upload journal of a work dir.
 pub fn journal_path(workdir: &Path) -> PathBuf {
     workdir.join(UPLOAD_STATE_FILE)
+}
+
+/// The upload journal at `path`, or a fresh one: when there is none, and when it cannot be
+/// read (it only saves work: every object is checked against the store again), in which
+/// case it is set aside as `<name>.unreadable[.N]` and the warning names both files.
+fn read_upload_journal(path: &Path) -> UploadJournal {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return UploadJournal::default();
+    };
+    match serde_json::from_str::<UploadJournal>(&text) {
+        Ok(j) => j,
+        Err(e) => {
+            let mut aside = path.with_extension("json.unreadable");
+            let mut n = 2;
+            while aside.exists() {
+                aside = path.with_extension(format!("json.unreadable.{n}"));
+                n += 1;
+            }
+            match std::fs::rename(path, &aside) {
+                Ok(()) => tracing::warn!(
+                    "the upload journal {} is not valid ({e}): set aside as {}, starting the upload over (every object is checked against the store)",
+                    path.display(),
+                    aside.display()
+                ),
+                Err(mv) => tracing::warn!(
+                    "the upload journal {} is not valid ({e}) and could not be set aside ({mv}): starting the upload over",
+                    path.display()
+                ),
+            }
+            UploadJournal::default()
+        }
+    }
 }
 
 /// Uploads a run dir, retrying transient failures until it is complete and verified.
@@ -867,11 +980,7 @@ pub async fn upload_run(
     options: UploadOptions,
 ) -> Result<Stored> {
     let journal_path = journal_path(workdir);
-    let journal = match std::fs::read_to_string(&journal_path) {
-        Ok(t) => serde_json::from_str::<UploadJournal>(&t)
-            .with_context(|| format!("parsing {}", journal_path.display()))?,
-        Err(_) => UploadJournal::default(),
-    };
+    let journal = read_upload_journal(&journal_path);
     let key_text = key.parts().join("/");
     let journal =
         if journal.run_id == key.run_id && journal.key == format!("{}|{key_text}", store.url) {
@@ -931,5 +1040,137 @@ pub async fn upload_run(
         ));
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(options.max_retry_interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_verified_stored_copy_is_not_overwritten_by_a_changed_local_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, work, root) = (
+            dir.path().join("run"),
+            dir.path().join("work"),
+            dir.path().join("store"),
+        );
+        for d in [&run, &work] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(run.join("results.json"), b"{\"tps\": 1542.8}").expect("write");
+        std::fs::write(run.join("summary.csv"), b"tps\r\n1542.8\r\n").expect("write");
+        let store = Store::open(&StoreConfig {
+            url: format!("file://{}", root.display()),
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: store::DEFAULT_PROFILE.into(),
+        })
+        .expect("store");
+        let key = RunKey {
+            appliance: "app".into(),
+            machine_id: "m".into(),
+            run_id: "r-1".into(),
+        };
+        let options = UploadOptions::default();
+        upload_run(&store, &key, &run, &work, options)
+            .await
+            .expect("first upload");
+        // results.json regenerated here after local damage: not the one stored.
+        std::fs::write(run.join("results.json"), b"{\"tps\": 1542.7}").expect("write");
+        let err = format!(
+            "{:#}",
+            upload_run(&store, &key, &run, &work, options)
+                .await
+                .expect_err("a verified copy is not replaced")
+        );
+        assert!(
+            err.contains("refusing to overwrite") && err.contains("results.json"),
+            "{err}"
+        );
+        let stored = root.join("app/m/r-1");
+        assert_eq!(
+            std::fs::read(stored.join("results.json")).expect("stored"),
+            b"{\"tps\": 1542.8}"
+        );
+        assert!(stored.join(MANIFEST).exists(), "the stored run stays whole");
+        assert_eq!(
+            std::fs::read(run.join("results.json")).expect("local"),
+            b"{\"tps\": 1542.7}"
+        );
+        // A stored copy that is itself damaged is still repaired from the files here.
+        std::fs::write(stored.join("results.json"), b"{\"tps\": 0}").expect("damage");
+        let repaired = upload_run(&store, &key, &run, &work, options)
+            .await
+            .expect("repair");
+        assert!(repaired.repaired.contains_key("results.json"));
+        assert_eq!(
+            std::fs::read(stored.join("results.json")).expect("stored"),
+            b"{\"tps\": 1542.7}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_upload_with_a_garbage_upload_state_sets_it_aside_and_completes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, work, root) = (
+            dir.path().join("run"),
+            dir.path().join("work"),
+            dir.path().join("store"),
+        );
+        for d in [&run, &work] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(run.join("results.json"), b"{}").expect("write");
+        std::fs::write(journal_path(&work), b"\0garbage").expect("garbage");
+        let store = Store::open(&StoreConfig {
+            url: format!("file://{}", root.display()),
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: crate::plan::Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: store::DEFAULT_PROFILE.into(),
+        })
+        .expect("store");
+        let key = RunKey {
+            appliance: "app".into(),
+            machine_id: "m".into(),
+            run_id: "r-1".into(),
+        };
+        upload_run(&store, &key, &run, &work, UploadOptions::default())
+            .await
+            .expect("the upload starts over");
+        assert!(root.join("app/m/r-1").join(MANIFEST).exists());
+        assert_eq!(
+            std::fs::read(work.join("upload-state.json.unreadable")).expect("set aside"),
+            b"\0garbage"
+        );
+    }
+
+    #[test]
+    fn a_machine_id_that_is_not_a_plain_name_is_passed_over() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(machine_id_from([s("0a1b2c\n"), s("host")]), "0a1b2c");
+        assert_eq!(machine_id_from([s("../../victim\n"), s("host\n")]), "host");
+        assert_eq!(machine_id_from([s("a/b"), s("")]), "unknown");
+        assert_eq!(machine_id_from([None, s("web-1.example")]), "web-1.example");
+    }
+
+    #[test]
+    fn a_garbage_upload_journal_is_set_aside_and_the_upload_starts_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = journal_path(dir.path());
+        std::fs::write(&path, b"{ not json").expect("write");
+        assert_eq!(read_upload_journal(&path), UploadJournal::default());
+        assert!(!path.exists());
+        let aside = dir.path().join("upload-state.json.unreadable");
+        assert_eq!(std::fs::read(&aside).expect("set aside"), b"{ not json");
+        // A second one does not overwrite the first.
+        std::fs::write(&path, b"[]").expect("write");
+        assert_eq!(read_upload_journal(&path), UploadJournal::default());
+        assert!(dir.path().join("upload-state.json.unreadable.2").exists());
+        assert_eq!(std::fs::read(&aside).expect("kept"), b"{ not json");
     }
 }

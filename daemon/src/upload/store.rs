@@ -52,6 +52,9 @@ impl StoreConfig {
     /// already expired are reported (a warning and the STATUS line) but do not stop the run:
     /// the results stay local until fresh keys are put in the file.
     pub fn preflight(&self) -> Result<()> {
+        if let Some(dir) = self.url.strip_prefix("file://") {
+            check_file_store_dir(Path::new(dir)).with_context(|| format!("store {}", self.url))?;
+        }
         if self.url.starts_with("s3://") && self.credentials == Credentials::File {
             let file = self
                 .credentials_file
@@ -69,6 +72,36 @@ impl StoreConfig {
         }
         Ok(())
     }
+}
+
+/// A file store's directory as the upload will need it: a directory, or a path whose
+/// nearest existing ancestor is a directory it can be made in. A regular file on the way
+/// would otherwise be found only when the upload starts, after the whole sweep.
+pub fn check_file_store_dir(dir: &Path) -> Result<()> {
+    let mut at = Some(dir);
+    while let Some(p) = at {
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => anyhow::bail!(
+                "{} is not a directory{}",
+                p.display(),
+                if p == dir {
+                    String::new()
+                } else {
+                    format!(", so {} cannot be made", dir.display())
+                }
+            ),
+            // ENOTDIR: a file further up, which the parent's turn names.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.kind() == std::io::ErrorKind::NotADirectory =>
+            {
+                at = p.parent()
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", p.display())),
+        }
+    }
+    Ok(())
 }
 
 /// An opened store and the key prefix under which this appliance writes.
@@ -526,6 +559,36 @@ pub fn read_credentials_file(path: &std::path::Path, profile: &str) -> Result<Ke
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_store_that_is_a_regular_file_fails_the_preflight() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("store");
+        std::fs::write(&file, b"not a directory").expect("write");
+        let cfg = |path: &Path| StoreConfig {
+            url: format!("file://{}", path.display()),
+            endpoint: None,
+            region: "us-east-1".into(),
+            credentials: Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: DEFAULT_PROFILE.into(),
+        };
+        for (path, words) in [
+            (file.clone(), "is not a directory"),
+            (file.join("below"), "cannot be made"),
+        ] {
+            let err = format!("{:#}", cfg(&path).preflight().expect_err("a file"));
+            assert!(
+                err.contains(words) && err.contains(&file.display().to_string()),
+                "{err}"
+            );
+        }
+        cfg(dir.path()).preflight().expect("a directory");
+        cfg(&dir.path().join("new/store"))
+            .preflight()
+            .expect("can be made");
+        assert!(!dir.path().join("new").exists(), "nothing made by a check");
+    }
 
     #[test]
     fn credentials_file_must_be_private_owned_and_complete() {

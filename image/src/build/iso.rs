@@ -33,6 +33,157 @@ pub fn parse_volume_id(pvd_info: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// What an installer medium says it is: its family, version and architecture, and where
+/// the architecture was read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Medium {
+    pub family: Option<String>,
+    pub version: Option<String>,
+    pub arch: Option<String>,
+    /// `.treeinfo`, `.discinfo` or `volume id`.
+    pub arch_from: Option<&'static str>,
+}
+
+impl Medium {
+    /// `Rocky Linux 8.6 aarch64`, from what is known.
+    pub fn describe(&self) -> String {
+        let parts: Vec<&str> = [&self.family, &self.version, &self.arch]
+            .into_iter()
+            .filter_map(|p| p.as_deref())
+            .collect();
+        if parts.is_empty() {
+            "an installer that names neither its release nor its architecture".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// `key = value` of `[section]` in an INI text (the first one).
+fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = name.trim().to_string();
+        } else if current == section && !line.starts_with([';', '#']) {
+            if let Some((k, v)) = line.split_once('=') {
+                if k.trim() == key && !v.trim().is_empty() {
+                    return Some(v.trim().to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The installer tree's `.treeinfo`: productmd's `[release]` and `[tree]`, or the older
+/// `[general]` section (Rocky 8 has both).
+pub fn parse_treeinfo(text: &str) -> Medium {
+    let arch = ini_value(text, "tree", "arch").or_else(|| ini_value(text, "general", "arch"));
+    Medium {
+        family: ini_value(text, "release", "name").or_else(|| ini_value(text, "general", "family")),
+        version: ini_value(text, "release", "version")
+            .or_else(|| ini_value(text, "general", "version")),
+        arch_from: arch.as_ref().map(|_| ".treeinfo"),
+        arch,
+    }
+}
+
+/// `.discinfo`: a timestamp, the release, the architecture (one a line).
+pub fn parse_discinfo(text: &str) -> Medium {
+    let mut lines = text.lines().map(str::trim);
+    let _timestamp = lines.next();
+    let version = lines.next().filter(|l| !l.is_empty()).map(str::to_string);
+    let arch = lines.next().filter(|l| !l.is_empty()).map(str::to_string);
+    Medium {
+        family: None,
+        version,
+        arch_from: arch.as_ref().map(|_| ".discinfo"),
+        arch,
+    }
+}
+
+/// The architecture a volume id names (`Rocky-8-6-aarch64-dvd`).
+pub fn arch_in_volume_id(volid: &str) -> Option<&'static str> {
+    volid.split('-').find_map(|t| match t {
+        "aarch64" => Some("aarch64"),
+        "x86_64" => Some("x86_64"),
+        _ => None,
+    })
+}
+
+/// Reads what the ISO says it is: `.treeinfo` first, then `.discinfo`, then the volume id.
+pub fn medium(input: &Path, volid: &str, work: &Path) -> Result<Medium> {
+    let inp = input.display().to_string();
+    let any_status: Vec<i32> = (0..=255).collect();
+    let read = |name: &str| -> Result<Option<String>> {
+        let dest = work.join(name.trim_start_matches('.'));
+        run(
+            CommandSpec::new("xorriso").args([
+                "-osirrox",
+                "on",
+                "-indev",
+                &inp,
+                "-extract",
+                &format!("/{name}"),
+                &dest.display().to_string(),
+            ]),
+            &any_status,
+        )?;
+        match std::fs::read(&dest) {
+            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {name} extracted from {inp}")),
+        }
+    };
+    let tree = read(".treeinfo")?
+        .map(|t| parse_treeinfo(&t))
+        .unwrap_or_default();
+    let disc = read(".discinfo")?
+        .map(|t| parse_discinfo(&t))
+        .unwrap_or_default();
+    let (arch, arch_from) = match (&tree.arch, &disc.arch, arch_in_volume_id(volid)) {
+        (Some(a), _, _) => (Some(a.clone()), tree.arch_from),
+        (None, Some(a), _) => (Some(a.clone()), disc.arch_from),
+        (None, None, Some(a)) => (Some(a.to_string()), Some("volume id")),
+        _ => (None, None),
+    };
+    Ok(Medium {
+        family: tree.family,
+        version: tree.version.or(disc.version),
+        arch,
+        arch_from,
+    })
+}
+
+/// Reads the ISO's volume id (`xorriso -pvd_info`).
+pub fn volume_id(input: &Path) -> Result<String> {
+    pgappliance::fsutil::open_regular(input).context("the ISO (--iso)")?;
+    let inp = input.display().to_string();
+    let pvd = run(
+        CommandSpec::new("xorriso").args(["-indev", &inp, "-pvd_info"]),
+        &[0],
+    )
+    .with_context(|| format!("{inp} is not a readable ISO image"))?;
+    parse_volume_id(&pvd.stdout)
+        .with_context(|| format!("{inp}: no volume id in its primary volume descriptor"))
+}
+
+/// Refuses an installer of another architecture than the plan's, naming both.
+pub fn check_arch(input: &Path, medium: &Medium, plan_arch: &str) -> Result<()> {
+    if let (Some(arch), Some(from)) = (&medium.arch, medium.arch_from) {
+        if arch != plan_arch {
+            bail!(
+                "--iso {} is {} (its {from} says {arch}), but appliance.arch is {plan_arch}: the server would boot an installer of another architecture; give the {plan_arch} DVD ISO",
+                input.display(),
+                medium.describe()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A volume id as dracut's `hd:LABEL=` wants it (spaces and specials as \xNN).
 pub fn escape_label(label: &str) -> String {
     label
@@ -114,15 +265,8 @@ pub fn remaster(
     extra: &[(&Path, &str)],
     work: &Path,
 ) -> Result<String> {
-    pgappliance::fsutil::open_regular(input).context("the ISO (--iso)")?;
     let inp = input.display().to_string();
-    let pvd = run(
-        CommandSpec::new("xorriso").args(["-indev", &inp, "-pvd_info"]),
-        &[0],
-    )
-    .with_context(|| format!("{inp} is not a readable ISO image"))?;
-    let volid = parse_volume_id(&pvd.stdout)
-        .with_context(|| format!("{inp}: no volume id in its primary volume descriptor"))?;
+    let volid = volume_id(input)?;
     if volid.len() > MAX_VOLUME_ID {
         bail!("{inp}: volume id \"{volid}\" is over {MAX_VOLUME_ID} characters; xorriso would refuse it");
     }
@@ -258,6 +402,38 @@ mod tests {
     #[test]
     fn no_install_entry_is_an_error() {
         assert!(add_kickstart("set timeout=5\n", "X").is_err());
+    }
+
+    /// Rocky 8.6's aarch64 DVD `.treeinfo` (productmd with the compatibility section),
+    /// shortened.
+    const TREEINFO: &str = "[checksums]\nimages/efiboot.img = sha256:00\n\n[general]\n; WARNING.0 = This section provides compatibility with pre-productmd treeinfos.\narch = aarch64\nfamily = Rocky Linux\nname = Rocky Linux 8.6\nversion = 8.6\n\n[header]\ntype = productmd.treeinfo\nversion = 1.2\n\n[release]\nname = Rocky Linux\nshort = Rocky\nversion = 8.6\n\n[tree]\narch = aarch64\nplatforms = aarch64\n";
+
+    #[test]
+    fn the_medium_says_its_release_and_architecture() {
+        let m = parse_treeinfo(TREEINFO);
+        assert_eq!(m.arch.as_deref(), Some("aarch64"));
+        assert_eq!(m.version.as_deref(), Some("8.6"));
+        assert_eq!(m.describe(), "Rocky Linux 8.6 aarch64");
+        // The older layout: [general] only.
+        let m = parse_treeinfo("[general]\nfamily = Rocky Linux\nversion = 8.5\narch = x86_64\n");
+        assert_eq!(m.describe(), "Rocky Linux 8.5 x86_64");
+        let m = parse_discinfo("1652456044.286853\n8.6\nx86_64\n");
+        assert_eq!(
+            (m.version.as_deref(), m.arch.as_deref()),
+            (Some("8.6"), Some("x86_64"))
+        );
+        assert_eq!(arch_in_volume_id("Rocky-8-6-x86_64-dvd"), Some("x86_64"));
+        assert_eq!(arch_in_volume_id("Rocky-8-6-aarch64-dvd"), Some("aarch64"));
+        assert_eq!(arch_in_volume_id("DATA"), None);
+        let err = check_arch(Path::new("r.iso"), &parse_treeinfo(TREEINFO), "x86_64")
+            .expect_err("aarch64 for x86_64");
+        let e = err.to_string();
+        assert!(
+            e.contains("is Rocky Linux 8.6 aarch64 (its .treeinfo says aarch64), but appliance.arch is x86_64"),
+            "{e}"
+        );
+        check_arch(Path::new("r.iso"), &parse_treeinfo(TREEINFO), "aarch64").expect("same");
+        check_arch(Path::new("r.iso"), &Medium::default(), "x86_64").expect("unknown");
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct BuildArgs {
     pub iso: Option<PathBuf>,
     #[command(flatten)]
     pub credentials: credentials::CredentialArgs,
+    /// Set by `launch`, which goes on itself: no next steps printed.
+    #[arg(skip)]
+    pub for_launch: bool,
 }
 
 /// A payload member's path: where the appliance has the file, relative to `/`.
@@ -102,6 +105,32 @@ pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, 
     m
 }
 
+/// What to do with what the build wrote (pure): boot the ISO, start instances with the
+/// user-data, or put the payload on a machine by hand; then follow the launch.
+pub fn next_steps(plan: &Path, out: &Path, iso: bool, user_data: bool) -> Vec<String> {
+    let (plan, out) = (plan.display(), out.display());
+    let mut next = Vec::new();
+    if iso {
+        next.push(format!(
+            "boot {out}/appliance.iso on the server: `pgappliance launch {plan} --out DIR --daemon-binary BIN --iso ROCKY.iso --bmc https://BMC (--bmc-ca PEM | --insecure)` mounts it over Redfish, or mount it by hand and `pgappliance launch {plan} … --ipmi HOST`"
+        ));
+    }
+    if user_data {
+        next.push(format!(
+            "start a Rocky 8 instance with {out}/user-data.yaml as its user data, or let `pgappliance launch {plan} --out DIR --daemon-binary BIN --ec2 --image-id AMI --instance-type TYPE` do it"
+        ));
+    }
+    if !iso && !user_data {
+        next.push(format!(
+            "install {out}/payload.tar.gz on the target by hand (docs/launch.md), or build again with --iso ROCKY.iso (bare metal) or --payload-url URL (cloud instances)"
+        ));
+    }
+    next.push(
+        "`pgappliance wait LAUNCH_ID --store STORE` follows a launch until its runs are stored; `pgappliance collect` compares them".into(),
+    );
+    next
+}
+
 pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(url) = &args.payload_url {
         render::check_payload_url(url)?;
@@ -122,6 +151,18 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         bail!(
             "--iso: appliance.iso boots the kickstart, and {} has no [install] table: only a bare-metal plan (one with [install]: os_disk and a way in) gets a kickstart (docs/plan.md)",
             args.plan.display()
+        );
+    }
+    if let Some(input) = &args.iso {
+        // The medium's own word on what it installs, before anything is built.
+        let volid = iso::volume_id(input)?;
+        let work = tempfile::tempdir().context("creating a work directory for the ISO")?;
+        let medium = iso::medium(input, &volid, work.path())?;
+        iso::check_arch(input, &medium, elf::arch_name(plan.appliance.arch))?;
+        pgappliance::outln!(
+            "installer: {} ({}, volume {volid})",
+            medium.describe(),
+            input.display()
         );
     }
     let Some(daemon_path) = args.daemon_binary.as_deref() else {
@@ -280,7 +321,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     } else {
         pgappliance::outln!("user-data.yaml   not written: give --payload-url for cloud instances");
     }
-    match iso_volid {
+    match &iso_volid {
         Some(v) => {
             pgappliance::outln!("appliance.iso    remastered, volume id {v}, boots the kickstart")
         }
@@ -315,6 +356,16 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         );
     } else {
         pgappliance::outln!("built into {}", out.path.display());
+    }
+    if !args.for_launch {
+        for line in next_steps(
+            &args.plan,
+            &out.path,
+            iso_volid.is_some(),
+            user_data.is_some(),
+        ) {
+            pgappliance::outln!("next: {line}");
+        }
     }
     Ok(0)
 }

@@ -72,7 +72,9 @@ impl BmcArgs {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Exit status: 0 every target started and kept what it was asked; 2 every \
-target started but a BMC did not keep a setting it accepted; 1 an error or a target not started."
+target started but a BMC did not keep a setting it accepted, or the command line is \
+malformed (no target: --bmc, --ipmi or --ec2); 1 an error or a target not started.",
+    group(clap::ArgGroup::new("target").required(true).multiple(true).args(["bmcs", "ipmis", "ec2"]))
 )]
 pub struct LaunchArgs {
     #[command(flatten)]
@@ -255,6 +257,13 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     );
     inputs.extend(args.build.iso.as_deref().map(|i| ("the ISO", i)));
     crate::outdir::check(&args.build.out, &inputs, crate::outdir::Kind::Build)?;
+    let plan = Plan::load(&args.build.plan)?;
+    if !args.ipmis.is_empty() && plan.install.is_none() {
+        bail!(
+            "--ipmi boots the server from the CD mounted on it, and only a bare-metal plan's ISO installs anything: {} has no [install] table (os_disk and a way in, docs/plan.md), so the CD would boot no kickstart; add [install] and build the ISO with --iso, or launch EC2 instances with --ec2",
+            args.build.plan.display()
+        );
+    }
     let ipmi_targets = args
         .ipmis
         .iter()
@@ -275,7 +284,6 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             .collect::<Result<Vec<_>>>()?,
         None => Vec::new(),
     };
-    let plan = Plan::load(&args.build.plan)?;
     let plan_bytes = pgappliance::fsutil::read_regular(&args.build.plan)
         .with_context(|| format!("reading {}", args.build.plan.display()))?;
     let store_cfg = args.store.config(&plan.upload);
@@ -349,6 +357,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             None
         };
     let payload_url = build.payload_url.clone();
+    build.for_launch = true;
     crate::build::run(build)?;
 
     rt.block_on(async {
@@ -443,7 +452,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             targets,
         };
         let key = record::write(&store, &rec).await?;
-        Ok(summarize(&rec, &key))
+        Ok(summarize(&rec, &key, &store.url))
     })
 }
 
@@ -474,8 +483,8 @@ fn record_target(
     }
 }
 
-/// Prints what happened and returns the exit status.
-fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
+/// Prints what happened and what to do next, and returns the exit status.
+fn summarize(rec: &record::LaunchRecord, key: &str, store: &str) -> i32 {
     let mut failed = 0;
     let mut not_kept = 0;
     for t in &rec.targets {
@@ -501,6 +510,17 @@ fn summarize(rec: &record::LaunchRecord, key: &str) -> i32 {
         rec.targets.len() - failed,
         rec.targets.len()
     );
+    if failed < rec.targets.len() {
+        pgappliance::outln!(
+            "next: `pgappliance wait {} --store {store}` follows the started targets until their runs are stored (add --teardown to power them off and collect the store when it ends)",
+            rec.launch_id
+        );
+    }
+    if failed > 0 {
+        pgappliance::outln!(
+            "next: the targets not started are named above with why; fix that and launch them again"
+        );
+    }
     match (failed, not_kept) {
         (0, 0) => 0,
         (0, _) => 2,

@@ -262,6 +262,61 @@ impl View {
     }
 }
 
+/// What to do about a unit that did not arrive (pure): a refused plan is fixed and
+/// launched again; a failed run resumes when its machine starts again; a unit that timed out
+/// is looked at on its console and its way to the store, and is still on (a server with the
+/// CD inserted) until a teardown.
+pub fn next_step(
+    unit: &Unit,
+    view: &View,
+    store: &str,
+    record: &LaunchRecord,
+    teardown: bool,
+) -> Option<String> {
+    let still_on = |what: &str| {
+        if teardown {
+            format!("the teardown below {what}")
+        } else {
+            format!("it is still on until you take it down (`wait --teardown` {what})")
+        }
+    };
+    let again = format!(
+        "`pgappliance wait {} --store {store} --timeout …` watches it again",
+        record.launch_id
+    );
+    match view {
+        View::Arrived { .. } => None,
+        View::Failed(f) if f.starts_with("refused") => Some(
+            "the appliance refused a value of the plan: fix the plan as the error says, then build and launch again; resuming cannot help (on the machine `pgapplianced reset` puts the refused run aside)".into(),
+        ),
+        View::Failed(_) if matches!(unit.matcher, Matcher::NotStarted(_)) => Some(
+            "fix what kept the launch from starting it (the BMC's address, credentials or certificate; the EC2 request), then launch again".into(),
+        ),
+        View::Failed(_) => Some(format!(
+            "the failure bundle is in the store under {}/failed/; the appliance resumes the run when it starts again, or `pgapplianced reset` on it puts the run aside",
+            record.plan.name
+        )),
+        View::Working(w) => Some(format!(
+            "it was still at work ({w}): {again}; {}",
+            still_on("powers it off")
+        )),
+        View::NoStatus => Some(match &unit.matcher {
+            Matcher::Instance(id) => format!(
+                "nothing reached the store from {id}: read its console (`aws ec2 get-console-output --instance-id {id}`) for the install, and check that the instance reaches {store} (its subnet, security group and the store's endpoint); {}",
+                still_on("terminates it")
+            ),
+            _ => format!(
+                "nothing reached the store from this server: look at its console (the BMC's KVM or serial over LAN) for the installer or the appliance, and check that the server reaches {store} (its network, DNS, the store's endpoint); {}",
+                if teardown {
+                    "the teardown below ejects the CD and powers it off".to_string()
+                } else {
+                    "it is still on, with the CD inserted, until you take it down (`wait --teardown` ejects the CD and powers it off)".to_string()
+                }
+            ),
+        }),
+    }
+}
+
 /// What a status object says while the run works or after it failed (pure).
 pub fn progress(s: &LiveStatus) -> String {
     let mut text = format!("{} (run {}", s.state, s.run_id);
@@ -485,6 +540,7 @@ pub fn run(args: WaitArgs) -> Result<i32> {
                 std::slice::from_ref(&cfg),
                 &crate::collect::default_cache()?,
             )?;
+            teardown_preflight(&record, &args, &cfg)?;
         }
         pgappliance::outln!(
             "launch {} of plan {} ({} targets, created {}): watching {}",
@@ -509,6 +565,9 @@ pub fn run(args: WaitArgs) -> Result<i32> {
                     humantime::format_duration(args.timeout),
                     other.describe()
                 ),
+            }
+            if let Some(next) = next_step(u, v, &store.url, &record, args.teardown) {
+                pgappliance::outln!("{}: next: {next}", u.label);
             }
         }
         pgappliance::outln!(
@@ -700,6 +759,57 @@ async fn install_failure(
             views[i] = v;
         }
     }
+}
+
+/// What the teardown will need, checked before the wait rather than after it: BMC
+/// credentials for Redfish and IPMI targets, `--bmc-ca` or `--insecure` (and https, or
+/// `--insecure`) for Redfish BMCs, AWS keys for EC2 instances. Nothing is contacted.
+fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> Result<()> {
+    let started: Vec<(&str, &Started)> = record
+        .targets
+        .iter()
+        .filter_map(|t| t.started.as_ref().map(|s| (t.address.as_str(), s)))
+        .collect();
+    let needs_bmc = started
+        .iter()
+        .any(|(_, s)| matches!(s, Started::Redfish(_) | Started::Ipmi(_)));
+    let creds = if needs_bmc {
+        Some(
+            super::credentials::load(args.bmc_credentials.as_deref()).context(
+                "--teardown powers off the launch's BMC targets when the wait ends, and needs their credentials now",
+            )?,
+        )
+    } else {
+        None
+    };
+    for (address, s) in started {
+        match s {
+            Started::Redfish(r) => {
+                let bmc_args = super::BmcArgs {
+                    bmcs: Vec::new(),
+                    system: None,
+                    bmc_credentials: None,
+                    bmc_ca: args.bmc_ca.clone(),
+                    insecure: args.insecure,
+                    bmc_timeout: args.bmc_timeout,
+                };
+                if let Some(c) = &creds {
+                    bmc_args.connect(&r.bmc, c).with_context(|| {
+                        format!("--teardown ejects and powers off {address} when the wait ends")
+                    })?;
+                }
+            }
+            Started::Ec2(_) => {
+                super::ec2_credential(cfg).with_context(|| {
+                    format!(
+                        "--teardown terminates the EC2 instances of {address} when the wait ends"
+                    )
+                })?;
+            }
+            Started::Ipmi(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Terminates, ejects and powers off every started target; says what it did for each.

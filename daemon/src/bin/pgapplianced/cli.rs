@@ -114,8 +114,10 @@ pub struct RunArgs {
     /// every step through systemd over D-Bus, PostgreSQL as the platform's service.
     #[arg(long)]
     pub local: bool,
-    #[command(flatten)]
-    pub workdir: WorkdirArg,
+    /// Where the journal, the cluster (local mode) and the run directories live. Required
+    /// with --local (never the appliance's own); the appliance's is /var/lib/pgappliance.
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
     /// PostgreSQL bin directory (local mode; default: found from the plan's version).
     #[arg(long)]
     pub pg_bin: Option<PathBuf>,
@@ -300,7 +302,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             let outcome =
                 pgappliance::engine::reset::reset(&workdir.workdir, &store, parts.options())
                     .await?;
-            crate::present::reset(&outcome);
+            crate::present::reset(&outcome, &workdir.workdir);
             Ok(0)
         }
         Command::Bench(BenchCommand::Overhead {
@@ -416,11 +418,82 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
     }
 }
 
+/// The first SIGTERM or SIGINT this process receives: its name and number.
+async fn termination() -> Result<(&'static str, i32)> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("watching for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("watching for SIGINT")?;
+    Ok(tokio::select! {
+        _ = term.recv() => ("SIGTERM", 15),
+        _ = int.recv() => ("SIGINT", 2),
+    })
+}
+
+/// A local run stopped by a signal: the run (dropped at its next await, its journal as
+/// last written, so a later `run` resumes it) is said to have stopped, and the server it
+/// started is stopped unless `--keep-running`. Exits 128 + the signal's number.
+async fn stopped_by(
+    (name, number): (&'static str, i32),
+    workdir: &std::path::Path,
+    keep_running: bool,
+) -> Result<i32> {
+    tracing::warn!(signal = name, "stopping the run: a later `run` resumes it");
+    if keep_running {
+        tracing::info!("--keep-running: the PostgreSQL server is left running");
+    } else {
+        match pgappliance::host::local::stop_left_server(workdir).await {
+            Ok(Some(stopped)) => tracing::info!("{stopped}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %format!("{e:#}"), "stopping the PostgreSQL server"),
+        }
+    }
+    eprintln!("stopped by {name}");
+    Ok(128 + number)
+}
+
 /// Exit status of a run that refuses to go on until a person changes the plan or the
 /// machine (the unit's `RestartPreventExitStatus=`).
 pub const EXIT_REFUSED: i32 = 3;
 
+/// The work directory of `run`: the appliance's own without --local; with --local the one
+/// given, never the appliance's (a scratch cluster there would be taken for the
+/// appliance's run). A missing or the appliance's directory is a usage error (exit 2).
+fn run_workdir(local: bool, workdir: Option<PathBuf>) -> PathBuf {
+    use clap::CommandFactory;
+    let appliance = std::path::Path::new(pgappliance::platform::APPLIANCE_WORKDIR);
+    match (local, workdir) {
+        (false, w) => w.unwrap_or_else(|| appliance.to_path_buf()),
+        (true, None) => Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                format!(
+                    "run --local needs --workdir DIR: the scratch cluster, the journal and the runs live there ({} is the appliance's own)",
+                    appliance.display()
+                ),
+            )
+            .exit(),
+        (true, Some(w)) => {
+            let same = w == appliance
+                || std::fs::canonicalize(&w)
+                    .is_ok_and(|c| std::fs::canonicalize(appliance).is_ok_and(|a| a == c));
+            if same {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!(
+                            "--workdir {}: that is the appliance's own work directory; run --local keeps its scratch cluster elsewhere (e.g. /var/tmp/pgappliance-local)",
+                            w.display()
+                        ),
+                    )
+                    .exit()
+            }
+            w
+        }
+    }
+}
+
 async fn run(args: RunArgs) -> Result<i32> {
+    let workdir = run_workdir(args.local, args.workdir);
     let mode = if args.local {
         RunMode::Local {
             pg_bin: args.pg_bin,
@@ -434,14 +507,30 @@ async fn run(args: RunArgs) -> Result<i32> {
         RunMode::Appliance
     };
     let appliance = mode == RunMode::Appliance;
+    let keep_running = matches!(
+        mode,
+        RunMode::Local {
+            keep_running: true,
+            ..
+        }
+    );
     let options = RunOptions {
         plan_path: args.plan.path(),
-        workdir: args.workdir.workdir,
+        workdir: workdir.clone(),
         mode,
         store: args.store,
         upload: args.parts.options(),
     };
-    let outcome = match pgappliance::engine::run(options).await {
+    let result = if appliance {
+        // systemd stops the appliance's run with SIGTERM and starts it again: it resumes.
+        pgappliance::engine::run(options).await
+    } else {
+        tokio::select! {
+            r = pgappliance::engine::run(options) => r,
+            signal = termination() => return stopped_by(signal?, &workdir, keep_running).await,
+        }
+    };
+    let outcome = match result {
         Ok(o) => o,
         // A refusal needs a person (the plan or the machine must change): the appliance
         // exits with the status its unit does not restart on.

@@ -247,8 +247,24 @@ fn duration(seconds: f64) -> String {
     }
 }
 
-/// `pgapplianced reset`.
-pub fn reset(o: &pgappliance::engine::reset::ResetOutcome) {
+/// `pgapplianced reset`: what was done, then what to do next.
+pub fn reset(o: &pgappliance::engine::reset::ResetOutcome, workdir: &std::path::Path) {
+    for (archive, result) in &o.retried {
+        match result {
+            Ok(where_) => pgappliance::outln!(
+                "earlier evidence in {} uploaded: {where_}",
+                archive.display()
+            ),
+            Err(why) => pgappliance::outln!(
+                "earlier evidence in {} not uploaded yet: {why}",
+                archive.display()
+            ),
+        }
+    }
+    if o.run_id.is_empty() {
+        pgappliance::outln!("no run to put aside");
+        return;
+    }
     pgappliance::outln!(
         "run {}{} put aside in {}",
         o.run_id,
@@ -263,4 +279,34 @@ pub fn reset(o: &pgappliance::engine::reset::ResetOutcome) {
         Err(why) => pgappliance::outln!("evidence not uploaded: {why}"),
     }
     pgappliance::outln!("the next run starts clean");
+    for line in reset_next(o, workdir) {
+        pgappliance::outln!("next: {line}");
+    }
+}
+
+/// What to do after a reset (pure): fix the plan when the run was refused, then start the
+/// next run, the appliance's way or local mode's.
+pub fn reset_next(
+    o: &pgappliance::engine::reset::ResetOutcome,
+    workdir: &std::path::Path,
+) -> Vec<String> {
+    let mut next = Vec::new();
+    if o.refused {
+        next.push(format!(
+            "the run was refused: change the plan (or the machine) as its error said ({}/state.json keeps it) before the next run, or it is refused again",
+            o.archived_to.display()
+        ));
+    }
+    next.push(if o.appliance {
+        format!(
+            "start the next run with `systemctl start pgapplianced` (or a reboot): it runs {}",
+            pgappliance::platform::APPLIANCE_PLAN
+        )
+    } else {
+        format!(
+            "start the next run with `pgapplianced run --local PLAN --workdir {}`",
+            workdir.display()
+        )
+    });
+    next
 }
