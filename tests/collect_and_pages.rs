@@ -561,8 +561,23 @@ fn study_run(
         run_id: run_id.into(),
         started_at: format!("2026-11-{}T10:00:00Z", &run_id[run_id.len() - 2..]),
         hourly_price_usd: price,
-        points,
+        points: repeated(points),
     }
+}
+
+/// Each point as three repeats, its tps times 1, 1.004 and 0.996 (a CV of 0.4 %): enough
+/// for an interval, narrow enough for a verdict on the study's differences.
+fn repeated(points: Vec<SyntheticPoint>) -> Vec<SyntheticPoint> {
+    let mut out = Vec::new();
+    for (i, f) in [1.0, 1.004, 0.996].into_iter().enumerate() {
+        for p in &points {
+            let mut p = p.clone();
+            p.repeat = i as u32 + 1;
+            p.figures.tps *= f;
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn assert_clean_page(page: &Path, png_name: &str) -> String {
@@ -615,14 +630,38 @@ fn the_index_leads_with_the_finding_and_renders_cleanly_at_2_and_200_runs() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let html = std::fs::read_to_string(out_dir.path().join("index.html")).expect("index");
     for want in [
-        "rw: m6gd.8xlarge is 19.0 % faster than m5d.8xlarge at 16 clients; at 20.0 % cheaper per hour it gives 48.",
-        "ro: m6gd.8xlarge is 30.0 % faster than m5d.8xlarge at 16 clients",
-        "Turning data checksums on cost 1.7 % on m5d.8xlarge, 1.7 % on m6gd.8xlarge.",
-        "scaling: m6gd.8xlarge is 19.0 % faster than m5d.8xlarge over 7 client counts (10, 25, 50, 100, 250, 500, 1000)",
+        "rw: m6gd.8xlarge is faster than m5d.8xlarge: +19.0 % (+1",
+        ") at 16 clients; at 20.0 % cheaper per hour it gives +48.",
+        "ro: m6gd.8xlarge is faster than m5d.8xlarge: +30.0 % (+",
+        "Data checksums on against off: m5d.8xlarge: slower with them on by less than 5 %, \u{2212}1.7 % (\u{2212}",
+        "; m6gd.8xlarge: slower with them on by less than 5 %, \u{2212}1.7 % (",
+        "scaling: m6gd.8xlarge is faster than m5d.8xlarge: +19.0 % (",
+        ") by the geometric mean over 7 client counts (10, 25, 50, 100, 250, 500, 1000)",
         "baseline <b>m5d.8xlarge</b>",
+        "class=\"error-bar\"",
     ] {
         assert!(html.contains(want), "index lacks {want:?}");
     }
+    let findings: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.path().join("findings.json")).expect("findings.json"),
+    )
+    .expect("findings.json is JSON");
+    let rw = findings["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|e| e["workload"] == "rw" && e["against"] == "baseline" && e["checksums"] == "off")
+        .expect("rw against the baseline");
+    assert_eq!(rw["verdict"], "faster");
+    assert_eq!(
+        (rw["n"].as_u64(), rw["n_baseline"].as_u64()),
+        (Some(3), Some(3))
+    );
+    let (lo, hi) = (
+        rw["ci_low"].as_f64().expect("ci_low"),
+        rw["ci_high"].as_f64().expect("ci_high"),
+    );
+    assert!(lo < 1.19 && 1.19 < hi && lo > 1.05, "{lo} … {hi}");
     // The finding comes before the charts; one tps chart per workload; a log client axis
     // only where counts span 10x; every legend entry whole.
     assert!(html.find("id=\"finding\"") < html.find("scaling: tps by clients"));
@@ -711,7 +750,7 @@ fn the_index_leads_with_the_finding_and_renders_cleanly_at_2_and_200_runs() {
 }
 
 #[test]
-fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
+fn a_regression_check_marks_slower_verdicts_after_the_finding_and_can_fail() {
     let store = tempfile::tempdir().expect("store");
     let cache = tempfile::tempdir().expect("cache");
     let url = format!("file://{}", store.path().display());
@@ -747,19 +786,37 @@ fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
     assert_eq!(regressed.len(), 2, "{stdout}");
     // Each leads with what regressed, worst first.
     assert!(
-        regressed[0].starts_with("regressed: tps -10.0 %: ")
-            && regressed[0].contains("scaling at 250 clients"),
+        regressed[0].starts_with("regressed: tps \u{2212}10.0 % (\u{2212}")
+            && regressed[0].contains(") slower: ")
+            && regressed[0].contains("scaling at 250 clients (latency p99 "),
         "worst first: {stdout}"
     );
     assert!(
-        regressed[1].starts_with("regressed: latency p99 +25.0 %: ")
-            && regressed[1].ends_with("ro (checksums off) at 16 clients (tps +0.0 %)"),
+        regressed[1].starts_with("regressed: latency p99 +25.0 % (+25.0 … +25.0) higher: ")
+            && regressed[1].contains("ro (checksums off) at 16 clients (tps +0.0 % (\u{2212}0.")
+            && regressed[1].ends_with(") same)"),
         "{stdout}"
     );
     // The finding's sentences are on stdout too, not only in the page.
     assert!(
         stdout.lines().any(|l| l.starts_with("finding: scaling: ")),
         "{stdout}"
+    );
+    // Said from the verdicts, an unchanged figure or price in words, never as 0.0 %.
+    let findings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("finding: "))
+        .collect();
+    assert!(
+        findings.iter().all(|l| !l.contains("+0.0 %"))
+            && findings.iter().any(|l| l.starts_with("finding: ro: ")
+                && l.contains(" is the same as db1 (20261101T100000Z-0001) within ±5 %: as fast as db1 (20261101T100000Z-0001) (")
+                && l.contains("; at the same price it gives the same tps per dollar-hour (")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("scaling at 500 clients"),
+        "4 % down is within 5 %: {stdout}"
     );
     assert!(
         stdout
@@ -771,8 +828,8 @@ fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
         .find("id=\"regression-table\"")
         .expect("regression table");
     assert!(
-        table < html.find("id=\"finding\"").expect("finding"),
-        "regressions first"
+        html.find("id=\"finding\"").expect("finding") < table,
+        "the finding stays first"
     );
     // The baseline run is shown beside the latest run although it is not its machine's latest.
     assert!(stdout.contains("showing 2"), "{stdout}");
@@ -794,6 +851,36 @@ fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 point(s) regressed by more than 30 %"));
+    // The same drop measured once a side: listed as unconfirmed, never failing the check.
+    let single = tempfile::tempdir().expect("store");
+    let single_url = format!("file://{}", single.path().display());
+    for run in [&base, &newer] {
+        let mut once = run.clone();
+        once.points.retain(|p| p.repeat == 1);
+        put_file_run(single.path(), "i-1", &once);
+    }
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &single_url,
+            "--out",
+            out_arg,
+            "--baseline",
+            "20261101T100000Z-0001",
+            "--threshold",
+            "5%",
+            "--fail-on-regression",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("unconfirmed: tps \u{2212}10.0 % (one sample): db1 (20261102T100000Z-0002) scaling at 250 clients")
+            && stdout.contains("0 point(s) regressed by more than 5 %")
+            && stdout.contains("2 more moved past 5 % without a verdict that says so"),
+        "{stdout}"
+    );
     let out = check(&["--baseline", "no-such-run", "--threshold", "5%"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr)
@@ -832,6 +919,119 @@ fn a_regression_check_marks_points_lists_them_first_and_can_fail() {
         "clap refuses it without --threshold: {}",
         describe(&out)
     );
+}
+
+/// Machines measured with seeded noise (CV 3 %, three repeats a point) at scenario A's
+/// client counts: `speed` times the same true tps.
+fn noisy_run(
+    rng: &mut pgappliance::compare::stats::SplitMix64,
+    appliance: &str,
+    run_id: &str,
+    speed: f64,
+) -> SyntheticRun {
+    let mut points = Vec::new();
+    for clients in [10u32, 25, 50, 100, 250, 500, 1000] {
+        let truth = 44_132.0 * speed * (f64::from(clients) / 1000.0).powf(0.3);
+        for (i, tps) in rng.repeats(truth, 0.03, 3).into_iter().enumerate() {
+            let mut p = point(
+                "scaling",
+                Builtin::TpcbLike,
+                None,
+                clients,
+                tps,
+                f64::from(clients) / 40.0,
+            );
+            p.repeat = i as u32 + 1;
+            points.push(p);
+        }
+    }
+    SyntheticRun {
+        appliance: appliance.into(),
+        run_id: run_id.into(),
+        started_at: format!("2026-11-{}T10:00:00Z", &run_id[run_id.len() - 2..]),
+        hourly_price_usd: 1.0,
+        points,
+    }
+}
+
+/// Two identical machines (the same true tps, each repeat with its own noise) are never
+/// called faster or slower, at any client count or on the whole, over many seeds; a
+/// machine 40 % faster is `faster` at every client count. Read from findings.json.
+#[test]
+fn identical_machines_are_never_faster_or_slower_and_a_large_difference_always_is() {
+    let out_dir = tempfile::tempdir().expect("out");
+    let cache = tempfile::tempdir().expect("cache");
+    for seed in 0..8u64 {
+        let mut rng = pgappliance::compare::stats::SplitMix64::new(seed);
+        let store = tempfile::tempdir().expect("store");
+        let url = format!("file://{}", store.path().display());
+        put_file_run(
+            store.path(),
+            "i-a",
+            &noisy_run(&mut rng, "twin-a", "20261101T100000Z-0001", 1.0),
+        );
+        put_file_run(
+            store.path(),
+            "i-b",
+            &noisy_run(&mut rng, "twin-b", "20261101T100000Z-0002", 1.0),
+        );
+        put_file_run(
+            store.path(),
+            "i-f",
+            &noisy_run(&mut rng, "fast", "20261101T100000Z-0003", 1.4),
+        );
+        let out = collect_with(
+            cache.path(),
+            &[
+                "--store",
+                &url,
+                "--out",
+                out_dir.path().to_str().expect("utf-8"),
+                "--baseline",
+                "twin-a",
+                "--threshold",
+                "5%",
+                "--fail-on-regression",
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "seed {seed}: {}",
+            describe(&out)
+        );
+        let findings: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out_dir.path().join("findings.json")).expect("findings"),
+        )
+        .expect("json");
+        let entries = findings["findings"].as_array().expect("findings");
+        let of = |machine: &str, scope: &str| -> Vec<&serde_json::Value> {
+            entries
+                .iter()
+                .filter(|e| e["machine"] == machine && e["scope"] == scope)
+                .collect()
+        };
+        let twins = of("twin-b", "point");
+        assert_eq!(twins.len(), 7, "seed {seed}");
+        for e in twins.iter().chain(&of("twin-b", "geometric_mean")) {
+            assert!(
+                e["verdict"] != "faster" && e["verdict"] != "slower",
+                "seed {seed}: {e}"
+            );
+            assert_eq!(e["n"].as_u64().unwrap_or(3), 3);
+        }
+        let fast = of("fast", "point");
+        assert_eq!(fast.len(), 7, "seed {seed}");
+        for e in &fast {
+            assert_eq!(e["verdict"], "faster", "seed {seed}: {e}");
+        }
+        assert_eq!(of("fast", "geometric_mean")[0]["verdict"], "faster");
+        let html = std::fs::read_to_string(out_dir.path().join("index.html")).expect("index");
+        assert!(
+            html.contains("fast is faster than twin-a: +"),
+            "seed {seed}"
+        );
+    }
 }
 
 #[test]

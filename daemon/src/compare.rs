@@ -9,6 +9,8 @@
 //! A run is reduced to a [`RunDigest`] as soon as it is read, so the comparison holds the
 //! figures of every run, never their series or raw evidence.
 
+pub mod stats;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -16,8 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::csv::CsvWriter;
 use crate::plan::{Checksums, WorkloadKind};
-use crate::report::{escape, line_chart, load_unit, Series};
+use crate::report::{escape, line_chart, line_chart_with_bars, load_unit, PointBars, Series};
 use crate::results::{PointStatus, RunResults};
+use stats::{Comparison, GeometricMean, Verdict};
 
 /// The most per-second samples a digest keeps of a sysbench-tpcc point's tps series;
 /// longer series are averaged down to this many (a 1 h run's 3600 seconds to 6 s each).
@@ -260,6 +263,9 @@ pub struct Row {
     /// Clients (pgbench) or threads (sysbench-tpcc).
     pub clients: u32,
     pub samples: usize,
+    /// Each repeat's tps and latency p99 (where known), in repeat order.
+    pub tps_samples: Vec<f64>,
+    pub p99_samples: Vec<f64>,
     pub tps_mean: f64,
     pub tps_min: f64,
     pub tps_max: f64,
@@ -278,15 +284,6 @@ pub struct Row {
 impl Row {
     pub fn tps_per_dollar_hour(&self) -> Option<f64> {
         (self.hourly_price_usd > 0.0).then(|| self.tps_mean / self.hourly_price_usd)
-    }
-
-    /// The spread of the repeats relative to their mean, in percent (0 for one sample).
-    fn spread_pct(&self) -> f64 {
-        if self.tps_mean > 0.0 {
-            (self.tps_max - self.tps_min) / self.tps_mean * 100.0
-        } else {
-            0.0
-        }
     }
 }
 
@@ -327,9 +324,11 @@ pub fn rows(runs: &[RunDigest]) -> Vec<Row> {
                 checksums: checksums.to_string(),
                 clients,
                 samples: tps.len(),
+                p99_samples: points.iter().filter_map(|p| p.latency.p99).collect(),
                 tps_mean,
                 tps_min: tps.iter().cloned().fold(f64::MAX, f64::min),
                 tps_max: tps.iter().cloned().fold(f64::MIN, f64::max),
+                tps_samples: tps.clone(),
                 latency_avg_ms: mean(
                     &points
                         .iter()
@@ -437,17 +436,77 @@ pub fn summary_csv(rows: &[Row]) -> String {
     w.finish()
 }
 
-/// `new` against `base`, in percent.
-fn change_pct(new: f64, base: f64) -> Option<f64> {
-    (base > 0.0 && new.is_finite()).then(|| (new - base) / base * 100.0)
-}
-
 /// The row that stands for a machine at a workload and client count: checksums off when it
 /// ran both states, else whatever state it ran.
 fn primary<'a>(rows: &[&'a Row]) -> Option<&'a Row> {
     ["off", "", "on"]
         .iter()
         .find_map(|cs| rows.iter().find(|r| r.checksums == *cs).copied())
+}
+
+/// What a comparison is against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Against {
+    /// A machine's tps against the baseline machine's, same workload, checksum state and
+    /// client count.
+    Baseline,
+    /// A machine's tps with data checksums on against its own with them off.
+    ChecksumsOff,
+}
+
+/// One comparison at one workload × checksum state × client count, from the repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointComparison {
+    pub workload: String,
+    pub kind: WorkloadKind,
+    pub against: Against,
+    pub machine: String,
+    pub checksums: String,
+    /// The baseline's label (the machine itself for checksums) and checksum state.
+    pub baseline: String,
+    pub baseline_checksums: String,
+    pub clients: u32,
+    pub stats: Comparison,
+}
+
+/// A machine's comparisons at a workload over its client counts: the geometric mean of
+/// those with an interval, and the client counts it says nothing for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aggregate {
+    pub machine: String,
+    pub against: Against,
+    /// Client counts compared, in order, with their comparison.
+    pub points: Vec<(u32, Comparison)>,
+    /// The geometric mean of the points with an interval; none when every point is one
+    /// sample.
+    pub mean: Option<GeometricMean>,
+}
+
+impl Aggregate {
+    fn new(machine: &str, against: Against, points: Vec<(u32, Comparison)>, t: f64) -> Aggregate {
+        let mean = stats::geometric_mean(&points.iter().map(|p| &p.1).collect::<Vec<_>>(), t);
+        Aggregate {
+            machine: machine.to_string(),
+            against,
+            points,
+            mean,
+        }
+    }
+
+    /// The client counts the geometric mean is over.
+    fn counted(&self) -> Vec<u32> {
+        self.points
+            .iter()
+            .filter(|p| p.1.ci.is_some())
+            .map(|p| p.0)
+            .collect()
+    }
+
+    /// The verdict that stands for the machine: the mean's, else `one sample`.
+    pub fn verdict(&self) -> Verdict {
+        self.mean.as_ref().map_or(Verdict::OneSample, |m| m.verdict)
+    }
 }
 
 /// One line of a workload's finding table.
@@ -457,33 +516,49 @@ pub struct FindingRow {
     pub machine: String,
     /// Which checksum state the tps is of (`"off"` when the machine ran both).
     pub checksums: String,
+    /// Repeats behind the tps.
+    pub samples: usize,
     pub tps: f64,
-    pub vs_baseline_pct: Option<f64>,
-    /// tps lost by turning data checksums on, in percent of the tps with them off, where
-    /// the machine ran both; and the spread of the repeats behind those two figures.
-    pub checksums_cost_pct: Option<f64>,
-    pub checksums_spread_pct: f64,
+    /// Against the baseline's point of the same checksum state (else the baseline's own
+    /// primary state); none on the baseline's rows.
+    pub vs_baseline: Option<Comparison>,
+    /// Data checksums on against off, where the machine ran both.
+    pub checksums_on: Option<Comparison>,
     pub hourly_price_usd: f64,
     pub tps_per_dollar_hour: Option<f64>,
-    pub per_dollar_vs_baseline_pct: Option<f64>,
+    /// tps per dollar-hour against the baseline's: the tps change and its interval scaled
+    /// by the price ratio, in percent.
+    pub per_dollar_vs_baseline: Option<(f64, Option<(f64, f64)>)>,
 }
 
-/// The finding for one workload: a table by client (thread) count and machine, and a
-/// sentence.
+/// The finding for one workload: a table by client (thread) count and machine, what each
+/// machine's verdicts add up to, and a sentence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadFinding {
     pub workload: String,
     pub kind: WorkloadKind,
     pub builtin: String,
     pub baseline: String,
+    pub threshold_pct: f64,
     pub rows: Vec<FindingRow>,
+    /// Each other machine against the baseline, over the client counts both ran.
+    pub versus: Vec<Aggregate>,
+    /// Each machine's data checksums on against off, over the client counts it ran both.
+    pub checksum_costs: Vec<Aggregate>,
     pub sentence: String,
 }
 
-/// The findings of every workload, against the run at `baseline` (an index into `runs`).
-pub fn findings(runs: &[RunDigest], rows: &[Row], baseline: usize) -> Vec<WorkloadFinding> {
+/// The findings of every workload, against the run at `baseline` (an index into `runs`),
+/// verdicts at `threshold_pct`.
+pub fn findings(
+    runs: &[RunDigest],
+    rows: &[Row],
+    baseline: usize,
+    threshold_pct: f64,
+) -> Vec<WorkloadFinding> {
     let labels = labels(runs);
     let base_label = &labels[baseline];
+    let t = threshold_pct;
     let mut out = Vec::new();
     for ((workload, kind), wrows) in by_workload(rows) {
         // machine → clients → rows of each checksum state.
@@ -498,55 +573,324 @@ pub fn findings(runs: &[RunDigest], rows: &[Row], baseline: usize) -> Vec<Worklo
         let clients: BTreeSet<u32> = wrows.iter().map(|r| r.clients).collect();
         let base = grid.get(base_label.as_str());
         let mut table = Vec::new();
+        // The baseline first, then the other machines by label.
+        let mut machines: Vec<&str> = grid.keys().copied().collect();
+        machines.sort_by_key(|m| (*m != base_label.as_str(), *m));
         for &c in &clients {
-            let base_row = base.and_then(|b| b.get(&c)).and_then(|v| primary(v));
-            // The baseline first, then the other machines by label.
-            let mut machines: Vec<&str> = grid.keys().copied().collect();
-            machines.sort_by_key(|m| (*m != base_label.as_str(), *m));
-            for m in machines {
+            let base_states = base.and_then(|b| b.get(&c));
+            for &m in &machines {
                 let Some(states) = grid[m].get(&c) else {
                     continue;
                 };
                 let Some(row) = primary(states) else { continue };
                 let on = states.iter().find(|r| r.checksums == "on");
                 let off = states.iter().find(|r| r.checksums == "off");
-                let (cost, spread) = match (on, off) {
-                    (Some(on), Some(off)) => (
-                        change_pct(on.tps_mean, off.tps_mean).map(|p| -p),
-                        on.spread_pct().max(off.spread_pct()),
-                    ),
-                    _ => (None, 0.0),
+                let checksums_on = match (on, off) {
+                    (Some(on), Some(off)) => stats::compare(&on.tps_samples, &off.tps_samples, t),
+                    _ => None,
                 };
                 let is_base = m == base_label.as_str();
+                let base_row = base_states.and_then(|b| {
+                    b.iter()
+                        .find(|r| r.checksums == row.checksums)
+                        .copied()
+                        .or_else(|| primary(b))
+                });
+                let vs = base_row
+                    .filter(|_| !is_base)
+                    .and_then(|b| stats::compare(&row.tps_samples, &b.tps_samples, t));
+                let per_dollar = match (&vs, base_row) {
+                    (Some(vs), Some(b))
+                        if row.hourly_price_usd > 0.0 && b.hourly_price_usd > 0.0 =>
+                    {
+                        let f = b.hourly_price_usd / row.hourly_price_usd;
+                        let pct = |r: f64| (r * f - 1.0) * 100.0;
+                        Some((pct(vs.ratio), vs.ci.map(|(lo, hi)| (pct(lo), pct(hi)))))
+                    }
+                    _ => None,
+                };
                 table.push(FindingRow {
                     clients: c,
                     machine: m.to_string(),
                     checksums: row.checksums.clone(),
+                    samples: row.samples,
                     tps: row.tps_mean,
-                    vs_baseline_pct: base_row
-                        .filter(|_| !is_base)
-                        .and_then(|b| change_pct(row.tps_mean, b.tps_mean)),
-                    checksums_cost_pct: cost,
-                    checksums_spread_pct: spread,
+                    vs_baseline: vs,
+                    checksums_on,
                     hourly_price_usd: row.hourly_price_usd,
                     tps_per_dollar_hour: row.tps_per_dollar_hour(),
-                    per_dollar_vs_baseline_pct: base_row.filter(|_| !is_base).and_then(|b| {
-                        change_pct(row.tps_per_dollar_hour()?, b.tps_per_dollar_hour()?)
-                    }),
+                    per_dollar_vs_baseline: per_dollar,
                 });
             }
         }
-        let sentence = sentence(workload, kind, base_label, &table);
+        let aggregate = |m: &str, against: Against| {
+            let points: Vec<(u32, Comparison)> = table
+                .iter()
+                .filter(|r| r.machine == m)
+                .filter_map(|r| {
+                    let c = match against {
+                        Against::Baseline => r.vs_baseline.clone(),
+                        Against::ChecksumsOff => r.checksums_on.clone(),
+                    };
+                    Some((r.clients, c?))
+                })
+                .collect();
+            (!points.is_empty()).then(|| Aggregate::new(m, against, points, t))
+        };
+        let mut versus = Vec::new();
+        let mut unmatched = Vec::new();
+        for &m in machines.iter().filter(|m| **m != base_label.as_str()) {
+            match aggregate(m, Against::Baseline) {
+                Some(a) => versus.push(a),
+                None => unmatched.push(m),
+            }
+        }
+        let checksum_costs: Vec<Aggregate> = machines
+            .iter()
+            .filter_map(|m| aggregate(m, Against::ChecksumsOff))
+            .collect();
+        let prices: BTreeMap<&str, f64> = table
+            .iter()
+            .map(|r| (r.machine.as_str(), r.hourly_price_usd))
+            .collect();
+        let sentence = sentence(&Sentence {
+            workload,
+            kind,
+            baseline: base_label,
+            threshold_pct: t,
+            versus: &versus,
+            unmatched: &unmatched,
+            checksum_costs: &checksum_costs,
+            prices: &prices,
+        });
         out.push(WorkloadFinding {
             workload: workload.to_string(),
             kind,
             builtin: wrows[0].builtin.clone(),
             baseline: base_label.clone(),
+            threshold_pct: t,
             rows: table,
+            versus,
+            checksum_costs,
             sentence,
         });
     }
     out
+}
+
+/// Every comparison behind the findings, at each workload × checksum state × client count:
+/// each machine against the baseline's point of the same checksum state, and each
+/// machine's checksums on against off. In workload, machine, checksums, clients order.
+pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<PointComparison> {
+    let key = |r: &Row| {
+        (
+            r.workload.clone(),
+            r.kind.as_str(),
+            r.checksums.clone(),
+            r.clients,
+        )
+    };
+    let base: BTreeMap<_, &Row> = rows
+        .iter()
+        .filter(|r| r.machine == baseline)
+        .map(|r| (key(r), r))
+        .collect();
+    let mut out = Vec::new();
+    for r in rows {
+        if r.machine != baseline {
+            if let Some(b) = base.get(&key(r)) {
+                if let Some(c) = stats::compare(&r.tps_samples, &b.tps_samples, threshold_pct) {
+                    out.push(PointComparison {
+                        workload: r.workload.clone(),
+                        kind: r.kind,
+                        against: Against::Baseline,
+                        machine: r.machine.clone(),
+                        checksums: r.checksums.clone(),
+                        baseline: baseline.to_string(),
+                        baseline_checksums: b.checksums.clone(),
+                        clients: r.clients,
+                        stats: c,
+                    });
+                }
+            }
+        }
+        if r.checksums == "on" {
+            let off = rows.iter().find(|o| {
+                o.machine == r.machine
+                    && o.workload == r.workload
+                    && o.kind == r.kind
+                    && o.clients == r.clients
+                    && o.checksums == "off"
+            });
+            if let Some(off) = off {
+                if let Some(c) = stats::compare(&r.tps_samples, &off.tps_samples, threshold_pct) {
+                    out.push(PointComparison {
+                        workload: r.workload.clone(),
+                        kind: r.kind,
+                        against: Against::ChecksumsOff,
+                        machine: r.machine.clone(),
+                        checksums: "on".into(),
+                        baseline: r.machine.clone(),
+                        baseline_checksums: "off".into(),
+                        clients: r.clients,
+                        stats: c,
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (
+            &a.workload,
+            a.kind.as_str(),
+            &a.machine,
+            a.against == Against::ChecksumsOff,
+            &a.checksums,
+            a.clients,
+        )
+            .cmp(&(
+                &b.workload,
+                b.kind.as_str(),
+                &b.machine,
+                b.against == Against::ChecksumsOff,
+                &b.checksums,
+                b.clients,
+            ))
+    });
+    out
+}
+
+/// The version of `findings.json`'s layout (docs/results.md).
+pub const FINDINGS_SCHEMA_VERSION: u32 = 1;
+
+/// One entry of `findings.json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FindingEntry {
+    pub workload: String,
+    pub kind: &'static str,
+    pub against: Against,
+    /// `point` (one client count) or `geometric_mean` (over `client_counts`).
+    pub scope: &'static str,
+    pub checksums: String,
+    pub baseline_checksums: String,
+    /// The client (thread) count; none for a geometric mean.
+    pub clients: Option<u32>,
+    /// The client counts a geometric mean is over (those with an interval).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_counts: Vec<u32>,
+    pub machine: String,
+    pub baseline: String,
+    /// Repeats on each side (none for a geometric mean).
+    pub n: Option<usize>,
+    pub n_baseline: Option<usize>,
+    pub ratio: f64,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    pub p_value: Option<f64>,
+    pub cliffs_delta: Option<f64>,
+    pub verdict: Verdict,
+    /// One sample: the repeats a side the other side's noise suggests (51 for "more than 50").
+    pub repeats_suggested: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct FindingsFile<'a> {
+    schema_version: u32,
+    baseline: &'a str,
+    threshold_pct: f64,
+    confidence: f64,
+    method: &'static str,
+    findings: Vec<FindingEntry>,
+}
+
+/// `findings.json`: every comparison of [`point_comparisons`] and, per workload and
+/// machine, the geometric means over client counts the sentences state.
+pub fn findings_json(
+    runs: &[RunDigest],
+    rows: &[Row],
+    baseline: usize,
+    threshold_pct: f64,
+) -> String {
+    let labels = labels(runs);
+    let base = labels.get(baseline).map(String::as_str).unwrap_or("");
+    let mut entries: Vec<FindingEntry> = point_comparisons(rows, base, threshold_pct)
+        .into_iter()
+        .map(|p| FindingEntry {
+            workload: p.workload,
+            kind: p.kind.as_str(),
+            against: p.against,
+            scope: "point",
+            checksums: p.checksums,
+            baseline_checksums: p.baseline_checksums,
+            clients: Some(p.clients),
+            client_counts: Vec::new(),
+            machine: p.machine,
+            baseline: p.baseline,
+            n: Some(p.stats.n),
+            n_baseline: Some(p.stats.n_baseline),
+            ratio: p.stats.ratio,
+            ci_low: p.stats.ci.map(|c| c.0),
+            ci_high: p.stats.ci.map(|c| c.1),
+            p_value: p.stats.p_value,
+            cliffs_delta: p.stats.cliffs_delta,
+            verdict: p.stats.verdict,
+            repeats_suggested: p.stats.repeats_suggested,
+        })
+        .collect();
+    if !runs.is_empty() {
+        for f in findings(runs, rows, baseline, threshold_pct) {
+            for a in f.versus.iter().chain(&f.checksum_costs) {
+                let Some(m) = &a.mean else { continue };
+                let (checksums, baseline_checksums) = match a.against {
+                    Against::Baseline => {
+                        let cs = f
+                            .rows
+                            .iter()
+                            .find(|r| r.machine == a.machine)
+                            .map(|r| r.checksums.clone())
+                            .unwrap_or_default();
+                        (cs.clone(), cs)
+                    }
+                    Against::ChecksumsOff => ("on".to_string(), "off".to_string()),
+                };
+                entries.push(FindingEntry {
+                    workload: f.workload.clone(),
+                    kind: f.kind.as_str(),
+                    against: a.against,
+                    scope: "geometric_mean",
+                    checksums,
+                    baseline_checksums,
+                    clients: None,
+                    client_counts: a.counted(),
+                    machine: a.machine.clone(),
+                    baseline: match a.against {
+                        Against::Baseline => f.baseline.clone(),
+                        Against::ChecksumsOff => a.machine.clone(),
+                    },
+                    n: None,
+                    n_baseline: None,
+                    ratio: m.ratio,
+                    ci_low: Some(m.ci.0),
+                    ci_high: Some(m.ci.1),
+                    p_value: None,
+                    cliffs_delta: None,
+                    verdict: m.verdict,
+                    repeats_suggested: None,
+                });
+            }
+        }
+    }
+    let file = FindingsFile {
+        schema_version: FINDINGS_SCHEMA_VERSION,
+        baseline: base,
+        threshold_pct,
+        confidence: stats::CONFIDENCE,
+        method: "Welch's t on log tps (Welch–Satterthwaite df), 95 % interval of the ratio of geometric means; Mann-Whitney U (exact without ties); Cliff's delta",
+        findings: entries,
+    };
+    let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// The rows of each workload, keyed by its name and kind (a pgbench and a sysbench-tpcc
@@ -579,7 +923,7 @@ fn client_list(kind: WorkloadKind, counts: &[u32]) -> String {
     match list.len() {
         1 => format!("at {} {unit}", list[0]),
         _ => format!(
-            "over {} {} counts ({})",
+            "by the geometric mean over {} {} counts ({})",
             list.len(),
             unit.trim_end_matches('s'),
             list.join(", ")
@@ -587,12 +931,43 @@ fn client_list(kind: WorkloadKind, counts: &[u32]) -> String {
     }
 }
 
-/// More or fewer, by a positive percentage.
-/// A change that prints as 0.0 %: no change worth a number.
+/// `at 250 clients` / `at 250 and 500 clients` / `at 10, 25 and 50 clients`.
+fn at_counts(kind: WorkloadKind, counts: &[u32]) -> String {
+    let list: Vec<String> = counts.iter().map(u32::to_string).collect();
+    let joined = match list.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => list.join(""),
+    };
+    format!("at {joined} {}", load_unit(kind))
+}
+
+/// A change that prints as 0.0 %: no change worth a number (a sentence says it in words).
 fn unchanged(pct: f64) -> bool {
     pct.abs() < 0.05
 }
 
+/// A change with its interval as [`stats::display_change`] says it, but one that prints as
+/// 0.0 % in words (`same`): `as fast as a (−0.4 … +0.4)`, `as fast as a (one sample)`.
+fn change_text(pct: f64, ci: Option<(f64, f64)>, same: &str) -> String {
+    if !unchanged(pct) {
+        return stats::display_change(pct, ci);
+    }
+    match ci {
+        Some((lo, hi)) => format!("{same} ({} … {})", stats::signed(lo), stats::signed(hi)),
+        None => format!("{same} (one sample)"),
+    }
+}
+
+/// What an unchanged figure of an aggregate reads as: `as fast as a` against the baseline,
+/// `as fast with them on` for data checksums.
+fn same_words(a: &Aggregate, baseline: &str) -> String {
+    match a.against {
+        Against::Baseline => format!("as fast as {baseline}"),
+        Against::ChecksumsOff => "as fast with them on".to_string(),
+    }
+}
+
+/// More or fewer, by a positive percentage.
 fn more_or_less(pct: f64, more: &str, less: &str) -> String {
     if pct >= 0.0 {
         format!("{:.1} % {more}", pct)
@@ -601,193 +976,238 @@ fn more_or_less(pct: f64, more: &str, less: &str) -> String {
     }
 }
 
-/// Machines named one by one in a summary sentence; beyond this it gives the range.
+/// Machines named one by one in a summary sentence; beyond this it groups them by verdict.
 const NAMED_IN_SENTENCE: usize = 3;
 
-/// One machine against the baseline over the client counts both ran.
-struct Versus<'a> {
-    machine: &'a str,
-    counts: Vec<u32>,
-    /// Geometric mean of the tps ratios, as a change in percent.
-    tps_pct: f64,
-    /// The machine's price against the baseline's, and tps per dollar-hour, in percent.
-    price_pct: Option<f64>,
-    per_dollar_pct: Option<f64>,
+/// What a summary sentence is made of.
+struct Sentence<'a> {
+    workload: &'a str,
+    kind: WorkloadKind,
+    baseline: &'a str,
+    threshold_pct: f64,
+    versus: &'a [Aggregate],
+    unmatched: &'a [&'a str],
+    checksum_costs: &'a [Aggregate],
+    prices: &'a BTreeMap<&'a str, f64>,
 }
 
-fn versus<'a>(baseline: &str, table: &'a [FindingRow]) -> (Vec<Versus<'a>>, Vec<&'a str>) {
-    let machines: BTreeSet<&str> = table
-        .iter()
-        .map(|r| r.machine.as_str())
-        .filter(|m| *m != baseline)
-        .collect();
-    let base_at: BTreeMap<u32, &FindingRow> = table
-        .iter()
-        .filter(|r| r.machine == baseline)
-        .map(|r| (r.clients, r))
-        .collect();
-    let mut out = Vec::new();
-    let mut unmatched = Vec::new();
-    for m in machines {
-        let pairs: Vec<(&FindingRow, &FindingRow)> = table
-            .iter()
-            .filter(|r| r.machine == m)
-            .filter_map(|r| Some((r, *base_at.get(&r.clients)?)))
-            .filter(|(r, b)| r.tps > 0.0 && b.tps > 0.0)
-            .collect();
-        if pairs.is_empty() {
-            unmatched.push(m);
-            continue;
-        }
-        let geo = |f: &dyn Fn(&FindingRow) -> Option<f64>| -> Option<f64> {
-            let logs: Vec<f64> = pairs
-                .iter()
-                .map(|(r, b)| Some((f(r)? / f(b)?).ln()))
-                .collect::<Option<Vec<f64>>>()?;
-            Some((mean(&logs)?.exp() - 1.0) * 100.0)
-        };
-        let (price, base_price) = (pairs[0].0.hourly_price_usd, pairs[0].1.hourly_price_usd);
-        out.push(Versus {
-            machine: m,
-            counts: pairs.iter().map(|(r, _)| r.clients).collect(),
-            tps_pct: geo(&|r| Some(r.tps)).unwrap_or(0.0),
-            price_pct: (price > 0.0 && base_price > 0.0)
-                .then(|| (price - base_price) / base_price * 100.0),
-            per_dollar_pct: geo(&|r| r.tps_per_dollar_hour),
-        });
-    }
-    (out, unmatched)
-}
-
-/// The generated summary of one workload, in the style of a study's conclusion: each
-/// machine against the baseline (the geometric mean of its tps ratios over the client counts
-/// both ran), its price and tps per dollar-hour, and the cost of data checksums. With more
-/// than a few machines it gives the range and who is at either end instead.
-fn sentence(workload: &str, kind: WorkloadKind, baseline: &str, table: &[FindingRow]) -> String {
-    let (all, unmatched) = versus(baseline, table);
-    let tps = tps_word(kind);
-    // pgbench's sentence keeps its plain "faster"; TPC-C's says what was measured.
-    let faster = match kind {
-        WorkloadKind::Pgbench => ("faster", "slower"),
-        WorkloadKind::SysbenchTpcc => ("faster in TPC-C tps", "slower in TPC-C tps"),
+/// How a verdict reads after a machine's name, against `other`.
+fn verdict_clause(v: Verdict, kind: WorkloadKind, other: &str, t: f64) -> String {
+    let tps = match kind {
+        WorkloadKind::Pgbench => "",
+        WorkloadKind::SysbenchTpcc => " in TPC-C tps",
     };
-    let mut parts = Vec::new();
-    if all.len() <= NAMED_IN_SENTENCE {
-        for v in &all {
-            let mut s = if unchanged(v.tps_pct) {
-                format!(
-                    "{} is as fast as {baseline}{} {}",
-                    v.machine,
-                    match kind {
-                        WorkloadKind::Pgbench => "",
-                        WorkloadKind::SysbenchTpcc => " in TPC-C tps",
-                    },
-                    client_list(kind, &v.counts)
-                )
-            } else {
-                format!(
-                    "{} is {} than {baseline} {}",
-                    v.machine,
-                    more_or_less(v.tps_pct, faster.0, faster.1),
-                    client_list(kind, &v.counts)
-                )
-            };
-            if let (Some(price), Some(per_dollar)) = (v.price_pct, v.per_dollar_pct) {
-                let at = if unchanged(price) {
-                    "at the same price".to_string()
-                } else {
-                    format!("at {} per hour", more_or_less(price, "dearer", "cheaper"))
-                };
-                let gives = if unchanged(per_dollar) {
-                    format!("the same {tps} per dollar-hour")
-                } else {
-                    format!(
-                        "{} {tps} per dollar-hour",
-                        more_or_less(per_dollar, "more", "less")
-                    )
-                };
-                let _ = write!(s, "; {at} it gives {gives}");
+    match v {
+        Verdict::Faster => format!("is faster{tps} than {other}"),
+        Verdict::Slower => format!("is slower{tps} than {other}"),
+        Verdict::Same => format!("is the same{tps} as {other} within ±{t} %"),
+        Verdict::Small => format!("differs{tps} from {other} by less than {t} %"),
+        Verdict::Inconclusive => format!("against {other} is inconclusive at ±{t} %"),
+        Verdict::OneSample => format!("against {other} has one sample"),
+    }
+}
+
+/// The client counts whose own verdict is not the aggregate's (every count when there is no
+/// mean), named with theirs: `inconclusive at 250 clients (+3.0 % (−4.1 … +10.6))`,
+/// `one sample at 1000 clients (+5.0 %, no interval, about 4 repeats a side would do)`; a
+/// change that prints as 0.0 % in words (`as fast (−4.1 … +4.0)`: the sentence has named
+/// what it is against).
+fn exceptions(a: &Aggregate, kind: WorkloadKind) -> Vec<String> {
+    let mine = a.verdict();
+    let same = match a.against {
+        Against::Baseline => "as fast",
+        Against::ChecksumsOff => "as fast with them on",
+    };
+    let mut by: BTreeMap<&str, Vec<&(u32, Comparison)>> = BTreeMap::new();
+    for p in &a.points {
+        if p.1.verdict != mine || a.mean.is_none() {
+            by.entry(p.1.verdict.as_str()).or_default().push(p);
+        }
+    }
+    by.into_iter()
+        .map(|(verdict, points)| {
+            let counts: Vec<u32> = points.iter().map(|p| p.0).collect();
+            let figures: Vec<String> = points
+                .iter()
+                .map(|p| match p.1.ci_pct() {
+                    Some(ci) => change_text(p.1.change_pct(), Some(ci), same),
+                    None if unchanged(p.1.change_pct()) => same.to_string(),
+                    None => format!("{} %", stats::signed(p.1.change_pct())),
+                })
+                .collect();
+            let mut s = format!(
+                "{verdict} {} ({}",
+                at_counts(kind, &counts),
+                figures.join("; ")
+            );
+            if verdict == Verdict::OneSample.as_str() {
+                s.push_str(", no interval");
+                if let Some(n) = points.iter().filter_map(|p| p.1.repeats_suggested).max() {
+                    let _ = write!(s, "; {} repeats a side would do", repeats_text(n));
+                }
             }
-            parts.push(s);
+            s.push(')');
+            s
+        })
+        .collect()
+}
+
+fn repeats_text(n: u32) -> String {
+    if n > stats::MAX_SUGGESTED_REPEATS {
+        format!("more than {}", stats::MAX_SUGGESTED_REPEATS)
+    } else {
+        format!("about {n}")
+    }
+}
+
+/// The generated summary of one workload: each machine's verdict against the baseline with
+/// the geometric mean of its tps ratios over the client counts that have an interval, and
+/// that mean's interval; the client counts whose own verdict differs (inconclusive, one
+/// sample, …) named with their figures, never folded in; price and tps per dollar-hour
+/// where there is a mean; then data checksums on against off the same way. With more than
+/// a few machines it groups them by verdict instead.
+fn sentence(s: &Sentence) -> String {
+    let (kind, base, t) = (s.kind, s.baseline, s.threshold_pct);
+    let tps = tps_word(kind);
+    let mut parts = Vec::new();
+    if s.versus.len() <= NAMED_IN_SENTENCE {
+        for a in s.versus {
+            let mut p = match &a.mean {
+                Some(m) => format!("{} {}", a.machine, verdict_clause(m.verdict, kind, base, t)),
+                None => format!("{} against {base}", a.machine),
+            };
+            if let Some(m) = &a.mean {
+                let _ = write!(
+                    p,
+                    ": {} {}",
+                    change_text(m.change_pct(), Some(m.ci_pct()), &same_words(a, base)),
+                    client_list(kind, &a.counted())
+                );
+                let price = s.prices.get(a.machine.as_str()).copied().unwrap_or(0.0);
+                let base_price = s.prices.get(base).copied().unwrap_or(0.0);
+                if price > 0.0 && base_price > 0.0 {
+                    let f = base_price / price;
+                    let pct = |r: f64| (r * f - 1.0) * 100.0;
+                    let price_pct = (price - base_price) / base_price * 100.0;
+                    let at = if unchanged(price_pct) {
+                        "at the same price".to_string()
+                    } else {
+                        format!(
+                            "at {} per hour",
+                            more_or_less(price_pct, "dearer", "cheaper")
+                        )
+                    };
+                    let ci = Some((pct(m.ci.0), pct(m.ci.1)));
+                    let gives = if unchanged(pct(m.ratio)) {
+                        change_text(pct(m.ratio), ci, &format!("the same {tps} per dollar-hour"))
+                    } else {
+                        format!(
+                            "{} {tps} per dollar-hour",
+                            stats::display_change(pct(m.ratio), ci)
+                        )
+                    };
+                    let _ = write!(p, "; {at} it gives {gives}");
+                }
+            }
+            let named = exceptions(a, kind);
+            if !named.is_empty() {
+                p.push_str(if a.mean.is_some() { "; " } else { ": " });
+                p.push_str(&named.join("; "));
+            }
+            parts.push(p);
         }
     } else {
-        let by = |f: fn(&Versus) -> Option<f64>| {
-            let mut v: Vec<(&Versus, f64)> = all.iter().filter_map(|v| Some((v, f(v)?))).collect();
-            v.sort_by(|a, b| a.1.total_cmp(&b.1));
-            v
-        };
-        let by_tps = by(|v| Some(v.tps_pct));
-        if let (Some(lo), Some(hi)) = (by_tps.first(), by_tps.last()) {
-            parts.push(format!(
-                "against {baseline}, the {} other runs range from {:+.1} % ({}) to {:+.1} % ({}) in {tps}",
-                all.len(),
-                lo.1,
-                lo.0.machine,
-                hi.1,
-                hi.0.machine
-            ));
+        let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for a in s.versus {
+            groups
+                .entry(a.verdict().as_str())
+                .or_default()
+                .push(&a.machine);
         }
-        let per_dollar = by(|v| v.per_dollar_pct);
-        if let Some(best) = per_dollar.last() {
-            parts.push(format!(
-                "the most {tps} per dollar-hour is {}'s ({:+.1} %)",
-                best.0.machine, best.1
-            ));
-        }
-    }
-    if !unmatched.is_empty() {
+        let list: Vec<String> = groups
+            .iter()
+            .map(|(v, ms)| format!("{} {v} ({})", ms.len(), ms.join(", ")))
+            .collect();
         parts.push(format!(
-            "{} ran no client count that {baseline} ran",
-            unmatched.join(", ")
+            "against {base} in {tps}, by the geometric mean over client counts at ±{t} %, the {} other runs are: {}",
+            s.versus.len(),
+            list.join(", ")
         ));
     }
-    let mut costs: BTreeMap<&str, (Vec<f64>, f64)> = BTreeMap::new();
-    for r in table {
-        if let Some(c) = r.checksums_cost_pct {
-            let e = costs.entry(&r.machine).or_default();
-            e.0.push(c);
-            e.1 = e.1.max(r.checksums_spread_pct);
-        }
+    if !s.unmatched.is_empty() {
+        parts.push(format!(
+            "{} ran no {} count that {base} ran",
+            s.unmatched.join(", "),
+            load_unit(kind).trim_end_matches('s')
+        ));
     }
-    let costs: Vec<(&str, f64, f64)> = costs
-        .into_iter()
-        .map(|(m, (c, spread))| (m, mean(&c).unwrap_or(0.0), spread))
-        .collect();
-    let checks = if costs.len() <= NAMED_IN_SENTENCE {
-        costs
+    let checks = if s.checksum_costs.len() <= NAMED_IN_SENTENCE {
+        s.checksum_costs
             .iter()
-            .map(|(m, cost, spread)| {
-                let noise = if *spread > 0.0 && cost.abs() <= *spread {
-                    format!(", within the {spread:.1} % spread of its repeats")
-                } else {
-                    String::new()
-                };
-                format!("{cost:.1} % on {m}{noise}")
+            .map(|a| {
+                let mut p = format!("{}: ", a.machine);
+                let mut named = exceptions(a, kind);
+                if let Some(m) = &a.mean {
+                    let _ = write!(
+                        p,
+                        "{}, {}",
+                        checksum_verdict(m, t),
+                        change_text(m.change_pct(), Some(m.ci_pct()), &same_words(a, base))
+                    );
+                    if a.counted().len() > 1 {
+                        let _ = write!(p, " {}", client_list(kind, &a.counted()));
+                    }
+                    named.insert(0, p);
+                    return named.join("; ");
+                }
+                p.push_str(&named.join("; "));
+                p
             })
             .collect::<Vec<_>>()
-            .join(", ")
+            .join("; ")
     } else {
-        let lo = costs.iter().map(|c| c.1).fold(f64::MAX, f64::min);
-        let hi = costs.iter().map(|c| c.1).fold(f64::MIN, f64::max);
+        let mut groups: BTreeMap<&str, usize> = BTreeMap::new();
+        for a in s.checksum_costs {
+            *groups.entry(a.verdict().as_str()).or_default() += 1;
+        }
         format!(
-            "{lo:.1} to {hi:.1} % on the {} runs that ran both",
-            costs.len()
+            "over the {} runs that ran both, {}",
+            s.checksum_costs.len(),
+            groups
+                .iter()
+                .map(|(v, n)| format!("{n} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
-    let mut text = format!("{workload}: ");
+    let mut text = format!("{}: ", s.workload);
     if parts.is_empty() {
-        let _ = write!(text, "only {baseline} ran this workload");
+        let _ = write!(text, "only {base} ran this workload");
     } else {
         text.push_str(&parts.join("; "));
     }
     if !checks.is_empty() {
-        let _ = write!(text, ". Turning data checksums on cost {checks}");
+        let _ = write!(text, ". Data checksums on against off: {checks}");
     }
     text.push('.');
     text
 }
 
-/// A point that fell against the baseline by more than the threshold.
+/// How the verdict on checksums on against off reads.
+fn checksum_verdict(m: &GeometricMean, t: f64) -> String {
+    let way = if m.ratio < 1.0 { "slower" } else { "faster" };
+    match m.verdict {
+        Verdict::Faster | Verdict::Slower => format!("{way} with them on by more than {t} %"),
+        Verdict::Small => format!("{way} with them on by less than {t} %"),
+        Verdict::Same => format!("the same within ±{t} %"),
+        Verdict::Inconclusive => format!("inconclusive at ±{t} %"),
+        Verdict::OneSample => "one sample".into(),
+    }
+}
+
+/// A point whose tps or latency p99 moved past the threshold against the baseline: a
+/// regression when its verdict says so (`slower` tps, or a p99 interval wholly above +T),
+/// else a move the noise can explain or one sample cannot tell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Regression {
     pub machine: String,
@@ -797,35 +1217,75 @@ pub struct Regression {
     pub clients: u32,
     pub baseline_tps: f64,
     pub tps: f64,
-    pub tps_change_pct: f64,
+    pub tps_change: Comparison,
     pub baseline_p99_ms: Option<f64>,
     pub p99_ms: Option<f64>,
-    pub p99_change_pct: Option<f64>,
-    /// tps fell by more than the threshold.
+    pub p99_change: Option<Comparison>,
+    /// tps: verdict `slower`.
     pub tps_fell: bool,
-    /// Latency p99 rose by more than the threshold.
+    /// Latency p99: its interval wholly above +T (the verdict `faster` of the p99 ratio).
     pub p99_rose: bool,
+    /// tps: its figure alone fell past −T (confirmed or not).
+    pub tps_moved: bool,
+    /// Latency p99: its figure alone rose past +T (confirmed or not).
+    pub p99_moved: bool,
 }
 
-/// A regression as one line, leading with what regressed (`tps -10.0 %`, `latency p99
-/// +25.0 %`, or both), then where, then the other figure for context (pure).
+impl Regression {
+    /// The verdicts say it regressed (what `--fail-on-regression` counts).
+    pub fn confirmed(&self) -> bool {
+        self.tps_fell || self.p99_rose
+    }
+
+    pub fn tps_change_pct(&self) -> f64 {
+        self.tps_change.change_pct()
+    }
+}
+
+/// A regression as one line for stdout: `regressed:` when its verdicts say so, else
+/// `unconfirmed:`; leading with what regressed (or, unconfirmed, what moved past the
+/// threshold): `tps −10.0 % (−14.1 … −5.2) slower`, `latency p99 +25.0 % (+22.0 … +28.1)
+/// higher`, or both; then where; then the other figure for context (pure).
 pub fn regression_line(r: &Regression) -> String {
-    let tps = format!("tps {:+.1} %", r.tps_change_pct);
-    let p99 = r.p99_change_pct.map(|p| format!("latency p99 {p:+.1} %"));
+    let tps = format!(
+        "tps {}{}",
+        r.tps_change.display_change(),
+        match r.tps_change.verdict {
+            Verdict::OneSample => String::new(),
+            v => format!(" {v}"),
+        }
+    );
+    let p99 = r.p99_change.as_ref().map(|p| {
+        format!(
+            "latency p99 {}{}",
+            p.display_change(),
+            if r.p99_rose { " higher" } else { "" }
+        )
+    });
+    let (lead_tps, lead_p99) = if r.confirmed() {
+        (r.tps_fell, r.p99_rose)
+    } else {
+        (r.tps_moved, r.p99_moved)
+    };
     let mut what = Vec::new();
     let mut besides = Vec::new();
-    if r.tps_fell {
+    if lead_tps {
         what.push(tps);
     } else {
         besides.push(tps);
     }
     match p99 {
-        Some(p) if r.p99_rose => what.push(p),
+        Some(p) if lead_p99 => what.push(p),
         Some(p) => besides.push(p),
         None => {}
     }
     format!(
-        "regressed: {}: {} {}{} at {} {}{}",
+        "{}: {}: {} {}{} at {} {}{}",
+        if r.confirmed() {
+            "regressed"
+        } else {
+            "unconfirmed"
+        },
         what.join(" and "),
         r.machine,
         r.workload,
@@ -844,9 +1304,10 @@ pub fn regression_line(r: &Regression) -> String {
     )
 }
 
-/// Every point of every run but the baseline whose tps fell by more than `threshold_pct`
-/// against the baseline's point of the same workload, checksum state and client count, or
-/// whose latency p99 rose by more than it; worst tps change first.
+/// Every point of every run but the baseline whose tps fell, or whose latency p99 rose, past
+/// `threshold_pct` against the baseline's point of the same workload, checksum state and
+/// client count, by its verdict or by its figure alone: confirmed ones first, then worst
+/// tps change first.
 pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regression> {
     let key = |r: &'_ Row| {
         (
@@ -861,19 +1322,19 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
         .filter(|r| r.machine == baseline)
         .map(|r| (key(r), r))
         .collect();
+    let t = threshold_pct;
     let mut out: Vec<Regression> = rows
         .iter()
         .filter(|r| r.machine != baseline)
         .filter_map(|r| {
             let b = base.get(&key(r))?;
-            let tps_change = change_pct(r.tps_mean, b.tps_mean)?;
-            let p99_change = match (r.latency.p99, b.latency.p99) {
-                (Some(p), Some(bp)) => change_pct(p, bp),
-                _ => None,
-            };
-            let tps_fell = tps_change < -threshold_pct;
-            let p99_rose = p99_change.is_some_and(|c| c > threshold_pct);
-            (tps_fell || p99_rose).then(|| Regression {
+            let tps = stats::compare(&r.tps_samples, &b.tps_samples, t)?;
+            let p99 = stats::compare(&r.p99_samples, &b.p99_samples, t);
+            let tps_fell = tps.verdict == Verdict::Slower;
+            let p99_rose = p99.as_ref().is_some_and(|p| p.verdict == Verdict::Faster);
+            let tps_moved = tps.change_pct() < -t;
+            let p99_moved = p99.as_ref().is_some_and(|p| p.change_pct() > t);
+            (tps_fell || p99_rose || tps_moved || p99_moved).then(|| Regression {
                 machine: r.machine.clone(),
                 workload: r.workload.clone(),
                 kind: r.kind,
@@ -881,19 +1342,24 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
                 clients: r.clients,
                 baseline_tps: b.tps_mean,
                 tps: r.tps_mean,
-                tps_change_pct: tps_change,
+                tps_change: tps,
                 baseline_p99_ms: b.latency.p99,
                 p99_ms: r.latency.p99,
-                p99_change_pct: p99_change,
+                p99_change: p99,
                 tps_fell,
                 p99_rose,
+                tps_moved,
+                p99_moved,
             })
         })
         .collect();
     out.sort_by(|a, b| {
-        a.tps_change_pct.total_cmp(&b.tps_change_pct).then_with(|| {
-            (&a.machine, &a.workload, a.clients).cmp(&(&b.machine, &b.workload, b.clients))
-        })
+        b.confirmed()
+            .cmp(&a.confirmed())
+            .then_with(|| a.tps_change.ratio.total_cmp(&b.tps_change.ratio))
+            .then_with(|| {
+                (&a.machine, &a.workload, a.clients).cmp(&(&b.machine, &b.workload, b.clients))
+            })
     });
     out
 }
@@ -902,7 +1368,8 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
 pub struct IndexOptions<'a> {
     /// The baseline run (an index into the shown runs).
     pub baseline: usize,
-    /// The regression threshold in percent, when a check was asked for.
+    /// The regression threshold in percent, when a check was asked for; also the threshold
+    /// T of every verdict (5 % when none is given).
     pub threshold_pct: Option<f64>,
     /// Runs found but not shown (older runs of a machine), by key.
     pub left_out: &'a [String],
@@ -911,21 +1378,20 @@ pub struct IndexOptions<'a> {
     pub stores: &'a [String],
 }
 
-fn pct_cell(v: Option<f64>) -> String {
-    match v {
-        Some(p) => format!("{p:+.1} %"),
-        None => "—".into(),
-    }
-}
-
 fn num_cell(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
         .unwrap_or_else(|| "—".into())
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;max-width:1200px;font-size:15px}table{border-collapse:collapse;font-size:14px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}tr.base td{background:#f6f9ff}td.bad{color:#b00;font-weight:bold}p.finding{font-size:16px;background:#f8f8f0;border-left:4px solid #999;padding:0.4em 0.8em}";
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;max-width:1200px;font-size:15px}table{border-collapse:collapse;font-size:14px;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td.l,th.l{text-align:left}tr.base td{background:#f6f9ff}td.bad{color:#b00;font-weight:bold}p.finding{font-size:16px;background:#f8f8f0;border-left:4px solid #999;padding:0.4em 0.8em}.verdict.faster{color:#060;font-weight:bold}.verdict.slower{color:#b00;font-weight:bold}.verdict.inconclusive,.verdict.one-sample{color:#777}";
 
-fn series_of(rows: &[&Row], pick: fn(&Row) -> Option<f64>) -> Vec<Series> {
+/// One series per machine of a figure by client count, and each point's error bar (the 95 %
+/// interval of the mean of its repeats) or one-sample mark.
+fn series_of(
+    rows: &[&Row],
+    pick: fn(&Row) -> Option<f64>,
+    samples: fn(&Row) -> &[f64],
+) -> (Vec<Series>, Vec<PointBars>) {
     let mut by: BTreeMap<&str, BTreeMap<u32, Vec<&Row>>> = BTreeMap::new();
     for r in rows {
         by.entry(&r.machine)
@@ -935,15 +1401,30 @@ fn series_of(rows: &[&Row], pick: fn(&Row) -> Option<f64>) -> Vec<Series> {
             .push(r);
     }
     by.into_iter()
-        .map(|(name, at)| Series {
-            name: name.to_string(),
-            points: at
-                .into_iter()
-                .filter_map(|(c, states)| Some((f64::from(c), pick(primary(&states)?)?)))
-                .collect(),
+        .map(|(name, at)| {
+            let mut points = Vec::new();
+            let mut bars = Vec::new();
+            for (c, states) in at {
+                let Some(row) = primary(&states) else {
+                    continue;
+                };
+                let Some(y) = pick(row) else { continue };
+                points.push((f64::from(c), y));
+                // No per-repeat figures (sysbench's p95): no mark either way.
+                if !samples(row).is_empty() {
+                    bars.push((f64::from(c), stats::mean_interval(samples(row))));
+                }
+            }
+            (
+                Series {
+                    name: name.to_string(),
+                    points,
+                },
+                bars,
+            )
         })
-        .filter(|s| !s.points.is_empty())
-        .collect()
+        .filter(|(s, _)| !s.points.is_empty())
+        .unzip()
 }
 
 /// The comparison page.
@@ -980,10 +1461,11 @@ pub fn render_index(runs: &[RunDigest], skipped: &[SkippedRun], o: &IndexOptions
         h.push_str("<p>No run could be compared.</p>");
     } else {
         let base = &labels[o.baseline];
+        let t = o.threshold_pct.unwrap_or(stats::DEFAULT_THRESHOLD_PCT);
+        finding_section(&mut h, &findings(runs, &rows, o.baseline, t), base);
         if let Some(t) = o.threshold_pct {
             regressions_section(&mut h, &regressions(&rows, base, t), base, t);
         }
-        finding_section(&mut h, &findings(runs, &rows, o.baseline), base);
         machines_table(&mut h, runs, &labels, o);
         charts_section(&mut h, &rows);
     }
@@ -1005,12 +1487,39 @@ pub fn render_index(runs: &[RunDigest], skipped: &[SkippedRun], o: &IndexOptions
     h
 }
 
+/// A comparison's cell: `−9.8 % (−14.1 … −5.2)`, or `+19.0 % (one sample)`.
+fn change_cell(c: Option<&Comparison>) -> String {
+    c.map(Comparison::display_change)
+        .unwrap_or_else(|| "—".into())
+}
+
+/// A comparison's verdict cell, with the repeats behind it and, for one sample, the
+/// repeats the other side's noise suggests.
+fn verdict_cell(c: Option<&Comparison>) -> String {
+    let Some(c) = c else {
+        return "—".into();
+    };
+    let mut s = format!(
+        "<span class=\"verdict {}\">{}</span> <small>n = {} / {}",
+        c.verdict.as_str().replace(' ', "-"),
+        c.verdict,
+        c.n,
+        c.n_baseline
+    );
+    if let Some(n) = c.repeats_suggested {
+        let _ = write!(s, "; {} repeats a side would do", repeats_text(n));
+    }
+    s.push_str("</small>");
+    s
+}
+
 fn regressions_section(h: &mut String, list: &[Regression], base: &str, threshold: f64) {
     let _ = write!(
         h,
         "<h2 id=\"regressions\">Regressions against {}</h2>",
         escape(base)
     );
+    let confirmed = list.iter().filter(|r| r.confirmed()).count();
     if list.is_empty() {
         let _ = write!(
             h,
@@ -1020,13 +1529,13 @@ fn regressions_section(h: &mut String, list: &[Regression], base: &str, threshol
     }
     let _ = write!(
         h,
-        "<p class=\"finding\">{} point(s) regressed by more than {threshold} % (tps fell or latency p99 rose), worst first.</p><table id=\"regression-table\"><tr><th class=\"l\">machine</th><th class=\"l\">workload</th><th>clients</th><th>baseline tps</th><th>tps</th><th>change</th><th>baseline p99 ms</th><th>p99 ms</th><th>change</th></tr>",
-        list.len()
+        "<p class=\"finding\">{confirmed} point(s) regressed by more than {threshold} %: tps <i>slower</i> (its 95 % interval wholly below −{threshold} %) or latency p99 higher (its interval wholly above +{threshold} %), worst first. {} more moved past {threshold} % by their figure alone, which their repeats cannot confirm (one sample, or an interval that reaches inside ±{threshold} %): listed after, not counted by <code>--fail-on-regression</code>.</p><table id=\"regression-table\"><tr><th class=\"l\">machine</th><th class=\"l\">workload</th><th>clients</th><th>baseline tps</th><th>tps</th><th>change</th><th>verdict</th><th>baseline p99 ms</th><th>p99 ms</th><th>change</th><th>verdict</th></tr>",
+        list.len() - confirmed
     );
     for r in list {
         let _ = write!(
             h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
             escape(&r.machine),
             escape(&r.workload),
             match r.kind {
@@ -1037,20 +1546,29 @@ fn regressions_section(h: &mut String, list: &[Regression], base: &str, threshol
             r.baseline_tps,
             r.tps,
             if r.tps_fell { "bad" } else { "" },
-            pct_cell(Some(r.tps_change_pct)),
+            r.tps_change.display_change(),
+            verdict_cell(Some(&r.tps_change)),
             num_cell(r.baseline_p99_ms, 3),
             num_cell(r.p99_ms, 3),
             if r.p99_rose { "bad" } else { "" },
-            pct_cell(r.p99_change_pct),
+            change_cell(r.p99_change.as_ref()),
+            match &r.p99_change {
+                Some(p) if p.verdict == Verdict::Faster => "higher".to_string(),
+                Some(p) if p.verdict == Verdict::Slower => "lower".to_string(),
+                other => verdict_cell(other.as_ref()),
+            },
         );
     }
     h.push_str("</table>");
 }
 
 fn finding_section(h: &mut String, findings: &[WorkloadFinding], base: &str) {
+    let t = findings
+        .first()
+        .map_or(stats::DEFAULT_THRESHOLD_PCT, |f| f.threshold_pct);
     let _ = write!(
         h,
-        "<h2 id=\"finding\">Finding</h2><p>Each machine against the baseline <b>{}</b> (<code>--baseline</code>), per workload and client count. tps is with data checksums off where a machine ran both states; the checksums column is the tps lost by turning them on.</p>",
+        "<h2 id=\"finding\">Finding</h2><p>Each machine against the baseline <b>{}</b> (<code>--baseline</code>), per workload and client count, from the repeats of each point: the change in tps with its 95 % confidence interval (Welch's t on log tps) and the verdict at ±{t} % (<code>--threshold</code>): <i>faster</i>/<i>slower</i> when the whole interval lies beyond ±{t} %, <i>same</i> when it lies within ±{t} % and holds 0, <i>small</i> when it lies within ±{t} % but excludes 0, <i>inconclusive</i> otherwise, <i>one sample</i> when a side has a single repeat (no interval). tps is with data checksums off where a machine ran both states; the checksums columns compare each machine with them on against off. The verdicts are also in <a href=\"findings.json\">findings.json</a>.</p>",
         escape(base)
     );
     for f in findings {
@@ -1061,29 +1579,36 @@ fn finding_section(h: &mut String, findings: &[WorkloadFinding], base: &str) {
         let tps = tps_word(f.kind);
         let _ = write!(
             h,
-            "<h3>{} ({})</h3><p class=\"finding\">{}</p><table class=\"finding-table\"><tr><th>{}</th><th class=\"l\">machine</th><th>{tps}</th><th>vs baseline</th><th>checksums cost</th><th>$/hour</th><th>{tps} per $/hour</th><th>vs baseline</th></tr>",
+            "<h3>{} ({})</h3><p class=\"finding\">{}</p><table class=\"finding-table\"><tr><th>{}</th><th class=\"l\">machine</th><th>repeats</th><th>{tps}</th><th>vs baseline</th><th class=\"l\">verdict</th><th>checksums on vs off</th><th class=\"l\">verdict</th><th>$/hour</th><th>{tps} per $/hour</th><th>vs baseline</th></tr>",
             escape(&f.workload),
             escape(&what),
             escape(&f.sentence),
             load_unit(f.kind),
         );
         for r in &f.rows {
+            let is_base = r.machine == f.baseline;
             let _ = write!(
                 h,
-                "<tr{}><td>{}</td><td class=\"l\">{}{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                if r.machine == f.baseline { " class=\"base\"" } else { "" },
+                "<tr{}><td>{}</td><td class=\"l\">{}{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if is_base { " class=\"base\"" } else { "" },
                 r.clients,
                 escape(&r.machine),
-                if r.machine == f.baseline { " (baseline)" } else { "" },
+                if is_base { " (baseline)" } else { "" },
+                r.samples,
                 r.tps,
-                if r.machine == f.baseline { "baseline".into() } else { pct_cell(r.vs_baseline_pct) },
-                match r.checksums_cost_pct {
-                    Some(c) => format!("{c:.1} %"),
-                    None => "—".into(),
-                },
+                if is_base { "baseline".into() } else { change_cell(r.vs_baseline.as_ref()) },
+                if is_base { String::new() } else { verdict_cell(r.vs_baseline.as_ref()) },
+                change_cell(r.checksums_on.as_ref()),
+                verdict_cell(r.checksums_on.as_ref()),
                 if r.hourly_price_usd > 0.0 { format!("{:.4}", r.hourly_price_usd) } else { "—".into() },
                 num_cell(r.tps_per_dollar_hour, 0),
-                if r.machine == f.baseline { "baseline".into() } else { pct_cell(r.per_dollar_vs_baseline_pct) },
+                if is_base {
+                    "baseline".into()
+                } else {
+                    r.per_dollar_vs_baseline
+                        .map(|(pct, ci)| stats::display_change(pct, ci))
+                        .unwrap_or_else(|| "—".into())
+                },
             );
         }
         h.push_str("</table>");
@@ -1114,6 +1639,9 @@ fn machines_table(h: &mut String, runs: &[RunDigest], labels: &[String], o: &Ind
 }
 
 fn charts_section(h: &mut String, rows: &[Row]) {
+    if !rows.is_empty() {
+        h.push_str("<p>On the charts below, a bar across a point is the 95 % interval of the mean of its repeats; a hollow point is one sample (no interval).</p>");
+    }
     for ((workload, kind), wrows) in by_workload(rows) {
         let unit = load_unit(kind);
         let tps = tps_word(kind);
@@ -1129,23 +1657,29 @@ fn charts_section(h: &mut String, rows: &[Row]) {
                 );
             }
         }
-        h.push_str(&line_chart(
+        let (series, bars) = series_of(&wrows, |r| Some(r.tps_mean), |r| &r.tps_samples);
+        h.push_str(&line_chart_with_bars(
             &format!("{workload}: {tps} by {unit}"),
             unit,
             tps,
-            &series_of(&wrows, |r| Some(r.tps_mean)),
+            &series,
+            &bars,
             true,
         ));
         // pgbench's latency log gives p99; sysbench reports its 95th percentile.
-        let (label, pick): (&str, fn(&Row) -> Option<f64>) = match kind {
-            WorkloadKind::Pgbench => ("p99", |r| r.latency.p99),
-            WorkloadKind::SysbenchTpcc => ("p95", |r| r.latency.p95),
+        type Pick = fn(&Row) -> Option<f64>;
+        type Samples = fn(&Row) -> &[f64];
+        let (label, pick, samples): (&str, Pick, Samples) = match kind {
+            WorkloadKind::Pgbench => ("p99", |r| r.latency.p99, |r| &r.p99_samples),
+            WorkloadKind::SysbenchTpcc => ("p95", |r| r.latency.p95, |_| &[]),
         };
-        h.push_str(&line_chart(
+        let (series, bars) = series_of(&wrows, pick, samples);
+        h.push_str(&line_chart_with_bars(
             &format!("{workload}: latency {label} by {unit}"),
             unit,
             "ms",
-            &series_of(&wrows, pick),
+            &series,
+            &bars,
             true,
         ));
         if kind == WorkloadKind::SysbenchTpcc {
@@ -1320,35 +1854,67 @@ mod tests {
         ]
     }
 
+    /// Each point three times, its tps times 1, 1.004 and 0.996 (a CV of 0.4 %), as
+    /// repeats r1–r3 of a run.
+    fn repeated(points: Vec<DigestPoint>) -> Vec<DigestPoint> {
+        let mut out = Vec::new();
+        for f in [1.0, 1.004, 0.996] {
+            for p in &points {
+                out.push(DigestPoint {
+                    tps: p.tps * f,
+                    ..p.clone()
+                });
+            }
+        }
+        out
+    }
+
     #[test]
     fn an_unchanged_price_or_speed_is_said_in_words_not_as_zero_percent() {
+        let at = |tps: f64| repeated(vec![point("rw", "", 16, tps, 4.0)]);
         let runs = vec![
-            run("a", "r-01", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
-            run("b", "r-02", 2.0, vec![point("rw", "", 16, 12_000.0, 4.0)]),
-            run("c", "r-03", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+            run("a", "r-01", 2.0, at(10_000.0)),
+            run("b", "r-02", 2.0, at(12_000.0)),
+            run("c", "r-03", 2.0, at(10_000.0)),
         ];
         let rows = rows(&runs);
-        let f = findings(&runs, &rows, 0);
+        let f = findings(&runs, &rows, 0, 5.0);
         let s = &f[0].sentence;
         assert!(
-            s.contains("b is 20.0 % faster than a at 16 clients; at the same price it gives 20.0 % more tps per dollar-hour"),
+            s.contains("b is faster than a: +20.0 % (+")
+                && s.contains(") at 16 clients; at the same price it gives +20.0 % (+"),
             "{s}"
         );
         assert!(
-            s.contains("c is as fast as a at 16 clients; at the same price it gives the same tps per dollar-hour"),
+            s.contains("c is the same as a within ±5 %: as fast as a (\u{2212}0.")
+                && s.contains(") at 16 clients; at the same price it gives the same tps per dollar-hour (\u{2212}0."),
             "{s}"
         );
-        assert!(!s.contains(" 0.0 %"), "{s}");
+        assert!(!s.contains("+0.0 %") && !s.contains(" 0.0 %"), "{s}");
+        // One sample a side: the unchanged figure in words too.
+        let runs = vec![
+            run("a", "r-01", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+            run("c", "r-03", 2.0, vec![point("rw", "", 16, 10_000.0, 4.0)]),
+        ];
+        let rows = super::rows(&runs);
+        let s = &findings(&runs, &rows, 0, 5.0)[0].sentence;
+        assert_eq!(
+            s,
+            "rw: c against a: one sample at 16 clients (as fast, no interval)."
+        );
     }
 
     #[test]
     fn a_tpcc_finding_speaks_of_tpcc_tps_over_thread_counts() {
         let mut runs = scenario_b_tpcc();
+        for r in &mut runs {
+            r.points = repeated(std::mem::take(&mut r.points));
+        }
         // A pgbench workload of the same name is its own finding, not mixed in.
         runs[0].points.push(point("tpcc-mem", "", 16, 1.0, 1.0));
         runs[1].points.push(point("tpcc-mem", "", 16, 2.0, 1.0));
         let rows = rows(&runs);
-        let f = findings(&runs, &rows, 0);
+        let f = findings(&runs, &rows, 0, 5.0);
         assert_eq!(f.len(), 2, "{f:?}");
         let t = f
             .iter()
@@ -1357,8 +1923,17 @@ mod tests {
         let geo = ((1.155f64 * 1.08 * 1.045 * 1.014).powf(0.25) - 1.0) * 100.0;
         assert!(
             t.sentence.starts_with(&format!(
-                "tpcc-mem: m6gd.8xlarge is {geo:.1} % faster in TPC-C tps than m5d.8xlarge over 4 thread counts (16, 32, 64, 128); at 20.0 % cheaper per hour it gives"
-            )) && t.sentence.contains("% more TPC-C tps per dollar-hour"),
+                "tpcc-mem: m6gd.8xlarge is faster in TPC-C tps than m5d.8xlarge: +{geo:.1} % ("
+            )) && t.sentence.contains(
+                ") by the geometric mean over 4 thread counts (16, 32, 64, 128); at 20.0 % cheaper per hour it gives +"
+            ) && t.sentence.contains("TPC-C tps per dollar-hour"),
+            "{}",
+            t.sentence
+        );
+        // +4.5 % at 64 threads cannot be told from 5 %, +1.4 % at 128 is under it: named.
+        assert!(
+            t.sentence.contains("inconclusive at 64 threads (+4.5 % (")
+                && t.sentence.contains("small at 128 threads (+1.4 % ("),
             "{}",
             t.sentence
         );
@@ -1367,16 +1942,17 @@ mod tests {
             .iter()
             .find(|r| r.clients == 16 && r.machine == "m6gd.8xlarge")
             .expect("16 threads");
-        assert!((at16.vs_baseline_pct.expect("vs") - 15.5).abs() < 1e-9);
+        let vs = at16.vs_baseline.as_ref().expect("vs");
+        assert!((vs.change_pct() - 15.5).abs() < 1e-9);
+        assert_eq!((vs.verdict, vs.n, vs.n_baseline), (Verdict::Faster, 3, 3));
+        // One sample a side: named as such, no verdict, no number folded in.
         let pg = f
             .iter()
             .find(|f| f.kind == WorkloadKind::Pgbench)
             .expect("pgbench finding");
-        assert!(
-            pg.sentence
-                .contains("m6gd.8xlarge is 100.0 % faster than m5d.8xlarge at 16 clients"),
-            "{}",
-            pg.sentence
+        assert_eq!(
+            pg.sentence,
+            "tpcc-mem: m6gd.8xlarge against m5d.8xlarge: one sample at 16 clients (+100.0 %, no interval)."
         );
     }
 
@@ -1395,7 +1971,9 @@ mod tests {
             },
         );
         assert!(html.contains("<h3>tpcc-mem (TPC-C, sysbench-tpcc)</h3>"));
-        assert!(html.contains("<th>threads</th><th class=\"l\">machine</th><th>TPC-C tps</th>"));
+        assert!(html.contains(
+            "<th>threads</th><th class=\"l\">machine</th><th>repeats</th><th>TPC-C tps</th>"
+        ));
         assert!(html.contains("tpcc-mem: TPC-C tps by threads</title>"));
         assert!(html.contains("tpcc-mem: latency p95 by threads</title>"));
         for t in [16, 32, 64, 128] {
@@ -1492,11 +2070,14 @@ mod tests {
 
     #[test]
     fn the_finding_states_scenario_b() {
-        let runs = scenario_b();
+        let mut runs = scenario_b();
+        for r in &mut runs {
+            r.points = repeated(std::mem::take(&mut r.points));
+        }
         let rows = rows(&runs);
         let base = baseline_index(&runs, None).expect("default baseline");
         assert_eq!(runs[base].appliance, "m5d.8xlarge", "first by name");
-        let f = findings(&runs, &rows, base);
+        let f = findings(&runs, &rows, base, 5.0);
         assert_eq!(f.len(), 2);
         let rw = f.iter().find(|f| f.workload == "rw").expect("rw");
         let grav = rw
@@ -1504,43 +2085,50 @@ mod tests {
             .iter()
             .find(|r| r.machine == "m6gd.8xlarge")
             .expect("m6gd row");
-        assert!((grav.vs_baseline_pct.expect("vs") - 19.0).abs() < 1e-9);
+        let vs = grav.vs_baseline.as_ref().expect("vs");
+        assert!((vs.change_pct() - 19.0).abs() < 1e-9);
+        let (lo, hi) = vs.ci_pct().expect("three repeats a side");
+        assert!(lo < 19.0 && hi > 19.0 && lo > 5.0, "{lo} … {hi}");
+        assert_eq!(vs.verdict, Verdict::Faster);
         assert_eq!(grav.checksums, "off");
-        let cost = grav.checksums_cost_pct.expect("both states ran");
-        assert!((cost - 200.0 / 119.0).abs() < 1e-9, "{cost}");
+        let cost = grav.checksums_on.as_ref().expect("both states ran");
+        assert!((cost.change_pct() + 200.0 / 119.0).abs() < 1e-9);
+        assert_eq!(cost.verdict, Verdict::Small, "{:?}", cost.ci_pct());
         // 19 % more tps at 80 % of the price: 48.75 % more tps per dollar-hour.
-        let per = grav.per_dollar_vs_baseline_pct.expect("priced");
+        let (per, per_ci) = grav.per_dollar_vs_baseline.expect("priced");
         assert!(
             (per - (1.19 * 1.808 / 1.4464 - 1.0) * 100.0).abs() < 1e-9,
             "{per}"
         );
+        assert!(per_ci.is_some_and(|(lo, hi)| lo < per && per < hi));
         assert!(
             rw.sentence.starts_with(
-                "rw: m6gd.8xlarge is 19.0 % faster than m5d.8xlarge at 16 clients; at 20.0 % \
-                 cheaper per hour it gives 48."
-            ) && rw.sentence.ends_with(
-                "% more tps per dollar-hour. Turning data checksums on cost 1.7 % on \
-                 m5d.8xlarge, 1.7 % on m6gd.8xlarge."
-            ),
+                "rw: m6gd.8xlarge is faster than m5d.8xlarge: +19.0 % (+1"
+            ) && rw.sentence.contains(") at 16 clients; at 20.0 % cheaper per hour it gives +48.")
+                && rw.sentence.contains(
+                    "tps per dollar-hour. Data checksums on against off: m5d.8xlarge: slower with them on by less than 5 %, \u{2212}1.7 % (\u{2212}"
+                )
+                && rw.sentence.contains("; m6gd.8xlarge: slower with them on by less than 5 %, \u{2212}1.7 % ("),
             "{}",
             rw.sentence
         );
         let ro = f.iter().find(|f| f.workload == "ro").expect("ro");
         assert!(
-            ro.sentence.contains("m6gd.8xlarge is 30.0 % faster"),
+            ro.sentence
+                .contains("m6gd.8xlarge is faster than m5d.8xlarge: +30.0 % ("),
             "{}",
             ro.sentence
         );
         let base_row = &rw.rows[0];
         assert_eq!(base_row.machine, "m5d.8xlarge", "the baseline leads");
-        assert_eq!(base_row.vs_baseline_pct, None);
+        assert_eq!(base_row.vs_baseline, None);
         // Another baseline turns the sign.
         let b2 = baseline_index(&runs, Some("m6gd.8xlarge")).expect("named");
-        let f2 = findings(&runs, &rows, b2);
+        let f2 = findings(&runs, &rows, b2, 5.0);
         assert!(
             f2[1]
                 .sentence
-                .contains("m5d.8xlarge is 16.0 % slower than m6gd.8xlarge"),
+                .contains("m5d.8xlarge is slower than m6gd.8xlarge: \u{2212}16.0 % ("),
             "{}",
             f2[1].sentence
         );
@@ -1552,43 +2140,107 @@ mod tests {
     }
 
     #[test]
-    fn checksum_cost_within_the_spread_of_repeats_is_called_so() {
+    fn one_sample_and_noisy_points_are_named_never_judged() {
+        // Scenario B as published: one sample of each point.
+        let runs = scenario_b();
+        let rows = super::rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
+        let rw = f.iter().find(|f| f.workload == "rw").expect("rw");
+        assert_eq!(
+            rw.sentence,
+            "rw: m6gd.8xlarge against m5d.8xlarge: one sample at 16 clients (+19.0 %, no interval). \
+             Data checksums on against off: m5d.8xlarge: one sample at 16 clients (\u{2212}1.7 %, no interval); \
+             m6gd.8xlarge: one sample at 16 clients (\u{2212}1.7 %, no interval)."
+        );
+        // A second repeat on one side: the one-sample point says what its noise suggests.
         let mut runs = scenario_b();
-        runs[1].points.push(point("rw", "off", 16, 12_500.0, 3.5));
-        let rows = rows(&runs);
-        let f = findings(&runs, &rows, 0);
+        runs[0].points.push(point("rw", "off", 16, 10_300.0, 4.0));
+        let rows = super::rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
+        let rw = f.iter().find(|f| f.workload == "rw").expect("rw");
+        let vs = rw.rows[1].vs_baseline.as_ref().expect("vs");
+        assert_eq!((vs.n, vs.n_baseline), (1, 2));
+        assert!(vs.repeats_suggested.is_some());
+        assert!(
+            rw.sentence.contains("repeats a side would do)"),
+            "{}",
+            rw.sentence
+        );
+        // Repeats spread ±15 %: inconclusive, with the interval shown.
+        let mut runs = scenario_b();
+        runs[1].points.push(point("rw", "off", 16, 14_000.0, 3.5));
+        runs[1].points.push(point("rw", "off", 16, 9_000.0, 3.5));
+        runs[0].points.push(point("rw", "off", 16, 11_500.0, 4.0));
+        runs[0].points.push(point("rw", "off", 16, 8_500.0, 4.0));
+        let rows = super::rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
         let rw = f.iter().find(|f| f.workload == "rw").expect("rw");
         assert!(
-            rw.sentence.contains("on m6gd.8xlarge, within the"),
+            rw.sentence
+                .starts_with("rw: m6gd.8xlarge against m5d.8xlarge is inconclusive at ±5 %: +"),
             "{}",
             rw.sentence
         );
     }
 
+    /// A client count measured once is named beside the mean of the others, never in it.
     #[test]
-    fn with_many_machines_the_sentence_gives_the_range() {
+    fn a_one_sample_count_is_named_beside_the_mean_of_the_others() {
+        let points = |speed: f64| {
+            let mut p = repeated(
+                [10u32, 100, 250]
+                    .iter()
+                    .map(|&c| point("rw", "", c, 1000.0 * speed * f64::from(c).ln(), 1.0))
+                    .collect(),
+            );
+            p.push(point("rw", "", 1000, 9000.0 * speed.powi(3), 1.0));
+            p
+        };
+        let runs = vec![
+            run("a", "r-01", 0.0, points(1.0)),
+            run("b", "r-02", 0.0, points(1.2)),
+        ];
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
+        assert_eq!(
+            f[0].sentence.split(" (+").next(),
+            Some("rw: b is faster than a: +20.0 %"),
+            "{}",
+            f[0].sentence
+        );
+        assert!(
+            f[0].sentence
+                .contains(") by the geometric mean over 3 client counts (10, 100, 250); one sample at 1000 clients (+72.8 %, no interval)."),
+            "{}",
+            f[0].sentence
+        );
+        assert_eq!(f[0].versus[0].mean.as_ref().map(|m| m.count), Some(3));
+    }
+
+    #[test]
+    fn with_many_machines_the_sentence_groups_them_by_verdict() {
         let runs: Vec<RunDigest> = (0..6)
             .map(|i| {
                 run(
                     &format!("m{i}"),
                     &format!("r-{i:02}"),
                     1.0 + f64::from(i),
-                    vec![point(
+                    repeated(vec![point(
                         "rw",
                         "",
                         10,
                         1000.0 * (1.0 + f64::from(i) / 10.0),
                         1.0,
-                    )],
+                    )]),
                 )
             })
             .collect();
         let rows = rows(&runs);
-        let f = findings(&runs, &rows, 0);
+        let f = findings(&runs, &rows, 0, 5.0);
         assert_eq!(
             f[0].sentence,
-            "rw: against m0, the 5 other runs range from +10.0 % (m1) to +50.0 % (m5) in tps; \
-             the most tps per dollar-hour is m1's (-45.0 %)."
+            "rw: against m0 in tps, by the geometric mean over client counts at ±5 %, the 5 other \
+             runs are: 5 faster (m1, m2, m3, m4, m5)."
         );
     }
 
@@ -1621,73 +2273,83 @@ mod tests {
     }
 
     #[test]
-    fn regressions_are_points_past_the_threshold_worst_first() {
+    fn regressions_are_slower_verdicts_worst_first_and_moves_without_one_are_listed_after() {
         let runs = vec![
             run(
                 "a",
                 "r-01",
                 0.0,
-                vec![
+                repeated(vec![
                     point("rw", "", 10, 1000.0, 10.0),
                     point("rw", "", 100, 2000.0, 20.0),
                     point("rw", "", 1000, 3000.0, 30.0),
                     point("ro", "", 10, 5000.0, 1.0),
-                ],
+                ]),
             ),
-            run(
-                "a",
-                "r-02",
-                0.0,
-                vec![
+            run("a", "r-02", 0.0, {
+                let mut p = repeated(vec![
                     // 4.9 % down: within 5 %.
                     point("rw", "", 10, 951.0, 10.0),
                     // 10 % down, p99 up 20 %.
                     point("rw", "", 100, 1800.0, 24.0),
                     // tps level, p99 up 6 %.
                     point("rw", "", 1000, 3000.0, 31.8),
-                    // 30 % down.
-                    point("ro", "", 10, 3500.0, 1.0),
-                ],
-            ),
+                ]);
+                // 30 % down, but one sample.
+                p.push(point("ro", "", 10, 3500.0, 1.0));
+                p
+            }),
         ];
         let rows = rows(&runs);
         let labels = labels(&runs);
         let list = regressions(&rows, &labels[0], 5.0);
-        // Each line leads with what regressed.
+        // Each line leads with what regressed (or, unconfirmed, what moved).
         let lines: Vec<String> = list.iter().map(regression_line).collect();
-        assert_eq!(
-            lines[0],
-            format!(
-                "regressed: tps -30.0 %: {} ro at 10 clients (latency p99 +0.0 %)",
-                labels[1]
-            )
-        );
-        assert_eq!(
-            lines[1],
-            format!(
-                "regressed: tps -10.0 % and latency p99 +20.0 %: {} rw at 100 clients",
-                labels[1]
-            )
+        assert!(
+            lines[0].starts_with("regressed: tps \u{2212}10.0 % (\u{2212}")
+                && lines[0].contains(") slower and latency p99 +20.0 % (")
+                && lines[0].ends_with(&format!(") higher: {} rw at 100 clients", labels[1])),
+            "{}",
+            lines[0]
         );
         assert!(
-            lines[2].starts_with("regressed: latency p99 +6.0 %: ")
-                && lines[2].ends_with("rw at 1000 clients (tps +0.0 %)"),
+            lines[1].starts_with(&format!(
+                "regressed: latency p99 +6.0 % (+6.0 … +6.0) higher: {} rw at 1000 clients (tps +0.0 % (",
+                labels[1]
+            )) && lines[1].ends_with(") same)"),
             "{}",
-            lines[2]
+            lines[1]
         );
-        let got: Vec<(&str, u32, bool, bool)> = list
+        assert_eq!(
+            lines[2],
+            format!(
+                "unconfirmed: tps \u{2212}30.0 % (one sample): {} ro at 10 clients (latency p99 +0.0 % (one sample))",
+                labels[1]
+            )
+        );
+        let got: Vec<(&str, u32, bool, bool, bool)> = list
             .iter()
-            .map(|r| (r.workload.as_str(), r.clients, r.tps_fell, r.p99_rose))
+            .map(|r| {
+                (
+                    r.workload.as_str(),
+                    r.clients,
+                    r.tps_fell,
+                    r.p99_rose,
+                    r.confirmed(),
+                )
+            })
             .collect();
+        // p99 +6 % with identical repeats: an interval of no width above 5 %.
         assert_eq!(
             got,
             [
-                ("ro", 10, true, false),
-                ("rw", 100, true, true),
-                ("rw", 1000, false, true)
+                ("rw", 100, true, true, true),
+                ("rw", 1000, false, true, true),
+                ("ro", 10, false, false, false)
             ]
         );
-        assert!((list[0].tps_change_pct + 30.0).abs() < 1e-9);
+        assert!((list[2].tps_change_pct() + 30.0).abs() < 0.01);
+        assert_eq!(list[2].tps_change.verdict, Verdict::OneSample);
         assert!(regressions(&rows, &labels[0], 50.0).is_empty());
         let html = render_index(
             &runs,
@@ -1702,8 +2364,140 @@ mod tests {
         );
         let regress = html.find("id=\"regressions\"").expect("regressions");
         let finding = html.find("id=\"finding\"").expect("finding");
-        assert!(regress < finding, "regressions are listed first");
-        assert!(html.contains("3 point(s) regressed by more than 5 %"));
+        assert!(finding < regress, "the finding stays first");
+        assert!(html.contains("2 point(s) regressed by more than 5 %"));
+        assert!(html.contains("1 more moved past 5 % by their figure alone"));
+    }
+
+    /// Two machines whose points are the same but for noise, three to six repeats: no
+    /// client count, and no geometric mean, is ever called faster or slower.
+    #[test]
+    fn identical_machines_with_repeats_are_never_faster_or_slower() {
+        let mut rng = stats::SplitMix64::new(4242);
+        let clients = [10u32, 25, 50, 100, 250, 500, 1000];
+        for trial in 0..100 {
+            let repeats = 3 + trial % 4;
+            let cv = [0.01, 0.03, 0.05][trial % 3];
+            let machine = |rng: &mut stats::SplitMix64, name: &str, id: &str| {
+                let mut points = Vec::new();
+                for &c in &clients {
+                    let truth = 1000.0 * f64::from(c).ln();
+                    for tps in rng.repeats(truth, cv, repeats) {
+                        points.push(point("rw", "", c, tps, 1.0));
+                    }
+                }
+                run(name, id, 1.0, points)
+            };
+            let runs = vec![
+                machine(&mut rng, "a", "r-01"),
+                machine(&mut rng, "b", "r-02"),
+            ];
+            let rows = rows(&runs);
+            let f = findings(&runs, &rows, 0, 5.0);
+            let v = &f[0].versus[0];
+            assert_eq!(v.points.len(), 7);
+            for (c, p) in &v.points {
+                assert!(
+                    !matches!(p.verdict, Verdict::Faster | Verdict::Slower),
+                    "trial {trial} at {c}: {:?}",
+                    p.ci_pct()
+                );
+            }
+            assert!(
+                !matches!(v.verdict(), Verdict::Faster | Verdict::Slower),
+                "trial {trial}: {}",
+                f[0].sentence
+            );
+            assert!(regressions(&rows, "a", 5.0).iter().all(|r| !r.confirmed()));
+        }
+    }
+
+    /// A machine 30 % faster at CV 3 % with three repeats: `faster` at every client count
+    /// and by the geometric mean; findings.json carries each comparison.
+    #[test]
+    fn a_large_difference_is_faster_at_every_client_count_and_in_findings_json() {
+        let mut rng = stats::SplitMix64::new(30);
+        let clients = [10u32, 25, 50, 100, 250, 500, 1000];
+        let machine = |rng: &mut stats::SplitMix64, name: &str, id: &str, speed: f64| {
+            let mut points = Vec::new();
+            for &c in &clients {
+                for tps in rng.repeats(1000.0 * speed * f64::from(c).ln(), 0.03, 3) {
+                    points.push(point("rw", "", c, tps, 1.0));
+                }
+            }
+            run(name, id, 1.0, points)
+        };
+        let runs = vec![
+            machine(&mut rng, "a", "r-01", 1.0),
+            machine(&mut rng, "b", "r-02", 1.3),
+        ];
+        let rows = rows(&runs);
+        let f = findings(&runs, &rows, 0, 5.0);
+        let v = &f[0].versus[0];
+        assert!(
+            v.points.iter().all(|p| p.1.verdict == Verdict::Faster),
+            "{:?}",
+            v.points
+        );
+        assert_eq!(v.verdict(), Verdict::Faster);
+        assert!(
+            f[0].sentence.starts_with("rw: b is faster than a: +")
+                && f[0]
+                    .sentence
+                    .contains(") by the geometric mean over 7 client counts (10, 25, 50, 100, 250, 500, 1000);"),
+            "{}",
+            f[0].sentence
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&findings_json(&runs, &rows, 0, 5.0)).expect("json");
+        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["threshold_pct"], 5.0);
+        let entries = json["findings"].as_array().expect("findings");
+        assert_eq!(entries.len(), 8, "7 points and their geometric mean");
+        let e = &entries[0];
+        for key in [
+            "workload",
+            "checksums",
+            "clients",
+            "machine",
+            "baseline",
+            "n",
+            "n_baseline",
+            "ratio",
+            "ci_low",
+            "ci_high",
+            "p_value",
+            "cliffs_delta",
+            "verdict",
+        ] {
+            assert!(e.get(key).is_some(), "{key}: {e}");
+        }
+        assert_eq!(e["verdict"], "faster");
+        assert_eq!(
+            (e["n"].as_u64(), e["n_baseline"].as_u64()),
+            (Some(3), Some(3))
+        );
+        assert_eq!(e["cliffs_delta"], 1.0);
+        let geo = &entries[7];
+        assert_eq!(geo["scope"], "geometric_mean");
+        assert!(geo["clients"].is_null());
+        assert_eq!(geo["client_counts"].as_array().map(Vec::len), Some(7));
+        let html = render_index(
+            &runs,
+            &[],
+            &IndexOptions {
+                baseline: 0,
+                threshold_pct: None,
+                left_out: &[],
+                run_pages: &[],
+                stores: &["file:///s".to_string()],
+            },
+        );
+        assert_eq!(
+            html.matches("class=\"error-bar\"").count(),
+            14 * 2,
+            "tps and p99 bars of 2 machines × 7 counts"
+        );
     }
 
     #[test]

@@ -66,6 +66,23 @@ pub fn line_chart(
     series: &[Series],
     log_x: bool,
 ) -> String {
+    line_chart_with_bars(title, x_label, y_label, series, &[], log_x)
+}
+
+/// What a chart marks at a point of a series: the 95 % interval of its value as an error
+/// bar, or none when the point is one sample (drawn hollow, titled so).
+pub type PointBars = Vec<(f64, Option<(f64, f64)>)>;
+
+/// [`line_chart`] with, for each series (same order), the points' error bars or one-sample
+/// marks; a series without an entry is drawn plain.
+pub fn line_chart_with_bars(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    bars: &[PointBars],
+    log_x: bool,
+) -> String {
     let log_x = log_x && wants_log_x(series);
     let (w, h, left, right, top, bottom) = (960.0, 360.0, 80.0, 30.0, 30.0, 50.0);
     let pw = w - left - right;
@@ -100,7 +117,12 @@ pub fn line_chart(
     // A little room either side so the first and last points are not on the axes.
     let pad = (x1 - x0) * 0.03;
     let (x0, x1) = (x0 - pad, x1 + pad);
-    let y1 = nice_max(ys.iter().cloned().fold(0.0, f64::max));
+    let bar_top = bars
+        .iter()
+        .flatten()
+        .filter_map(|b| b.1.map(|i| i.1))
+        .fold(0.0, f64::max);
+    let y1 = nice_max(ys.iter().cloned().fold(bar_top, f64::max));
     let px = |x: f64| left + (tx(x) - x0) / (x1 - x0) * pw;
     let py = |y: f64| top + ph - y / y1 * ph;
     for i in 0..=5 {
@@ -161,10 +183,32 @@ pub fn line_chart(
             path.join(" "),
             escape(&s.name)
         );
+        let marks = bars.get(i);
         for &(x, y) in &points {
+            let mark = marks.and_then(|m| m.iter().find(|b| b.0 == x)).map(|b| b.1);
+            let (fill, note) = match mark {
+                Some(Some((lo, hi))) => {
+                    let _ = write!(
+                        svg,
+                        r#"<path d="M{x:.1},{l:.1}V{u:.1}M{a:.1},{l:.1}H{b:.1}M{a:.1},{u:.1}H{b:.1}" stroke="{colour}" stroke-width="1.5" fill="none" class="error-bar"><title>{n}: {xs}: 95 % interval {lo} … {hi}</title></path>"#,
+                        x = px(x),
+                        l = py(lo),
+                        u = py(hi),
+                        a = px(x) - 4.0,
+                        b = px(x) + 4.0,
+                        n = escape(&s.name),
+                        xs = fmt_num(x),
+                        lo = fmt_num(lo),
+                        hi = fmt_num(hi),
+                    );
+                    (colour, String::new())
+                }
+                Some(None) => ("white", " (one sample)".to_string()),
+                None => (colour, String::new()),
+            };
             let _ = write!(
                 svg,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} → {}</title></circle>"#,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{fill}" stroke="{colour}" stroke-width="1.5"><title>{}: {} → {}{note}</title></circle>"#,
                 px(x),
                 py(y),
                 escape(&s.name),

@@ -15,9 +15,11 @@ use crate::sampler::OsSamples;
 use crate::sweep::{Limit, SweepPoint};
 use crate::sysbench::SysbenchRun;
 
-/// 2 added a point's `kind` and `sysbench` (docs/results.md); version 1 results read as
-/// pgbench points.
-pub const RESULTS_SCHEMA_VERSION: u32 = 2;
+pub mod steady;
+
+/// 3 added a point's `steady` window; 2 a point's `kind` and `sysbench` (docs/results.md);
+/// version 1 results read as pgbench points, versions 1 and 2 without a steady window.
+pub const RESULTS_SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,6 +65,9 @@ pub struct PointResult {
     pub latency: Option<LatencyStats>,
     /// tps per progress interval (sysbench-tpcc: per second, from its CSV lines).
     pub tps_series: Vec<ProgressSample>,
+    /// The series' steady window (schema 3; null for a short series, absent before).
+    #[serde(default)]
+    pub steady: Option<steady::SteadyWindow>,
     /// Server statistics deltas over the point and the WAL it wrote.
     pub stats: Option<StatsDelta>,
     /// OS samples taken once a second while pgbench ran.
@@ -313,6 +318,7 @@ mod tests {
         let p: PointResult = serde_json::from_str(V1_POINT).expect("schema 1 point");
         assert_eq!(p.kind, WorkloadKind::Pgbench);
         assert_eq!(p.sysbench, None);
+        assert_eq!(p.steady, None, "no steady window before schema 3");
         assert_eq!(p.tps(), Some(500.5));
         assert_eq!(p.latency_avg_ms(), Some(8.0));
         assert_eq!(p.transactions(), Some(1000));

@@ -13,6 +13,7 @@ use crate::pgbench::summary::OutputFormat;
 use crate::pgbench::txlog::LatencySource;
 use crate::pgbench::{LatencyStats, ProgressSample, Summary};
 use crate::plan::{Builtin, Checksums, Plan, Protocol};
+use crate::results::steady::steady_window;
 use crate::results::{PointResult, PointStatus, PostgresInfo, RunResults, RESULTS_SCHEMA_VERSION};
 use crate::sweep::Limit;
 use crate::upload::{Manifest, ManifestEntry, MANIFEST};
@@ -75,7 +76,7 @@ fn point_result(p: &SyntheticPoint, index: usize, started_at: &str) -> PointResu
         p.clients,
         p.repeat
     );
-    PointResult {
+    let mut point = PointResult {
         schema_version: RESULTS_SCHEMA_VERSION,
         id: id.clone(),
         workload: p.workload.clone(),
@@ -154,9 +155,12 @@ fn point_result(p: &SyntheticPoint, index: usize, started_at: &str) -> PointResu
                 }
             })
             .collect(),
+        steady: None,
         stats: None,
         os: None,
-    }
+    };
+    point.steady = steady_window(&point.tps_series);
+    point
 }
 
 /// The plan of a synthetic run: the quick example named after the appliance, at its price.

@@ -10,7 +10,7 @@ const EXIT_CODES: &str = "Exit status:
   1  an error: an invalid plan, a refused build, a store that cannot be read (the message
      names what is wrong); wait: a target that failed or did not arrive in time
   2  the command line is malformed
-  3  collect --fail-on-regression: a point regressed past --threshold";
+  3  collect --fail-on-regression: a point's verdict is slower past --threshold";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -67,6 +67,33 @@ pub enum BenchCommand {
     /// sync` of the same objects, and an incremental collect after 1 % more runs. Last line:
     /// `collect vs awscli sync: X.XX, incremental: Y.YY of first`.
     Collect(BenchCollectCli),
+    /// Calibrate the comparison's verdicts: seeded A/A trials (equal machines) and trials
+    /// with a true shift, at a chosen noise and repeats, and A/A drawn from real repeats in
+    /// the test fixtures. Last line: `stats: false verdicts X % on A/A, power Y % at 10 %
+    /// shift`.
+    Stats(BenchStatsCli),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchStatsCli {
+    /// Trials of each kind.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub trials: u32,
+    /// Repeats on each side of a trial.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub repeats: u32,
+    /// The noise of each repeat: its coefficient of variation in percent.
+    #[arg(long, default_value_t = 3.0)]
+    pub cv: f64,
+    /// The true shift of the shifted trials, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub shift: f64,
+    /// The verdicts' threshold T in percent (collect's --threshold).
+    #[arg(long, default_value_t = 5.0)]
+    pub threshold: f64,
+    /// The generator's seed (the same seed gives the same figures).
+    #[arg(long, default_value_t = 27)]
+    pub seed: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,7 +131,7 @@ Example: a lab SeaweedFS and an AWS bucket at once
 
 Exit status: 0 compared (runs that could not be used are listed, not fatal); 1 error (a
 store that cannot be listed, a baseline that is not among the runs, a bad --threshold); 2 the
-command line is malformed; 3 with --fail-on-regression when a point regressed past
+command line is malformed; 3 with --fail-on-regression when a point's verdict says it regressed past
 --threshold (the pages are written all the same).";
 
 #[derive(Debug, clap::Args)]
@@ -139,11 +166,14 @@ pub struct CollectCli {
     /// first machine by name. A run id is compared even when it is not its machine's latest.
     #[arg(long, value_name = "MACHINE_OR_RUN")]
     pub baseline: Option<String>,
-    /// Mark every point whose tps fell, or whose latency p99 rose, by more than this against
-    /// the baseline (e.g. 5%), and list them first.
+    /// The threshold T of every verdict (default 5%), and a regression check against the
+    /// baseline: list every point whose tps is `slower` (its 95 % interval wholly below −T)
+    /// or whose latency p99 is higher (its interval wholly above +T), after the finding,
+    /// and the points that moved past T without a verdict that says so.
     #[arg(long, value_name = "PERCENT")]
     pub threshold: Option<String>,
-    /// Exit 3 when a point regressed past --threshold.
+    /// Exit 3 when a point regressed past --threshold by its verdict (not by one sample or
+    /// an inconclusive interval).
     #[arg(long, requires = "threshold")]
     pub fail_on_regression: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect

@@ -18,9 +18,10 @@ use anyhow::{bail, Context, Result};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
+use pgappliance::compare::stats::DEFAULT_THRESHOLD_PCT;
 use pgappliance::compare::{
-    baseline_index, labels, regressions, render_index, rows, select_runs, summary_csv,
-    IndexOptions, RunDigest, SkippedRun,
+    baseline_index, findings_json, labels, regressions, render_index, rows, select_runs,
+    summary_csv, IndexOptions, RunDigest, SkippedRun,
 };
 use pgappliance::plan::{Checksums, Credentials};
 use pgappliance::results::{PointStatus, RunResults, RESULTS_SCHEMA_VERSION};
@@ -910,6 +911,17 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
     let rows = rows(&shown);
     std::fs::write(&csv, summary_csv(&rows))
         .with_context(|| format!("writing {}", csv.display()))?;
+    let findings = dir.join("findings.json");
+    std::fs::write(
+        &findings,
+        findings_json(
+            &shown,
+            &rows,
+            baseline,
+            args.threshold_pct.unwrap_or(DEFAULT_THRESHOLD_PCT),
+        ),
+    )
+    .with_context(|| format!("writing {}", findings.display()))?;
     outdir::write_marker(dir, outdir::Kind::Collect)?;
     outdir::install(staging, &out)?;
     for s in &skipped {
@@ -918,31 +930,38 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
     let mut code = 0;
     // The finding's sentences, as the page's Finding section says them.
     if !shown.is_empty() {
-        for f in pgappliance::compare::findings(&shown, &rows, baseline) {
+        for f in pgappliance::compare::findings(
+            &shown,
+            &rows,
+            baseline,
+            args.threshold_pct.unwrap_or(DEFAULT_THRESHOLD_PCT),
+        ) {
             pgappliance::outln!("finding: {}", f.sentence);
         }
     }
     if let (Some(t), false) = (args.threshold_pct, shown.is_empty()) {
         let base = &labels(&shown)[baseline];
         let found = regressions(&rows, base, t);
+        let confirmed = found.iter().filter(|r| r.confirmed()).count();
         for r in &found {
             pgappliance::outln!("{}", pgappliance::compare::regression_line(r));
         }
         pgappliance::outln!(
-            "{} point(s) regressed by more than {t} % against {base}",
-            found.len()
+            "{confirmed} point(s) regressed by more than {t} % against {base} (verdict slower, or p99 higher); {} more moved past {t} % without a verdict that says so",
+            found.len() - confirmed
         );
-        if !found.is_empty() && args.fail_on_regression {
+        if confirmed > 0 && args.fail_on_regression {
             code = EXIT_REGRESSION;
         }
     }
     pgappliance::outln!(
-        "collected {collected} run(s), skipped {}; showing {} ({}); fetched {fetched}, {from_cache} from the cache; wrote {} and {}",
+        "collected {collected} run(s), skipped {}; showing {} ({}); fetched {fetched}, {from_cache} from the cache; wrote {}, {} and {}",
         skipped.len(),
         shown.len(),
         if args.all_runs { "every run" } else { "the latest run of each machine" },
         index.display(),
-        csv.display()
+        csv.display(),
+        findings.display()
     );
     Ok(code)
 }

@@ -1,6 +1,7 @@
 //! pgappliance: parses the command line and dispatches to the command modules.
 
 mod bench;
+mod bench_stats;
 mod build;
 mod check;
 mod cli;
@@ -26,6 +27,9 @@ fn main() {
         cli::Command::Bench {
             command: cli::BenchCommand::Collect(args),
         } => bench::run(args),
+        cli::Command::Bench {
+            command: cli::BenchCommand::Stats(args),
+        } => bench_stats::run(&args),
         cli::Command::Credentials(cmd) => build::credentials::run_mint(cmd),
         cli::Command::Launch(args) => launch::run(*args),
         cli::Command::Wait(args) => launch::wait::run(*args),

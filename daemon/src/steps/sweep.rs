@@ -319,6 +319,7 @@ pub async fn measure_point(
         summary,
         sysbench,
         latency,
+        steady: crate::results::steady::steady_window(&tps_series),
         tps_series,
         stats: Some(stats),
         os,

@@ -1,0 +1,108 @@
+//! `pgappliance bench stats`: the calibration of the comparison's verdicts
+//! (`pgappliance::compare::stats`). Seeded A/A trials (two equal machines, `--repeats` each
+//! at `--cv`) count how often a verdict claims a difference that is not there (`faster`,
+//! `slower` or `small`); trials with a true `--shift` count how often the verdict is
+//! `faster`. The same is done with repeats drawn from real points captured in the test
+//! fixtures. The last line is `stats: false verdicts X % on A/A, power Y % at 10 % shift`
+//! for the seeded trials.
+
+use anyhow::{bail, Result};
+use pgappliance::compare::stats::{calibrate, calibrate_from_pool, Calibration};
+use pgappliance::outln;
+
+use crate::cli::BenchStatsCli;
+
+/// Real repeats of one point: the fixture's name and pgbench's output of each repeat.
+const REAL_POINTS: [(&str, &str); 2] = [
+    (
+        "select-only -c 2 -T 3 (pgbench 15)",
+        include_str!("../../daemon/tests/fixtures/stats/aa-v15-select-only-c2-T3.txt"),
+    ),
+    (
+        "tpcb-like -c 2 -T 3 (pgbench 15)",
+        include_str!("../../daemon/tests/fixtures/stats/aa-v15-tpcb-like-c2-T3.txt"),
+    ),
+];
+
+/// The tps of each repeat in pgbench output run after run: its `tps = …` lines (pure).
+pub fn repeat_tps(output: &str) -> Vec<f64> {
+    output
+        .lines()
+        .filter_map(|l| l.strip_prefix("tps = "))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}", v * 100.0)
+}
+
+fn describe(c: &Calibration) -> String {
+    format!(
+        "false verdicts {} % on A/A, faster {} % and interval above 0 {} % at the shift, interval coverage {} %",
+        pct(c.false_rate),
+        pct(c.power),
+        pct(c.detected),
+        pct(c.coverage)
+    )
+}
+
+/// The coefficient of variation of a set of repeats.
+fn cv(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    var.sqrt() / mean
+}
+
+pub fn run(args: &BenchStatsCli) -> Result<i32> {
+    let valid = args.cv > 0.0 && args.cv < 100.0 && args.threshold > 0.0 && args.shift.is_finite();
+    if !valid {
+        bail!("--cv must lie between 0 and 100, --threshold above 0, --shift a number");
+    }
+    let (trials, repeats) = (args.trials as usize, args.repeats as usize);
+    let (cv_f, shift, t) = (args.cv / 100.0, args.shift / 100.0, args.threshold);
+    let seeded = calibrate(args.seed, trials, repeats, cv_f, shift, t);
+    outln!(
+        "seeded: {trials} trials, {repeats} repeats a side at CV {} %, shift {:+} %, T {t} %: {}",
+        args.cv,
+        args.shift,
+        describe(&seeded)
+    );
+    for (name, output) in REAL_POINTS {
+        let pool = repeat_tps(output);
+        match calibrate_from_pool(args.seed, trials, &pool, repeats, shift, t) {
+            Some(c) => outln!(
+                "real repeats of {name}: {} repeats (CV {:.1} %), {repeats} a side drawn without replacement: {}",
+                pool.len(),
+                cv(&pool) * 100.0,
+                describe(&c)
+            ),
+            None => outln!(
+                "real repeats of {name}: {} repeats, too few for {repeats} a side twice",
+                pool.len()
+            ),
+        }
+    }
+    outln!(
+        "stats: false verdicts {} % on A/A, power {} % at {} % shift",
+        pct(seeded.false_rate),
+        pct(seeded.power),
+        args.shift
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixtures_hold_twenty_repeats_each() {
+        for (name, output) in REAL_POINTS {
+            let tps = repeat_tps(output);
+            assert_eq!(tps.len(), 20, "{name}");
+            assert!(tps.iter().all(|v| *v > 0.0), "{name}");
+        }
+    }
+}
