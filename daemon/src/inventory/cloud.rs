@@ -46,6 +46,9 @@ pub fn dmi(root: &std::path::Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// How often a meta-data read is tried once IMDS gave a token.
+const IMDS_ATTEMPTS: usize = 3;
+
 /// Asks IMDSv2; `None` when nothing answers within the short timeouts.
 pub async fn ec2_instance(endpoint: &str) -> Option<CloudInstance> {
     if endpoint == "off" {
@@ -68,21 +71,35 @@ pub async fn ec2_instance(endpoint: &str) -> Option<CloudInstance> {
         .text()
         .await
         .ok()?;
+    // Once the token answered, this is an instance: a meta-data read that times out or
+    // fails on the way (IMDS throttles; a loaded host answers late) is tried again, a 404 is
+    // an answer.
     let get = |path: &'static str| {
         let client = client.clone();
         let token = token.clone();
         async move {
-            let r = client
-                .get(format!("{endpoint}/latest/meta-data/{path}"))
-                .header("X-aws-ec2-metadata-token", token)
-                .send()
-                .await
-                .ok()?
-                .error_for_status()
-                .ok()?;
-            let t = r.text().await.ok()?;
-            let t = t.trim().to_string();
-            (!t.is_empty()).then_some(t)
+            for _ in 0..IMDS_ATTEMPTS {
+                let Ok(r) = client
+                    .get(format!("{endpoint}/latest/meta-data/{path}"))
+                    .header("X-aws-ec2-metadata-token", &token)
+                    .send()
+                    .await
+                else {
+                    continue;
+                };
+                if r.status() == reqwest::StatusCode::NOT_FOUND {
+                    return None;
+                }
+                let Ok(r) = r.error_for_status() else {
+                    continue;
+                };
+                let Ok(t) = r.text().await else {
+                    continue;
+                };
+                let t = t.trim().to_string();
+                return (!t.is_empty()).then_some(t);
+            }
+            None
         }
     };
     let instance_type = get("instance-type").await?;
@@ -140,7 +157,12 @@ mod tests {
                 } else if first.contains("/placement/region ") {
                     (200, "eu-west-1")
                 } else if first.contains("/instance-id ") {
-                    (200, "i-0123")
+                    // Throttled once, as IMDS does under load: the read is tried again.
+                    if THROTTLED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        (200, "i-0123")
+                    } else {
+                        (503, "")
+                    }
                 } else {
                     (404, "")
                 };
@@ -153,6 +175,8 @@ mod tests {
         });
         format!("http://{addr}")
     }
+
+    static THROTTLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
     #[test]
     fn imdsv2_token_flow_and_absence() {
