@@ -14,7 +14,9 @@ use super::prose::tps_word;
 use super::stats;
 
 /// One series per machine of a figure by client count, and each point's error bar (the 95 %
-/// interval of the mean of its repeats) or one-sample mark.
+/// interval of the mean of its repeats) or one-sample mark. A machine that ran both
+/// checksum states gets a line for each, `(checksums off)` and `(checksums on)`; any other
+/// machine one line, named by the machine alone.
 fn series_of(
     rows: &[&Row],
     pick: fn(&Row) -> Option<f64>,
@@ -28,36 +30,50 @@ fn series_of(
             .or_default()
             .push(r);
     }
-    by.into_iter()
-        .map(|(name, at)| {
+    let mut out = Vec::new();
+    for (name, at) in by {
+        let ran = |cs: &str| at.values().flatten().any(|r| r.checksums == cs);
+        let lines: Vec<(String, Option<&str>)> = if ran("on") && ran("off") {
+            vec![
+                (format!("{name} (checksums off)"), Some("off")),
+                (format!("{name} (checksums on)"), Some("on")),
+            ]
+        } else {
+            vec![(name.to_string(), None)]
+        };
+        for (label, state) in lines {
             let mut points = Vec::new();
             let mut bars = Vec::new();
-            for (c, states) in at {
-                let Some(row) = primary(&states) else {
-                    continue;
+            for (c, states) in &at {
+                let row = match state {
+                    Some(cs) => states.iter().find(|r| r.checksums == cs).copied(),
+                    None => primary(states),
                 };
+                let Some(row) = row else { continue };
                 let Some(y) = pick(row) else { continue };
-                points.push((f64::from(c), y));
+                points.push((f64::from(*c), y));
                 // No per-repeat figures (sysbench's p95): no mark either way.
                 if !samples(row).is_empty() {
-                    bars.push((f64::from(c), stats::mean_interval(samples(row))));
+                    bars.push((f64::from(*c), stats::mean_interval(samples(row))));
                 }
             }
-            (
-                Series {
-                    name: name.to_string(),
-                    points,
-                },
-                bars,
-            )
-        })
-        .filter(|(s, _)| !s.points.is_empty())
-        .unzip()
+            if !points.is_empty() {
+                out.push((
+                    Series {
+                        name: label,
+                        points,
+                    },
+                    bars,
+                ));
+            }
+        }
+    }
+    out.into_iter().unzip()
 }
 
 pub(super) fn charts_section(h: &mut String, rows: &[Row]) {
     if !rows.is_empty() {
-        h.push_str("<p>On the charts below, a bar across a point is the 95 % interval of the mean of its repeats; a hollow point is one sample (no interval).</p>");
+        h.push_str("<p>On the charts below, a bar across a point is the 95 % interval of the mean of its repeats; a hollow point is one sample (no interval). A machine that ran both checksum states has a line for each.</p>");
     }
     for ((workload, kind), wrows) in by_workload(rows) {
         let unit = load_unit(kind);

@@ -1,6 +1,6 @@
+use super::stats::Verdict;
 use super::*;
 use crate::plan::WorkloadKind;
-use super::stats::Verdict;
 
 fn point(workload: &str, checksums: &str, clients: u32, tps: f64, p99: f64) -> DigestPoint {
     DigestPoint {
@@ -739,4 +739,63 @@ fn csv_keeps_every_percentile() {
     assert_eq!(at("p99_9_ms"), "6.000");
     assert_eq!(at("max_ms"), "12.000");
     assert_eq!(at("p90_ms"), "2.667");
+}
+
+#[test]
+fn the_checksums_on_state_is_charted_beside_off() {
+    // a ran both states (on costs 10 %), b only off.
+    let runs = vec![
+        run(
+            "a",
+            "r-01",
+            0.0,
+            repeated(vec![
+                point("rw", "off", 10, 1000.0, 10.0),
+                point("rw", "on", 10, 900.0, 11.0),
+                point("rw", "off", 100, 2000.0, 20.0),
+                point("rw", "on", 100, 1800.0, 22.0),
+            ]),
+        ),
+        run(
+            "b",
+            "r-02",
+            0.0,
+            repeated(vec![
+                point("rw", "off", 10, 1100.0, 10.0),
+                point("rw", "off", 100, 2100.0, 20.0),
+            ]),
+        ),
+    ];
+    let html = render_index(
+        &runs,
+        &[],
+        &IndexOptions {
+            baseline: 0,
+            threshold_pct: None,
+            left_out: &[],
+            run_pages: &[],
+            stores: &["file:///s".to_string()],
+        },
+    );
+    let tps_chart = html
+        .split("<figure")
+        .find(|f| f.contains("rw: tps by clients"))
+        .expect("the tps chart");
+    let legend: Vec<&str> = tps_chart
+        .split("</span>")
+        .skip(1)
+        .filter_map(|s| s.split("</li>").next())
+        .collect();
+    assert_eq!(legend, ["a (checksums off)", "a (checksums on)", "b"]);
+    // The on line has the on figures, each with its own error bar.
+    assert!(
+        tps_chart.contains("<title>a (checksums on): 10 → 900"),
+        "{tps_chart}"
+    );
+    assert!(tps_chart.contains("<title>a (checksums on): 10: 95 % interval"));
+    let p99_chart = html
+        .split("<figure")
+        .find(|f| f.contains("rw: latency p99 by clients"))
+        .expect("the p99 chart");
+    assert!(p99_chart.contains("</span>a (checksums on)</li>"));
 }
