@@ -29,6 +29,15 @@ pub enum SteadyFlag {
     Unstable,
 }
 
+impl SteadyFlag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SteadyFlag::Collapse => "collapse",
+            SteadyFlag::Unstable => "unstable",
+        }
+    }
+}
+
 /// The steady part of a point's tps series.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteadyWindow {
