@@ -421,3 +421,34 @@ fn a_point_pgbench_cannot_run_is_recorded_as_failed_and_the_run_goes_on() {
     let html = std::fs::read_to_string(run_dir.join("report.html")).expect("html");
     assert!(html.contains("1 point(s) failed"), "the report says so");
 }
+
+#[test]
+fn a_local_run_refuses_a_reboot_between_rounds_before_its_first_point() {
+    let w = Workdir::new("reboot-rounds");
+    let plans = tempfile::tempdir().expect("plans");
+    let text = std::fs::read_to_string(example("quick.toml"))
+        .expect("quick.toml")
+        .replace("transactions = 300", "transactions = 300\nrepeats = 2")
+        .replace(
+            "[finish]",
+            "[sweep]\nbetween_rounds = \"reboot\"\n\n[finish]",
+        );
+    let plan = plans.path().join("reboot.toml");
+    std::fs::write(&plan, text).expect("plan");
+    let out = w.run(&plan);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("between_rounds = \"reboot\" needs the appliance"),
+        "{said}"
+    );
+    let j = w.journal().expect("journal");
+    assert!(
+        j["points"].as_object().is_none_or(|p| p.is_empty()),
+        "no point ran: {j}"
+    );
+}

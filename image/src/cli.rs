@@ -70,7 +70,8 @@ pub enum BenchCommand {
     /// Calibrate the comparison's verdicts: seeded A/A trials (equal machines) and trials
     /// with a true shift, at a chosen noise and repeats, and A/A drawn from real repeats in
     /// the test fixtures. Last line: `stats: false verdicts X % on A/A, power Y % at 10 %
-    /// shift`.
+    /// shift` (power: the interval wholly on the shift's side of 0; the `faster` verdict's
+    /// rate follows when it differs).
     Stats(BenchStatsCli),
 }
 
@@ -176,6 +177,12 @@ pub struct CollectCli {
     /// an inconclusive interval).
     #[arg(long, requires = "threshold")]
     pub fail_on_regression: bool,
+    /// Also look for change points over every run collected: runs grouped by machine
+    /// identity and plan digest in time order, each workload × checksum state × client
+    /// count's tps searched as Apache Otava does (E-divisive means, permutation test),
+    /// each change printed with the runs before and after and the size of the shift.
+    #[arg(long)]
+    pub history: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect
     /// fetches only new runs [default: $XDG_CACHE_HOME/pgappliance/collect, else
     /// ~/.cache/pgappliance/collect].

@@ -11,7 +11,8 @@
 //!
 //! Analysis (pure data in, data out; every verdict is decided here): [`model`] (digests and
 //! rows), [`select`] (which runs are shown, labels, the baseline), [`findings`] (comparisons,
-//! aggregates, `findings.json`), [`regress`] (regressions), [`prose`] (the sentences, from
+//! aggregates, `findings.json`), [`regress`] (regressions), [`history`] (change points
+//! over a history of runs, E-divisive means), [`prose`] (the sentences, from
 //! the verdicts), [`stats`] (the statistics). Presentation (the analysis in, text out):
 //! [`csv`] (`summary.csv`), [`html`] (the page), [`charts`] (its SVG charts). The
 //! presentation modules decide nothing; the analysis modules write no markup.
@@ -19,6 +20,7 @@
 pub mod charts;
 pub mod csv;
 pub mod findings;
+pub mod history;
 pub mod html;
 pub mod model;
 pub mod prose;

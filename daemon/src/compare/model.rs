@@ -91,6 +91,45 @@ pub struct RunDigest {
     pub kernel: String,
     pub points: Vec<DigestPoint>,
     pub failed_points: usize,
+    /// What machine this is, for a history: the cloud instance type, else the DMI product
+    /// name and serial number, else the appliance name (empty in digests kept before it).
+    #[serde(default)]
+    pub machine_identity: String,
+    /// The sha256 of the plan the run ran (its canonical JSON), for a history: runs of one
+    /// plan are comparable over time (empty in digests kept before it).
+    #[serde(default)]
+    pub plan_digest: String,
+}
+
+/// A run's machine identity ([`RunDigest::machine_identity`]).
+pub fn machine_identity(r: &RunResults) -> String {
+    if let Some(c) = &r.inventory.cloud {
+        if !c.instance_type.is_empty() {
+            return format!("{} {}", c.provider, c.instance_type);
+        }
+    }
+    let dmi = |k: &str| {
+        r.inventory
+            .dmi
+            .get(k)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    match (dmi("product_name"), dmi("product_serial")) {
+        (Some(name), Some(serial)) => format!("{name} (serial {serial})"),
+        (Some(name), None) => format!("{name} ({})", r.appliance),
+        _ => r.appliance.clone(),
+    }
+}
+
+/// The sha256 of a run's plan as canonical JSON ([`RunDigest::plan_digest`]).
+pub fn plan_digest(r: &RunResults) -> String {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(&r.plan).unwrap_or_default();
+    Sha256::digest(&json)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl RunDigest {
@@ -151,6 +190,8 @@ impl RunDigest {
             kernel: r.inventory.kernel.clone(),
             points,
             failed_points: r.failed_points().len(),
+            machine_identity: machine_identity(r),
+            plan_digest: plan_digest(r),
         }
     }
 }

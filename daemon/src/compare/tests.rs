@@ -258,6 +258,8 @@ fn run(appliance: &str, run_id: &str, price: f64, points: Vec<DigestPoint>) -> R
         kernel: "5.4".into(),
         points,
         failed_points: 0,
+        machine_identity: appliance.into(),
+        plan_digest: String::new(),
     }
 }
 
