@@ -246,9 +246,13 @@ fn adaptive_rounds_killed_and_resumed_record_each_point_once_by_the_rule() {
     let w = Workdir::new("adaptive");
     let logs = tempfile::tempdir().expect("logs");
     let plans = tempfile::tempdir().expect("plans");
-    let text = std::fs::read_to_string(plan()).expect("resume.toml")
+    let text = std::fs::read_to_string(plan())
+        .expect("resume.toml")
         .replace("clients = [1, 2, 4, 6]", "clients = [1, 2]")
-        .replace("duration = \"2s\"", "duration = \"1s\"\nrepeats = { min = 2, max = 4, ci_pct = 10.0 }")
+        .replace(
+            "duration = \"2s\"",
+            "duration = \"1s\"\nrepeats = { min = 2, max = 4, ci_pct = 10.0 }",
+        )
         + "\n[sweep]\nbetween_rounds = \"restart\"\n";
     let adaptive = plans.path().join("adaptive.toml");
     std::fs::write(&adaptive, text).expect("plan");
@@ -270,8 +274,10 @@ fn adaptive_rounds_killed_and_resumed_record_each_point_once_by_the_rule() {
     )
     .expect("json");
     let points = r["points"].as_array().expect("points");
-    let ids: std::collections::BTreeSet<&str> =
-        points.iter().map(|p| p["id"].as_str().expect("id")).collect();
+    let ids: std::collections::BTreeSet<&str> = points
+        .iter()
+        .map(|p| p["id"].as_str().expect("id"))
+        .collect();
     assert_eq!(ids.len(), points.len(), "each point once");
     let mut max_round = 0;
     for clients in [1u64, 2] {
