@@ -260,10 +260,7 @@ fn series_name(workload: &str, checksums: Option<Checksums>) -> String {
 
 /// What a point's load count is called: pgbench's clients, sysbench's threads.
 pub fn load_unit(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::Pgbench => "clients",
-        WorkloadKind::SysbenchTpcc => "threads",
-    }
+    crate::workload::of(kind).load_unit()
 }
 
 /// The successful points of one kind.

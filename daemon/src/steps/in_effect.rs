@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Product, Step};
 use crate::in_effect::{evaluate, load_tuned_profile, observe, planned};
 use crate::journal::StepName;
 use crate::platform::Profile;
@@ -67,7 +67,7 @@ impl Step for InEffect {
         let mut tries = if os_tuning { 12 } else { 1 };
         let result = loop {
             let seen = observe(&want, &cx.runner, cx.host.bus(), &session, &raw).await?;
-            let result = evaluate(&want, &seen, crate::journal::now());
+            let result = evaluate(&want, &seen, crate::clock::now());
             tries -= 1;
             if result.not_in_effect().is_empty() || tries == 0 {
                 break result;

@@ -2,7 +2,7 @@
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Product, Step};
 use crate::inventory;
 use crate::journal::StepName;
 

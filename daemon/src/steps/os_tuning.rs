@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::platform::{missing_kernel_args, thp_mode, Profile, GRUB_DEFAULT_FILE};
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::postgres::Cluster;
 
@@ -66,7 +66,7 @@ impl Step for Postgres {
             cx.host.initdb(&cluster, &cx.plan, &raw).await?;
             let seconds = started.elapsed().as_secs_f64();
             cx.journal.update(|s| {
-                s.postgres.initdb_done_at = Some(crate::journal::now());
+                s.postgres.initdb_done_at = Some(crate::clock::now());
                 s.postgres.initdb_s = Some(seconds);
             })?;
             cx.journal.begin(StepName::Postgres, Some("start"))?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Devices;
 use crate::runner::CommandSpec;

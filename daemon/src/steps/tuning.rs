@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::plan::tuning::{effective_settings, MachineShape};
 use crate::postgres::cluster::SUPERUSER;

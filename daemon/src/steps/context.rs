@@ -63,9 +63,6 @@ pub struct Context {
     settings: Option<BTreeMap<String, String>>,
     results: Option<RunResults>,
     stored: Option<Stored>,
-    lock: Option<super::lock::WorkdirLock>,
-    /// The status object in the store, while the run works.
-    pub(super) live: Option<super::live::Live>,
 }
 
 fn missing(what: Product) -> anyhow::Error {
@@ -97,15 +94,6 @@ impl Context {
             settings: None,
             results: None,
             stored: None,
-            lock: None,
-            live: None,
-        }
-    }
-
-    /// Has the status object in the store written soon (a step began or ended).
-    pub fn poke_live(&self) {
-        if let Some(live) = &self.live {
-            live.poke();
         }
     }
 
@@ -116,16 +104,6 @@ impl Context {
             machine_id: crate::upload::machine_id(),
             run_id: self.journal.state.run_id.clone(),
         }
-    }
-
-    /// Keeps the work directory's lock for as long as the run.
-    pub(super) fn hold(&mut self, lock: super::lock::WorkdirLock) {
-        self.lock = Some(lock);
-    }
-
-    /// Whether this run holds its work directory's lock.
-    pub fn holds_lock(&self) -> bool {
-        self.lock.is_some()
     }
 
     /// The run's directory for raw program output.
