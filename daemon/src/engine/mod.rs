@@ -138,7 +138,7 @@ fn poke(live: Option<&live::Live>) {
 async fn drive_step<S: Step>(step: &S, cx: &mut Context, live: Option<&live::Live>) -> Result<()> {
     let name = S::NAME.as_str();
     let t0 = Instant::now();
-    let check = match step.check(cx).await {
+    let check = match step.check(&mut crate::steps::Looking::new(cx)).await {
         Ok(c) => c,
         Err(e) => {
             let e = e.context(format!("step {name} failed (checking what is in place)"));

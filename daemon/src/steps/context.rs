@@ -183,3 +183,38 @@ impl Context {
         self.stored = Some(s);
     }
 }
+
+/// What a step's `check` gets: the context to read (a shared borrow, so the journal, the
+/// plan and the run's settings cannot be changed through it) and the products it may leave
+/// for later steps. Whatever must be written belongs in `apply`.
+pub struct Looking<'a> {
+    cx: &'a mut Context,
+}
+
+impl<'a> Looking<'a> {
+    pub fn new(cx: &'a mut Context) -> Self {
+        Looking { cx }
+    }
+    pub fn set_inventory(&mut self, inv: Inventory) {
+        self.cx.set_inventory(inv);
+    }
+    pub fn set_server(&mut self, c: Cluster) {
+        self.cx.set_server(c);
+    }
+    pub fn set_settings(&mut self, s: BTreeMap<String, String>) {
+        self.cx.set_settings(s);
+    }
+    pub fn set_results(&mut self, r: RunResults) {
+        self.cx.set_results(r);
+    }
+    pub fn set_stored(&mut self, s: Stored) {
+        self.cx.set_stored(s);
+    }
+}
+
+impl std::ops::Deref for Looking<'_> {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        self.cx
+    }
+}

@@ -22,7 +22,7 @@ pub mod upload;
 
 use anyhow::Result;
 
-pub use context::{Context, Product, UploadTarget};
+pub use context::{Context, Looking, Product, UploadTarget};
 
 use crate::journal::StepName;
 
@@ -38,8 +38,8 @@ pub enum Check {
 /// One step of a run.
 ///
 /// `check` looks (reads the machine, the cluster, the run directory and the step's own
-/// journal state), changes nothing, and may put into the context what it found (the
-/// products later steps need, [`Step::GIVES`]). `apply` brings the effect about; the engine
+/// journal state) through a [`Looking`], which cannot write the journal, and may put into
+/// the context what it found (the products later steps need, [`Step::GIVES`]). `apply` brings the effect about; the engine
 /// has already marked the step begun in the journal and marks it finished after. A step
 /// that has sub-operations worth resuming separately (initdb, a point of the sweep) marks
 /// them with [`crate::journal::JournalFile::begin`] and its item, and keeps what it must
@@ -52,6 +52,6 @@ pub trait Step {
     /// Products this step puts into the context (after `check` says done, or `apply`).
     const GIVES: &'static [Product];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check>;
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check>;
     async fn apply(&self, cx: &mut Context) -> Result<()>;
 }

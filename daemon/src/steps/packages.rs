@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
-use super::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::{Devices, Plan};
 use crate::platform::Profile;
@@ -56,7 +56,7 @@ impl Step for Packages {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let missing = missing(cx).await?;
         if missing.is_empty() {
             tracing::info!(packages = %wanted(&cx.plan).join(" "), "packages already installed");

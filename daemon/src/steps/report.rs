@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
@@ -36,7 +36,7 @@ impl Step for Report {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server];
     const GIVES: &'static [Product] = &[Product::Results];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         // Rebuilt from the run dir whenever the sweep had something to do.
         Ok(match finished_results(cx) {
             Some(r) if cx.journal.is_done(StepName::Sweep) => {

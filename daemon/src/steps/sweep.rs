@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
-use super::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Checksums;
 use crate::postgres::cluster::SUPERUSER;
@@ -40,13 +40,9 @@ impl Step for Sweep {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let points = points(cx)?;
         let total = points.len();
-        if cx.journal.state.points_total != total {
-            cx.journal.state.points_total = total;
-            cx.journal.save()?;
-        }
         let todo = points.iter().filter(|p| !recorded(cx, p)).count();
         Ok(if todo == 0 {
             Check::Done
@@ -58,6 +54,10 @@ impl Step for Sweep {
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         let points = points(cx)?;
         let total = points.len();
+        if cx.journal.state.points_total != total {
+            cx.journal.state.points_total = total;
+            cx.journal.save()?;
+        }
         let mut todo: Vec<bool> = points.iter().map(|p| !recorded(cx, p)).collect();
         // A warm-up counts only together with the point it warms: when that point is still
         // to run (it was interrupted), its warm-up runs again right before it, so no restore

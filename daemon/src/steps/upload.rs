@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Plan;
 use crate::upload::{self, RunKey, Store, StoreOverrides, Stored, UploadOptions};
@@ -17,7 +17,7 @@ impl Step for Upload {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[Product::Stored];
 
-    async fn check(&self, _cx: &mut Context) -> Result<Check> {
+    async fn check(&self, _cx: &mut Looking<'_>) -> Result<Check> {
         // Only the store can say whether it has the run: the upload asks it (listing and
         // read-back) and sends what is missing or different.
         Ok(Check::Todo("the store is verified at every start".into()))

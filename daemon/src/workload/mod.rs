@@ -38,6 +38,17 @@ pub struct Measured {
     pub error: Option<String>,
 }
 
+/// Where a kind's figures are in a point's result: the record its program's output is read
+/// into. Results, the report and the CSV read a point's tps and latency through it, so a
+/// new kind whose program is pgbench (a custom script) or sysbench needs nothing there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// pgbench's summary, its latency log and progress lines.
+    Pgbench,
+    /// sysbench's summary and per-second lines.
+    Sysbench,
+}
+
 /// What a point's command needs from the run.
 pub struct PointEnv<'a> {
     pub cluster: &'a Cluster,
@@ -53,6 +64,8 @@ pub struct PointEnv<'a> {
 pub trait Kind: Sync {
     /// What a point's load count is called in reports (`clients`, `threads`).
     fn load_unit(&self) -> &'static str;
+    /// The record its figures are read into.
+    fn record(&self) -> Record;
     /// Packages the kind needs on the platform besides PostgreSQL's.
     fn packages(&self, profile: &Profile) -> Vec<String>;
     /// Whether its command runs scripts the run must put in place first
@@ -106,6 +119,8 @@ mod tests {
     fn each_kind_names_its_load_and_its_packages() {
         assert_eq!(of(WorkloadKind::Pgbench).load_unit(), "clients");
         assert_eq!(of(WorkloadKind::SysbenchTpcc).load_unit(), "threads");
+        assert_eq!(of(WorkloadKind::Pgbench).record(), Record::Pgbench);
+        assert_eq!(of(WorkloadKind::SysbenchTpcc).record(), Record::Sysbench);
         let debian = Profile::of(Platform::Debian12);
         assert!(of(WorkloadKind::Pgbench).packages(&debian).is_empty());
         assert_eq!(

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{point_limits, Kind, Measured, PointEnv};
+use super::{point_limits, Kind, Measured, PointEnv, Record};
 use crate::pgbench::{latency_from_logs, log_files, parse_progress, parse_summary};
 use crate::plan::LatencyLog;
 use crate::platform::Profile;
@@ -34,6 +34,10 @@ pub fn conn_args(c: &Cluster) -> Vec<String> {
 impl Kind for Pgbench {
     fn load_unit(&self) -> &'static str {
         "clients"
+    }
+
+    fn record(&self) -> Record {
+        Record::Pgbench
     }
 
     fn packages(&self, _profile: &Profile) -> Vec<String> {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::{point_limits, Kind, Measured, PointEnv};
+use super::{point_limits, Kind, Measured, PointEnv, Record};
 use crate::platform::Profile;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::Cluster;
@@ -53,6 +53,10 @@ pub fn read_output(
 impl Kind for SysbenchTpcc {
     fn load_unit(&self) -> &'static str {
         "threads"
+    }
+
+    fn record(&self) -> Record {
+        Record::Sysbench
     }
 
     /// sysbench with its PostgreSQL driver (Debian's `sysbench`; on Rocky 8 EPEL 8's).

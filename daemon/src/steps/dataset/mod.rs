@@ -20,7 +20,7 @@ use crate::postgres::sql::{ident, literal, Session};
 use crate::postgres::Cluster;
 use crate::results::DatasetInfo;
 use crate::runner::CommandSpec;
-use crate::steps::{Check, Context, Product, Step};
+use crate::steps::{Check, Context, Looking, Product, Step};
 
 pub struct Dataset;
 
@@ -65,7 +65,7 @@ impl Step for Dataset {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server, Product::Settings];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let state = &cx.journal.state.state.dataset;
         if state.load_degree.is_some() {
             return Ok(Check::Todo("a parallel load was interrupted".into()));
