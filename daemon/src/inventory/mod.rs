@@ -43,7 +43,7 @@ pub async fn collect(runner: &Runner) -> Result<Inventory> {
         .flatten()
         .unwrap_or(4096) as u64;
     Ok(Inventory {
-        collected_at: crate::journal::now(),
+        collected_at: crate::clock::now(),
         hostname: read("/proc/sys/kernel/hostname")?.trim().to_string(),
         kernel: read("/proc/sys/kernel/osrelease")?.trim().to_string(),
         os: parse::parse_os_release(&read("/etc/os-release").unwrap_or_default()),

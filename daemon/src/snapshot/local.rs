@@ -957,7 +957,7 @@ pub fn take(
         schema_version: MANIFEST_SCHEMA_VERSION,
         id: id.clone(),
         key: key.clone(),
-        created_at: crate::journal::now(),
+        created_at: crate::clock::now(),
         checksums,
         dirs: dirs.clone(),
         files,
