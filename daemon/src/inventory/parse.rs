@@ -113,6 +113,7 @@ pub fn parse_lscpu(json: &str) -> Result<CpuInfo, InventoryParseError> {
         sockets: num("Socket(s)"),
         numa_nodes: num("NUMA node(s)"),
         fields,
+        arm_part: None,
     })
 }
 
