@@ -2,8 +2,7 @@
 //! guest) and composed (Rocky 8 Altra) outputs.
 
 use pgappliance::inventory::parse::{
-    arm_part_name, parse_cpuinfo, parse_lsblk, parse_lscpu, parse_meminfo_total,
-    parse_os_release,
+    arm_part_name, parse_cpuinfo, parse_lsblk, parse_lscpu, parse_meminfo_total, parse_os_release,
 };
 
 fn fixture(name: &str) -> String {
@@ -43,8 +42,8 @@ fn lscpu_captured_debian12() {
 /// SMBIOS `BIOS Model name`; /proc/cpuinfo's codes name the part.
 #[test]
 fn altra_without_model_name_is_named_from_cpuinfo() {
-    let lscpu = parse_lscpu(&fixture("lscpu-rocky8-altra-q80-no-model-composed.json"))
-        .expect("parses");
+    let lscpu =
+        parse_lscpu(&fixture("lscpu-rocky8-altra-q80-no-model-composed.json")).expect("parses");
     assert_eq!(lscpu.model_name, None);
     assert_eq!(lscpu.cpus, 80);
     assert_eq!(lscpu.cores(), 80);
@@ -85,7 +84,10 @@ fn graviton2_nested_keeps_lscpus_model_name() {
         .expect("parses")
         .with_cpuinfo(&fixture("cpuinfo-graviton2-composed.txt"));
     assert_eq!(c.model_name.as_deref(), Some("Neoverse-N1"));
-    assert_eq!(c.fields.get("BIOS Model name").map(String::as_str), Some("AWS Graviton2 Processor"));
+    assert_eq!(
+        c.fields.get("BIOS Model name").map(String::as_str),
+        Some("AWS Graviton2 Processor")
+    );
     assert_eq!(c.cores(), 4);
     assert_eq!(c.arm_part.as_deref(), Some("0x41:0xd0c"));
 }
@@ -115,7 +117,8 @@ fn cpuinfo_reads_the_first_processor_only() {
 
 #[test]
 fn lscpu_unknown_model_name_is_none() {
-    let json = r#"{"lscpu": [{"field": "CPU(s):", "data": "2"}, {"field": "Model name:", "data": "-"}]}"#;
+    let json =
+        r#"{"lscpu": [{"field": "CPU(s):", "data": "2"}, {"field": "Model name:", "data": "-"}]}"#;
     assert_eq!(parse_lscpu(json).expect("parses").model_name, None);
 }
 
