@@ -1397,7 +1397,9 @@ fn collect_skips_runs_whose_figures_or_identity_are_wrong_and_neutralises_formul
     );
 }
 
-/// Real local runs, three repeats a point in rounds, two at a time so that both runs of a
+/// Real local runs, at least three repeats a point in rounds (adaptive, up to eight while a
+/// point's interval is wider than ±4 %: a 1-client point on a busy 2-core machine varies by
+/// tens of percent), each round after a warm-up, two runs at a time so that both runs of a
 /// pair go through the same phases at the same moments and share the host's noise: two
 /// identical "machines" are never `faster` or `slower` than each other, and
 /// `synchronous_commit = off` against `on` (a pair of its own) on the tpcb workload is
@@ -1411,7 +1413,7 @@ fn real_runs_twins_are_never_judged_different_and_synchronous_commit_off_is_fast
         let start = text.find("[[workloads]]").expect("workloads");
         let end = text.find("[upload]").expect("upload");
         let text = format!(
-            "{}[[workloads]]\nname = \"tpcb\"\nbuiltin = \"tpcb-like\"\nclients = [1, 4]\nthreads = \"auto\"\nduration = \"4s\"\nrepeats = 3\n\n{}",
+            "{}[[workloads]]\nname = \"tpcb\"\nbuiltin = \"tpcb-like\"\nclients = [1, 4]\nthreads = \"auto\"\nduration = \"4s\"\nwarmup = \"2s\"\nrepeats = {{ min = 3, max = 8, ci_pct = 4.0 }}\n\n{}",
             &text[..start],
             &text[end..]
         )
@@ -1474,9 +1476,9 @@ fn real_runs_twins_are_never_judged_different_and_synchronous_commit_off_is_fast
             .collect();
         assert_eq!(entries.len(), 2, "{findings}");
         for e in &entries {
-            assert_eq!(
-                (e["n"].as_u64(), e["n_baseline"].as_u64()),
-                (Some(3), Some(3))
+            assert!(
+                e["n"].as_u64() >= Some(3) && e["n_baseline"].as_u64() >= Some(3),
+                "{e}"
             );
         }
         entries

@@ -5,6 +5,7 @@
 
 pub mod assets;
 pub mod bench;
+pub mod clock;
 pub mod compare;
 pub mod csv;
 pub mod el8_facts;
@@ -28,6 +29,7 @@ pub mod results;
 pub mod runner;
 pub mod sampler;
 pub mod snapshot;
+pub mod stats;
 pub mod stdout;
 pub mod steps;
 pub mod storage;
@@ -39,3 +41,4 @@ pub mod systemd;
 pub mod third_party;
 pub mod upload;
 pub mod url;
+pub mod workload;

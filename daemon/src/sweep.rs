@@ -296,7 +296,7 @@ pub fn same_series(a: &SweepPoint, b: &SweepPoint) -> bool {
 /// `tps`: while fewer than two gave a figure, or while the 95 % interval of their mean is
 /// wider than ±`ci_pct` % of the mean.
 pub fn wants_another_round(ci_pct: f64, tps: &[f64]) -> bool {
-    let Some((lo, hi)) = crate::compare::stats::mean_interval(tps) else {
+    let Some((lo, hi)) = crate::stats::mean_interval(tps) else {
         return true;
     };
     let mean = (lo + hi) / 2.0;

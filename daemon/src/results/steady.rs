@@ -128,7 +128,7 @@ pub fn steady_window(series: &[ProgressSample]) -> Option<SteadyWindow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::stats::SplitMix64;
+    use crate::stats::SplitMix64;
 
     fn series(tps: &[f64]) -> Vec<ProgressSample> {
         tps.iter()
