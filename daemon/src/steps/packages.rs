@@ -11,6 +11,7 @@ use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::plan::{Devices, Plan};
 use crate::platform::Profile;
+use crate::runner::CommandError;
 
 pub struct Packages;
 
@@ -85,9 +86,25 @@ impl Step for Packages {
                     &raw.join(format!("packages-{n}.stderr")),
                 )
                 .timeout(Duration::from_secs(3600));
-            cx.runner.run(&cmd).await.with_context(|| {
-                format!("installing {} on {}", missing.join(" "), profile.name())
-            })?;
+            if let Err(e) = cx.runner.run(&cmd).await {
+                // A package or repository that fails its signature check is named first:
+                // dnf's own summary ("GPG check FAILED") does not say which.
+                let signature = match &e {
+                    CommandError::Failed { stderr_tail, .. } => {
+                        let full = std::fs::read_to_string(raw.join(format!("packages-{n}.stderr")))
+                            .unwrap_or_else(|_| stderr_tail.clone());
+                        crate::platform::dnf_signature_failure(&full)
+                    }
+                    CommandError::Spawn { .. } => None,
+                };
+                let what = format!("installing {} on {}", missing.join(" "), profile.name());
+                return Err(match signature {
+                    Some(reason) => anyhow::Error::new(e).context(format!(
+                        "{what}: a package failed its signature check, so nothing was installed from that transaction: {reason}"
+                    )),
+                    None => anyhow::Error::new(e).context(what),
+                });
+            }
         }
         Ok(())
     }
