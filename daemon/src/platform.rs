@@ -390,13 +390,14 @@ pub fn dnf_signature_failure(stderr: &str) -> Option<String> {
     let mut wrong_keys_repo: Option<String> = None;
     for line in stderr.lines() {
         let line = line.trim();
+        // dnf 4.14 appends ". Failing package is: P" to the line before it.
+        if let Some((_, pkg)) = line.split_once("Failing package is: ") {
+            failing = Some(pkg.trim().to_string());
+        }
         if let Some(rest) = line.strip_prefix("Public key for ") {
             if let Some((file, _)) = rest.split_once(" is not installed") {
                 let pkg = file.strip_suffix(".rpm").unwrap_or(file).to_string();
                 reasons.push(format!("{pkg}: no installed public key matches its signature"));
-            }
-            if let Some((_, pkg)) = rest.split_once("Failing package is: ") {
-                failing = Some(pkg.trim().to_string());
             }
         } else if let Some(rest) = line.strip_prefix("Package ") {
             if let Some(pkg) = rest.strip_suffix(" is not signed") {
@@ -406,8 +407,6 @@ pub fn dnf_signature_failure(stderr: &str) -> Option<String> {
             if let Some((repo, _)) = rest.split_once("\" repository are already installed") {
                 wrong_keys_repo = Some(repo.to_string());
             }
-        } else if let Some(pkg) = line.strip_prefix("Failing package is: ") {
-            failing = Some(pkg.trim().to_string());
         } else if let Some(k) = line.strip_prefix("GPG Keys are configured as: ") {
             keys = Some(k.trim().to_string());
         } else if let Some((_, why)) = line.split_once("repomd.xml GPG signature verification error: ") {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
@@ -14,6 +14,18 @@ use crate::platform::Profile;
 use crate::runner::CommandError;
 
 pub struct Packages;
+
+/// A package or repository failed dnf's signature check: the transaction installed nothing,
+/// and running it again would not change that.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what}: a package failed its signature check, so `{command}` installed nothing: {reason}; the repository's packages are not signed by the key it names: fix the repository or the key (postgres.repository, repository_baseurl, repository_gpgkey), then start again"
+)]
+pub struct SignatureRefused {
+    pub what: String,
+    pub reason: String,
+    pub command: String,
+}
 
 /// The packages the plan needs on its platform.
 fn wanted(plan: &Plan) -> Vec<String> {
@@ -99,9 +111,12 @@ impl Step for Packages {
                 };
                 let what = format!("installing {} on {}", missing.join(" "), profile.name());
                 return Err(match signature {
-                    Some(reason) => anyhow::Error::new(e).context(format!(
-                        "{what}: a package failed its signature check, so nothing was installed from that transaction: {reason}"
-                    )),
+                    // Trying again installs nothing: the repository or its key must change.
+                    Some(reason) => anyhow::Error::new(SignatureRefused {
+                        what,
+                        reason,
+                        command: cmd.display(),
+                    }),
                     None => anyhow::Error::new(e).context(what),
                 });
             }
