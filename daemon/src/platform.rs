@@ -397,7 +397,9 @@ pub fn dnf_signature_failure(stderr: &str) -> Option<String> {
         if let Some(rest) = line.strip_prefix("Public key for ") {
             if let Some((file, _)) = rest.split_once(" is not installed") {
                 let pkg = file.strip_suffix(".rpm").unwrap_or(file).to_string();
-                reasons.push(format!("{pkg}: no installed public key matches its signature"));
+                reasons.push(format!(
+                    "{pkg}: no installed public key matches its signature"
+                ));
             }
         } else if let Some(rest) = line.strip_prefix("Package ") {
             if let Some(pkg) = rest.strip_suffix(" is not signed") {
@@ -409,7 +411,9 @@ pub fn dnf_signature_failure(stderr: &str) -> Option<String> {
             }
         } else if let Some(k) = line.strip_prefix("GPG Keys are configured as: ") {
             keys = Some(k.trim().to_string());
-        } else if let Some((_, why)) = line.split_once("repomd.xml GPG signature verification error: ") {
+        } else if let Some((_, why)) =
+            line.split_once("repomd.xml GPG signature verification error: ")
+        {
             reasons.push(format!(
                 "the repository's metadata (repomd.xml) failed its signature check: {}",
                 why.trim()
@@ -955,7 +959,8 @@ mod tests {
             Some("postgresql14-14.5-1PGDG.rhel8.x86_64: signed by none of the keys repository \"pgdg14\" names (those keys are installed)")
         );
         assert_eq!(
-            dnf_signature_failure("Package sysbench-1.0.20-5.el8.x86_64 is not signed\n").as_deref(),
+            dnf_signature_failure("Package sysbench-1.0.20-5.el8.x86_64 is not signed\n")
+                .as_deref(),
             Some("sysbench-1.0.20-5.el8.x86_64: not signed")
         );
         assert!(dnf_signature_failure(

@@ -103,8 +103,9 @@ impl Step for Packages {
                 // dnf's own summary ("GPG check FAILED") does not say which.
                 let signature = match &e {
                     CommandError::Failed { stderr_tail, .. } => {
-                        let full = std::fs::read_to_string(raw.join(format!("packages-{n}.stderr")))
-                            .unwrap_or_else(|_| stderr_tail.clone());
+                        let full =
+                            std::fs::read_to_string(raw.join(format!("packages-{n}.stderr")))
+                                .unwrap_or_else(|_| stderr_tail.clone());
                         crate::platform::dnf_signature_failure(&full)
                     }
                     CommandError::Spawn { .. } => None,
