@@ -966,7 +966,7 @@ mod tests {
         assert!(dnf_signature_failure(
             "Error: Failed to download metadata for repo 'pgdg14': repomd.xml GPG signature verification error: Bad GPG signature\n"
         )
-        .unwrap()
+        .expect("a repomd.xml signature error is a signature failure")
         .contains("repomd.xml) failed its signature check: Bad GPG signature"));
     }
 }
