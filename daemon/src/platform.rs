@@ -371,6 +371,68 @@ pub fn pgdg_mirror_repo(v: u32, baseurl: &str, gpgkey: &str) -> String {
     )
 }
 
+/// What dnf's standard error says about a package or repository that failed its signature
+/// check (pure), e.g. "postgresql15-server-15.18-1PGDG.rhel8.x86_64: no installed public key
+/// matches its signature (the repository's keys: http://…/KEY)"; `None` when it says nothing
+/// of signatures. Reads the messages of dnf 4.7 (Rocky 8.6) and 4.14 alike: "Public key for
+/// P.rpm is not installed" (4.14 adds ". Failing package is: P" and " GPG Keys are configured
+/// as: …"), "Package P is not signed", "The GPG keys listed for the "R" repository are
+/// already installed but they are not correct for this package", and a repository's
+/// "repomd.xml GPG signature verification error: …".
+pub fn dnf_signature_failure(stderr: &str) -> Option<String> {
+    let mut reasons: Vec<String> = Vec::new();
+    let mut keys: Option<String> = None;
+    let mut failing: Option<String> = None;
+    let mut wrong_keys_repo: Option<String> = None;
+    for line in stderr.lines() {
+        let line = line.trim();
+        // dnf 4.14 appends ". Failing package is: P" to the line before it.
+        if let Some((_, pkg)) = line.split_once("Failing package is: ") {
+            failing = Some(pkg.trim().to_string());
+        }
+        if let Some(rest) = line.strip_prefix("Public key for ") {
+            if let Some((file, _)) = rest.split_once(" is not installed") {
+                let pkg = file.strip_suffix(".rpm").unwrap_or(file).to_string();
+                reasons.push(format!(
+                    "{pkg}: no installed public key matches its signature"
+                ));
+            }
+        } else if let Some(rest) = line.strip_prefix("Package ") {
+            if let Some(pkg) = rest.strip_suffix(" is not signed") {
+                reasons.push(format!("{pkg}: not signed"));
+            }
+        } else if let Some(rest) = line.strip_prefix("The GPG keys listed for the \"") {
+            if let Some((repo, _)) = rest.split_once("\" repository are already installed") {
+                wrong_keys_repo = Some(repo.to_string());
+            }
+        } else if let Some(k) = line.strip_prefix("GPG Keys are configured as: ") {
+            keys = Some(k.trim().to_string());
+        } else if let Some((_, why)) =
+            line.split_once("repomd.xml GPG signature verification error: ")
+        {
+            reasons.push(format!(
+                "the repository's metadata (repomd.xml) failed its signature check: {}",
+                why.trim()
+            ));
+        }
+    }
+    if let Some(repo) = wrong_keys_repo {
+        let pkg = failing.clone().unwrap_or_else(|| "a package".to_string());
+        reasons.push(format!(
+            "{pkg}: signed by none of the keys repository \"{repo}\" names (those keys are installed)"
+        ));
+    }
+    if reasons.is_empty() {
+        return None;
+    }
+    reasons.dedup();
+    let mut text = reasons.join("; ");
+    if let Some(k) = keys {
+        text.push_str(&format!(" (the repository's keys: {k})"));
+    }
+    Some(text)
+}
+
 /// Whether SELinux is there to label PGDATA for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SelinuxPresence {
@@ -864,5 +926,47 @@ mod tests {
             Some("never")
         );
         assert_eq!(thp_mode("garbage"), None);
+    }
+
+    #[test]
+    fn dnf_signature_failure_names_the_package_and_the_keys() {
+        let stderr = include_str!("../tests/fixtures/dnf/gpg-check-failed-4.14.stderr");
+        assert_eq!(
+            dnf_signature_failure(stderr).as_deref(),
+            Some(
+                "postgresql15-server-15.18-1PGDG.rhel8.x86_64: no installed public key matches its signature \
+                 (the repository's keys: http://127.0.0.1:18091/badsig/PGDG-RPM-GPG-KEY-RHEL)"
+            )
+        );
+        // dnf 4.7's form: the package file only.
+        assert_eq!(
+            dnf_signature_failure(
+                "Public key for postgresql14-server-14.5-1PGDG.rhel8.aarch64.rpm is not installed\nError: GPG check FAILED\n"
+            )
+            .as_deref(),
+            Some("postgresql14-server-14.5-1PGDG.rhel8.aarch64: no installed public key matches its signature")
+        );
+        assert_eq!(
+            dnf_signature_failure(
+                "The GPG keys listed for the \"pgdg14\" repository are already installed but they are not correct for this package.\n\
+                 Check that the correct key URLs are configured for this repository.. Failing package is: postgresql14-14.5-1PGDG.rhel8.x86_64\n"
+            )
+            .as_deref(),
+            Some("postgresql14-14.5-1PGDG.rhel8.x86_64: signed by none of the keys repository \"pgdg14\" names (those keys are installed)")
+        );
+        assert_eq!(
+            dnf_signature_failure("Package sysbench-1.0.20-5.el8.x86_64 is not signed\n")
+                .as_deref(),
+            Some("sysbench-1.0.20-5.el8.x86_64: not signed")
+        );
+        assert!(dnf_signature_failure(
+            "Errors during downloading metadata for repository 'pgdg14':\n  - Curl error (6): Couldn't resolve host name\n"
+        )
+        .is_none());
+        assert!(dnf_signature_failure(
+            "Error: Failed to download metadata for repo 'pgdg14': repomd.xml GPG signature verification error: Bad GPG signature\n"
+        )
+        .expect("a repomd.xml signature error is a signature failure")
+        .contains("repomd.xml) failed its signature check: Bad GPG signature"));
     }
 }

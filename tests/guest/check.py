@@ -10,6 +10,9 @@
     check.py cloud-init DIR                 (DIR: the scenario's directory, out/ in share/)
     check.py cloud-refuse DIR expired|corrupt
     check.py kickstart-post DIR medium|url
+    check.py el8-dnf OUT FINGERPRINT_FILE
+    check.py el8-dnf-mirror OUT FINGERPRINT_FILE
+    check.py el8-dnf-badsig OUT
     check.py arm64-boot OUT COLLECTED_DIR STORED_DIR  (STORED_DIR: the store's objects, fetched)
 
 Prints one line per check and exits non-zero when any fails.
@@ -323,6 +326,110 @@ def kickstart_checks(d, mode):
        str(state(out).get("plan_sha256")))
 
 
+def dnf_transactions(out):
+    """`dnf history info` of every transaction: [(command line, [(action, package)])]."""
+    txs = []
+    for block in read(out, "dnf-history-info.txt").split("=== transaction ")[1:]:
+        m = re.search(r"^Command Line\s*:\s*(.*)$", block, re.M)
+        pkgs = re.findall(r"^\s+(Install|Upgrade|Reinstall|Removed|Dep-Install)\s+(\S+)", block, re.M)
+        txs.append(((m.group(1).strip() if m else ""), pkgs))
+    return txs
+
+
+def installed(txs, prefix):
+    return [p for _, ps in txs for a, p in ps if a in ("Install", "Dep-Install") and p.startswith(prefix)]
+
+
+def el8_key_checks(out, fingerprint_file):
+    fpr = read("", fingerprint_file).strip().lower()
+    keys = read(out, "rpm-gpg-pubkey.txt")
+    # rpm 4.14 names the key "gpg(UID)", rpm 4.18 "UID public key".
+    ok(len(fpr) == 40 and re.search(rf"^{fpr[-8:]}-[0-9a-f]+ .*PostgreSQL RPM Repository \(pgappliance test key\)", keys, re.M) is not None,
+       f"rpm imported the test PGDG key (gpg-pubkey-{fpr[-8:]})", keys)
+    qa = read(out, "rpm-qa.txt")
+    line = next((l for l in qa.splitlines() if l.startswith("postgresql15-server ")), "")
+    ok(fpr[-16:] in line.lower(), "postgresql15-server is installed, signed with that key", line or qa[-400:])
+    pg = [l.split()[0] for l in qa.splitlines() if l.startswith("postgresql15")]
+    ok(sorted(pg) == ["postgresql15", "postgresql15-contrib", "postgresql15-libs", "postgresql15-server"],
+       "postgresql15, -libs, -server, -contrib installed", str(pg))
+    mods = read(out, "dnf-module-disabled.txt")
+    ok(re.search(r"^postgresql\s+10\s+\[d\]\[x\]", mods, re.M) is not None,
+       "dnf module list --disabled: the postgresql module (default stream 10) is disabled", mods[-600:])
+
+
+def el8_dnf_checks(out, fingerprint_file):
+    ok(read(out, "outcome").strip() == "stopped-after-postgres",
+       "the daemon got through packages, storage and postgres", read(out, "outcome"))
+    st = state(out)
+    for step in ("inventory", "packages", "storage", "postgres"):
+        ok(st.get("steps", {}).get(step, {}).get("finished_at") is not None, f"journal: step {step} finished")
+    txs = dnf_transactions(out)
+    cmds = [c for c, _ in txs]
+    ok(any(c.startswith("install -y http://10.0.2.102/pub/repos/yum/reporpms/EL-8-x86_64/pgdg-redhat-repo-latest.noarch.rpm") for c in cmds)
+       and installed(txs, "pgdg-redhat-repo-42.0-38PGDG.noarch"),
+       "dnf history: the repository RPM installed from its URL", str(cmds))
+    pg_tx = [(c, ps) for c, ps in txs if c.startswith("install -y postgresql15 postgresql15-server postgresql15-contrib")]
+    ok(len(pg_tx) == 1 and {p.rsplit("-", 2)[0] for a, p in pg_tx[0][1]} >= {"postgresql15", "postgresql15-libs", "postgresql15-server", "postgresql15-contrib"},
+       "dnf history: one transaction installed PGDG's packages (libs as a dependency)", str(pg_tx)[:600])
+    repo = read(out, "yum-repos.txt")
+    ok("[pgdg15]" in repo and "repo_gpgcheck = 1" in repo and "gpgkey=file:///etc/pki/rpm-gpg/PGDG-RPM-GPG-KEY-RHEL" in repo,
+       "the repository RPM wrote pgdg-redhat-all.repo (gpgcheck, repo_gpgcheck, the key's file)", repo[:400])
+    el8_key_checks(out, fingerprint_file)
+    owners = read(out, "rpm-qf.txt").split()
+    ok(len(owners) == 3 and all(o.startswith("postgresql15-server-") for o in owners),
+       "postgres, postgresql-15.service and postgresql-15-setup belong to postgresql15-server", str(owners))
+    show = dict(l.split("=", 1) for l in read(out, "postgres-show.txt").splitlines() if "=" in l)
+    pgdata = re.findall(r"PGDATA=(\S+)", show.get("Environment", ""))
+    ok(pgdata[-1:] == ["/var/lib/pgappliance/pgdata/data"],
+       "the service's PGDATA (the drop-in's, after the unit's) is on the stripe", show.get("Environment", ""))
+    # /lib is /usr/lib on Debian 12 (merged /usr); systemd names the first.
+    ok(show.get("FragmentPath") in ("/usr/lib/systemd/system/postgresql-15.service", "/lib/systemd/system/postgresql-15.service")
+       and "postgresql-15.service.d/pgappliance.conf" in show.get("DropInPaths", ""),
+       "the unit is the package's, PGDATA comes from the appliance's drop-in", str(show))
+    ok(show.get("ActiveState") == "active" and show.get("UnitFileState") == "enabled",
+       "postgresql-15.service started and enabled", str(show))
+    ok(read(out, "data-directory").strip() == "/var/lib/pgappliance/pgdata/data",
+       "the running server's data_directory is on the stripe", read(out, "data-directory"))
+    ok("Success." in read(out, "setup-initdb.log"),
+       "postgresql-15-setup initdb ran initdb (its log)", read(out, "setup-initdb.log")[-400:])
+    stripe_checks(out)
+    log = daemon_log(out)
+    ok(re.search(r"postgresql-15-setup", log + read(out, "command-units.log")) is not None,
+       "the daemon ran postgresql-15-setup", log[-600:])
+
+
+def el8_dnf_mirror_checks(out, fingerprint_file):
+    ok(read(out, "outcome").strip() == "stopped-after-packages", "the daemon got through packages", read(out, "outcome"))
+    repo = read(out, "yum-repos.txt")
+    ok("[pgdg-mirror]" in repo and re.search(r"^baseurl=http://[^/]+/mirror$", repo, re.M) is not None
+       and re.search(r"^gpgkey=http://[^/]+/mirror/PGDG-RPM-GPG-KEY-RHEL$", repo, re.M) is not None
+       and "gpgcheck=1" in repo,
+       "the daemon wrote the mirror's .repo (baseurl, gpgkey, gpgcheck=1)", repo[-500:])
+    txs = dnf_transactions(out)
+    ok(not installed(txs, "pgdg-redhat-repo"), "no repository RPM in mirror mode", str(txs)[:400])
+    ok(any(c.startswith("install -y postgresql15 postgresql15-server postgresql15-contrib") for c, _ in txs),
+       "dnf history: PGDG's packages installed from the mirror", str([c for c, _ in txs]))
+    el8_key_checks(out, fingerprint_file)
+
+
+def el8_dnf_badsig_checks(out):
+    ok(read(out, "outcome").strip() == "failed", "the daemon stopped", read(out, "outcome"))
+    log = daemon_log(out)
+    ok(re.search(r"postgresql15-server-[^ ]+ .*signature", log) is not None,
+       "the daemon's error names the package whose signature failed", log[-1500:])
+    ok(re.search(r"postgresql15-server-[^ ]+: no installed public key matches its signature", log) is not None,
+       "the reason: no installed key matches the package's signature", log[-1500:])
+    show = read(out, "systemctl-show.txt")
+    ok("ExecMainStatus=3" in show and "NRestarts=0" in show,
+       "refused: exit status 3, not restarted",
+       " ".join(l for l in show.splitlines() if l.startswith(("ExecMainStatus", "NRestarts"))))
+    status_text = read(out, "status-text.log")
+    ok(re.search(r"^refused: .*postgresql15-server-\S+: no installed public key", status_text, re.M) is not None,
+       "STATUS= says it refused, naming the package", status_text[-400:])
+    ok("postgresql15-server" not in read(out, "rpm-qa.txt"), "postgresql15-server is not installed",
+       read(out, "rpm-qa.txt"))
+    st = state(out)
+    ok(st.get("steps", {}).get("storage", {}).get("finished_at") is None, "nothing after the packages step ran")
 def manifest_checks(stored, run_id):
     """Every object the stored manifest names is in the store with its size and sha256."""
     manifests = [m for m in glob.glob(os.path.join(stored, "**", "manifest.json"), recursive=True)
@@ -466,6 +573,12 @@ def main():
         ok("precious data" in cat.stdout, "the marker file on the drive is intact", cat.stderr[-300:])
         fsck = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
         ok(fsck.returncode == 0, "the filesystem on the drive is clean", fsck.stdout[-300:])
+    elif kind == "el8-dnf":
+        el8_dnf_checks(out, sys.argv[3])
+    elif kind == "el8-dnf-mirror":
+        el8_dnf_mirror_checks(out, sys.argv[3])
+    elif kind == "el8-dnf-badsig":
+        el8_dnf_badsig_checks(out)
     elif kind == "arm64-boot":
         arm64_checks(out, sys.argv[3], sys.argv[4])
     elif kind == "cloud-init":

@@ -37,6 +37,24 @@ if [ -d "$share/el8-tools" ]; then
         -o NAME,SIZE,TYPE,ROTA,MODEL,SERIAL,FSTYPE,MOUNTPOINT,PKNAME,TRAN \
         > "$out/lsblk-2.32.1-before.json" 2> "$out/lsblk-2.32.1-before.err"
 fi
+# el8-dnf: the guest's package manager is dnf 4 and rpm (Debian's builds), configured as
+# Rocky 8's are, with the distribution's repository from tests/guest/el8-repo:
+# rpm's database at /var/lib/rpm (Debian's rpm defaults to ~/.rpmdb), dnf's platform
+# el8 (Rocky takes it from os-release's PLATFORM_ID), and what Rocky's minimal install
+# has (rocky-release, bash, shadow-utils, lvm2, xfsprogs) installed before the daemon starts.
+if [ -f "$share/el8-dnf" ] && [ ! -x /usr/bin/pgapplianced ]; then
+    # The file names where the repositories are: 10.0.2.102 from qemu, the host's loopback
+    # from nspawn (which shares the host's network).
+    repos=$(cat "$share/el8-dnf")
+    mkdir -p /etc/rpm /etc/dnf /etc/yum.repos.d
+    echo '%_dbpath /var/lib/rpm' > /etc/rpm/macros.dbpath
+    printf '[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\nbest=True\nskip_if_unavailable=False\nmodule_platform_id=platform:el8\n' \
+        > /etc/dnf/dnf.conf
+    printf '[appstream]\nname=Rocky Linux 8.6 (the el8-dnf stand-in)\nbaseurl=%s/os\nenabled=1\ngpgcheck=0\n' \
+        "$repos" > /etc/yum.repos.d/rocky-os.repo
+    dnf -y --releasever=8 install rocky-release bash shadow-utils lvm2 xfsprogs > "$out/el8-base-install.log" 2>&1 \
+        || { say "el8-dnf: the base packages did not install"; echo base-install-failed > "$out/outcome"; systemctl poweroff; exit 1; }
+fi
 stop_after=$(cat "$share/stop-after" 2>/dev/null || true)
 if [ ! -x /usr/bin/pgapplianced ]; then
     cd "$share/payload" || exit 1
@@ -105,6 +123,22 @@ busctl call com.redhat.tuned /Tuned com.redhat.tuned.control active_profile > "$
 systemctl cat postgresql-15.service > "$out/postgres-unit.txt" 2>&1
 systemctl show -p ActiveState,UnitFileState postgresql-15.service > "$out/postgres-state.txt" 2>&1
 su postgres -c "psql -XAtc 'SHOW data_directory'" > "$out/data-directory" 2>&1
+if [ -f "$share/el8-dnf" ]; then
+    dnf history > "$out/dnf-history.txt" 2>&1
+    for id in $(dnf history 2>/dev/null | awk '$1 ~ /^[0-9]+$/ { print $1 }'); do
+        echo "=== transaction $id"; dnf history info "$id"
+    done > "$out/dnf-history-info.txt" 2>&1
+    dnf module list --disabled > "$out/dnf-module-disabled.txt" 2>&1
+    rpm -q gpg-pubkey --qf '%{VERSION}-%{RELEASE} %{SUMMARY}\n' > "$out/rpm-gpg-pubkey.txt" 2>&1
+    # The header's signature (rpm 4.18's rpmsign adds only that one; 4.14's adds it too).
+    rpm -qa --qf '%{NAME} %{VERSION}-%{RELEASE} %{RSAHEADER:pgpsig}\n' | sort > "$out/rpm-qa.txt" 2>&1
+    cat /etc/yum.repos.d/*.repo > "$out/yum-repos.txt" 2>&1
+    systemctl show -p Environment,ActiveState,UnitFileState,FragmentPath,DropInPaths postgresql-15.service \
+        > "$out/postgres-show.txt" 2>&1
+    cat /var/lib/pgsql/15/initdb.log > "$out/setup-initdb.log" 2>&1
+    rpm -qf /usr/pgsql-15/bin/postgres /usr/lib/systemd/system/postgresql-15.service \
+        /usr/pgsql-15/bin/postgresql-15-setup > "$out/rpm-qf.txt" 2>&1
+fi
 echo "$outcome" > "$out/outcome"
 sync
 systemctl poweroff

@@ -103,11 +103,14 @@ pub async fn drive(step: StepName, cx: &mut Context, live: Option<&live::Live>) 
 }
 
 /// Whether an error is a refusal: the plan or the machine must change before the run can
-/// go on (a device the plan may not touch, a plan value the server refused).
+/// go on (a device the plan may not touch, a plan value the server refused, a package that
+/// fails its signature check).
 pub fn is_refusal(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<crate::storage::StorageRefusal>().is_some()
             || c.downcast_ref::<crate::steps::tuning::PlanValueRefused>()
+                .is_some()
+            || c.downcast_ref::<crate::steps::packages::SignatureRefused>()
                 .is_some()
     })
 }

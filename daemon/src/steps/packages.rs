@@ -6,14 +6,27 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 
 use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::{Devices, Plan};
 use crate::platform::Profile;
+use crate::runner::CommandError;
 
 pub struct Packages;
+
+/// A package or repository failed dnf's signature check: the transaction installed nothing,
+/// and running it again would not change that.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what}: a package failed its signature check, so `{command}` installed nothing: {reason}; the repository's packages are not signed by the key it names: fix the repository or the key (postgres.repository, repository_baseurl, repository_gpgkey), then start again"
+)]
+pub struct SignatureRefused {
+    pub what: String,
+    pub reason: String,
+    pub command: String,
+}
 
 /// The packages the plan needs on its platform.
 fn wanted(plan: &Plan) -> Vec<String> {
@@ -90,9 +103,29 @@ impl Step for Packages {
                     &raw.join(format!("packages-{n}.stderr")),
                 )
                 .timeout(Duration::from_secs(3600));
-            cx.runner.run(&cmd).await.with_context(|| {
-                format!("installing {} on {}", missing.join(" "), profile.name())
-            })?;
+            if let Err(e) = cx.runner.run(&cmd).await {
+                // A package or repository that fails its signature check is named first:
+                // dnf's own summary ("GPG check FAILED") does not say which.
+                let signature = match &e {
+                    CommandError::Failed { stderr_tail, .. } => {
+                        let full =
+                            std::fs::read_to_string(raw.join(format!("packages-{n}.stderr")))
+                                .unwrap_or_else(|_| stderr_tail.clone());
+                        crate::platform::dnf_signature_failure(&full)
+                    }
+                    CommandError::Spawn { .. } => None,
+                };
+                let what = format!("installing {} on {}", missing.join(" "), profile.name());
+                return Err(match signature {
+                    // Trying again installs nothing: the repository or its key must change.
+                    Some(reason) => anyhow::Error::new(SignatureRefused {
+                        what,
+                        reason,
+                        command: cmd.display(),
+                    }),
+                    None => anyhow::Error::new(e).context(what),
+                });
+            }
         }
         Ok(())
     }
