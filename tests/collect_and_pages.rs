@@ -1396,3 +1396,163 @@ fn collect_skips_runs_whose_figures_or_identity_are_wrong_and_neutralises_formul
         "{csv:?}"
     );
 }
+
+/// Real local runs, at least three repeats a point in rounds (adaptive, up to eight while a
+/// point's interval is wider than ±4 %: a 1-client point on a busy 2-core machine varies by
+/// tens of percent), each round after a warm-up, two runs at a time so that both runs of a
+/// pair go through the same phases at the same moments and share the host's noise: two
+/// identical "machines" are never `faster` or `slower` than each other, and
+/// `synchronous_commit = off` against `on` (a pair of its own) on the tpcb workload is
+/// `faster` at every client count (its commits wait for no WAL flush). Short points at
+/// scale 1.
+#[test]
+fn real_runs_twins_are_never_judged_different_and_synchronous_commit_off_is_faster() {
+    let plans = tempfile::tempdir().expect("plans");
+    let plan = |name: &str, synchronous_commit: &str| {
+        let text = std::fs::read_to_string(example("quick.toml")).expect("quick.toml");
+        let start = text.find("[[workloads]]").expect("workloads");
+        let end = text.find("[upload]").expect("upload");
+        let text = format!(
+            "{}[[workloads]]\nname = \"tpcb\"\nbuiltin = \"tpcb-like\"\nclients = [1, 4]\nthreads = \"auto\"\nduration = \"4s\"\nwarmup = \"2s\"\nrepeats = {{ min = 3, max = 8, ci_pct = 4.0 }}\n\n{}",
+            &text[..start],
+            &text[end..]
+        )
+        .replace("name = \"quick\"", &format!("name = \"{name}\""))
+        .replace("scale = 2", "scale = 1")
+        .replace(
+            "huge_pages = \"off\"",
+            &format!("huge_pages = \"off\"\nsynchronous_commit = \"{synchronous_commit}\""),
+        );
+        let p = plans.path().join(format!("{name}.toml"));
+        std::fs::write(&p, text).expect("plan");
+        p
+    };
+    // Runs a pair at once into a store of its own, collects it against `baseline`, and
+    // returns the other run's point entries of findings.json.
+    let pair = |runs: [(&str, &str); 2]| -> Vec<serde_json::Value> {
+        let store_dir = tempfile::tempdir().expect("store");
+        let store = format!("file://{}", store_dir.path().display());
+        let workdirs: Vec<Workdir> = runs.iter().map(|(name, _)| Workdir::new(name)).collect();
+        let children: Vec<std::process::Child> = runs
+            .iter()
+            .zip(&workdirs)
+            .map(|((name, sc), w)| {
+                w.run_command_to(&plan(name, sc), &store)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("run")
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().expect("wait");
+            assert!(out.status.success(), "{}", describe(&out));
+        }
+        let out_dir = tempfile::tempdir().expect("out");
+        let cache = tempfile::tempdir().expect("cache");
+        let out = collect_with(
+            cache.path(),
+            &[
+                &store,
+                "--out",
+                out_dir.path().to_str().expect("utf-8"),
+                "--baseline",
+                runs[0].0,
+                "--threshold",
+                "5%",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        let findings: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out_dir.path().join("findings.json")).expect("findings"),
+        )
+        .expect("json");
+        let entries: Vec<serde_json::Value> = findings["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|e| e["machine"] == runs[1].0 && e["scope"] == "point")
+            .cloned()
+            .collect();
+        assert_eq!(entries.len(), 2, "{findings}");
+        for e in &entries {
+            assert!(
+                e["n"].as_u64() >= Some(3) && e["n_baseline"].as_u64() >= Some(3),
+                "{e}"
+            );
+        }
+        entries
+    };
+    for e in pair([("twin-a", "on"), ("twin-b", "on")]) {
+        assert!(
+            e["verdict"] != "faster" && e["verdict"] != "slower",
+            "twins judged different: {e}"
+        );
+    }
+    for e in pair([("commit-on", "on"), ("commit-off", "off")]) {
+        assert_eq!(e["verdict"], "faster", "{e}");
+    }
+}
+
+/// `collect --history` over twelve runs of one machine and plan whose tps fell 20 % from
+/// the seventh on: every client count's series has its change at the seventh run, with its
+/// size; the shown comparison is unchanged (the latest run).
+#[test]
+fn collect_history_finds_the_run_where_the_machine_changed() {
+    let store = tempfile::tempdir().expect("store");
+    let url = format!("file://{}", store.path().display());
+    let mut rng = pgappliance::compare::stats::SplitMix64::new(12);
+    for n in 1..=12u32 {
+        let speed = if n <= 6 { 1.0 } else { 0.8 };
+        put_file_run(
+            store.path(),
+            "i-h",
+            &noisy_run(
+                &mut rng,
+                "hist",
+                &format!("20261101T100000Z-00{n:02}"),
+                speed,
+            ),
+        );
+    }
+    let out_dir = tempfile::tempdir().expect("out");
+    let cache = tempfile::tempdir().expect("cache");
+    let out = collect_with(
+        cache.path(),
+        &[
+            "--store",
+            &url,
+            "--out",
+            out_dir.path().to_str().expect("utf-8"),
+            "--history",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for clients in [10u32, 25, 50, 100, 250, 500, 1000] {
+        let line = stdout
+            .lines()
+            .find(|l| {
+                l.starts_with("change: hist plan ")
+                    && l.contains(&format!(" scaling at {clients} clients: tps \u{2212}"))
+                    && l.contains("from run 20261101T100000Z-0007 on")
+            })
+            .unwrap_or_else(|| panic!("no change at run 7 for {clients} clients: {stdout}"));
+        // −20 % at CV 3 % with six runs a side: the shift is measured within a few percent.
+        let shift: f64 = line
+            .split("tps \u{2212}")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .expect("shift");
+        assert!((shift - 20.0).abs() < 4.0, "{line}");
+        assert!(
+            line.contains("6 run(s) before since 20261101T100000Z-0001"),
+            "{line}"
+        );
+    }
+    assert!(
+        stdout.contains("history: 7 series over 1 machine and plan group(s)"),
+        "{stdout}"
+    );
+}

@@ -313,7 +313,8 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
     let r = read_json(&run_dir.join("results.json"));
     harness::validate_results_schema(&run_dir.join("results.json")).expect("matches the schema");
     let points = r["points"].as_array().expect("points");
-    // rw: 2 clients × 2 repeats × 2 checksum states; ro: 1 point with checksums on.
+    // rw: 2 clients × 2 repeats × 2 checksum states; ro: 1 point with checksums on. In
+    // rounds: round 1 off then on (ro's one point with it), round 2 on then off.
     assert_eq!(
         points.len(),
         9,
@@ -326,7 +327,30 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
         .collect();
     assert_eq!(
         states,
-        ["off", "off", "off", "off", "on", "on", "on", "on", "on"]
+        ["off", "off", "on", "on", "on", "on", "on", "off", "off"]
+    );
+    let rounds: Vec<(u64, &str)> = points
+        .iter()
+        .filter(|p| p["workload"] == "rw")
+        .map(|p| {
+            (
+                p["repeat"].as_u64().unwrap_or(0),
+                p["checksums"].as_str().unwrap_or("-"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rounds,
+        [
+            (1, "off"),
+            (1, "off"),
+            (1, "on"),
+            (1, "on"),
+            (2, "on"),
+            (2, "on"),
+            (2, "off"),
+            (2, "off")
+        ]
     );
     for p in points {
         check_point_against_raw(&run_dir, p);
@@ -342,7 +366,9 @@ fn checksum_matrix_warmup_repeats_and_log_modes() {
                 .is_ok_and(|e| e.file_name().to_string_lossy().starts_with('w'))
         })
         .count();
-    assert_eq!(warm, 2, "one warm-up per checksum state of rw");
+    assert_eq!(warm, 4, "one warm-up per round and checksum state of rw");
+    // Back on off after on: pg_checksums switched the cluster both ways.
+    assert!(run_dir.join("raw/pg_checksums-disable.stdout").exists());
     // Sampled log: about half the transactions are logged.
     let sampled = &points[0]["latency"];
     let processed = points[0]["summary"]["transactions_processed"]
@@ -394,4 +420,35 @@ fn a_point_pgbench_cannot_run_is_recorded_as_failed_and_the_run_goes_on() {
     );
     let html = std::fs::read_to_string(run_dir.join("report.html")).expect("html");
     assert!(html.contains("1 point(s) failed"), "the report says so");
+}
+
+#[test]
+fn a_local_run_refuses_a_reboot_between_rounds_before_its_first_point() {
+    let w = Workdir::new("reboot-rounds");
+    let plans = tempfile::tempdir().expect("plans");
+    let text = std::fs::read_to_string(example("quick.toml"))
+        .expect("quick.toml")
+        .replace("transactions = 300", "transactions = 300\nrepeats = 2")
+        .replace(
+            "[finish]",
+            "[sweep]\nbetween_rounds = \"reboot\"\n\n[finish]",
+        );
+    let plan = plans.path().join("reboot.toml");
+    std::fs::write(&plan, text).expect("plan");
+    let out = w.run(&plan);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("between_rounds = \"reboot\" needs the appliance"),
+        "{said}"
+    );
+    let j = w.journal().expect("journal");
+    assert!(
+        j["points"].as_object().is_none_or(|p| p.is_empty()),
+        "no point ran: {j}"
+    );
 }

@@ -236,3 +236,86 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
         "{live}"
     );
 }
+
+/// Adaptive repeats in rounds with PostgreSQL restarted between them, killed right after
+/// the third point was recorded (round 2) and resumed: every point is recorded once, and a
+/// round past `min` ran exactly when the earlier rounds' interval was still wider than the
+/// bound (checked here against the recorded tps with the same rule).
+#[test]
+fn adaptive_rounds_killed_and_resumed_record_each_point_once_by_the_rule() {
+    let w = Workdir::new("adaptive");
+    let logs = tempfile::tempdir().expect("logs");
+    let plans = tempfile::tempdir().expect("plans");
+    let text = std::fs::read_to_string(plan())
+        .expect("resume.toml")
+        .replace("clients = [1, 2, 4, 6]", "clients = [1, 2]")
+        .replace(
+            "duration = \"2s\"",
+            "duration = \"1s\"\nrepeats = { min = 2, max = 4, ci_pct = 10.0 }",
+        )
+        + "\n[sweep]\nbetween_rounds = \"restart\"\n";
+    let adaptive = plans.path().join("adaptive.toml");
+    std::fs::write(&adaptive, text).expect("plan");
+    let mut cmd = w.run_command(&adaptive);
+    cmd.stdout(Stdio::from(
+        std::fs::File::create(logs.path().join("run1.out")).expect("log"),
+    ));
+    let err = logs.path().join("run1.err");
+    let child = harness::spawn_to_fault(&mut cmd, "point-recorded@3", &err);
+    let j = w.journal().expect("journal");
+    assert_eq!(j["points"].as_object().map(|p| p.len()), Some(3), "{j}");
+    assert_eq!(j["state"]["sweep"]["prepared_round"], 2, "{j}");
+    harness::kill_stopped(child);
+
+    let out = w.run(&adaptive);
+    assert!(out.status.success(), "{}", describe(&out));
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(w.run_dir().join("results.json")).expect("results.json"),
+    )
+    .expect("json");
+    let points = r["points"].as_array().expect("points");
+    let ids: std::collections::BTreeSet<&str> = points
+        .iter()
+        .map(|p| p["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), points.len(), "each point once");
+    let mut max_round = 0;
+    for clients in [1u64, 2] {
+        let mut tps: Vec<(u64, f64)> = points
+            .iter()
+            .filter(|p| p["clients"].as_u64() == Some(clients))
+            .map(|p| {
+                (
+                    p["repeat"].as_u64().expect("repeat"),
+                    p["summary"]["tps"].as_f64().expect("tps"),
+                )
+            })
+            .collect();
+        tps.sort_by_key(|t| t.0);
+        let rounds: Vec<u64> = tps.iter().map(|t| t.0).collect();
+        let k = rounds.len();
+        assert!((2..=4).contains(&k), "{rounds:?}");
+        assert_eq!(rounds, (1..=k as u64).collect::<Vec<_>>());
+        let figures: Vec<f64> = tps.iter().map(|t| t.1).collect();
+        for r in 3..=k {
+            assert!(
+                pgappliance::sweep::wants_another_round(10.0, &figures[..r - 1]),
+                "{clients} clients: round {r} ran though rounds 1..{} were within ±10 %: {figures:?}",
+                r - 1
+            );
+        }
+        if k < 4 {
+            assert!(
+                !pgappliance::sweep::wants_another_round(10.0, &figures),
+                "{clients} clients stopped at {k} rounds with an interval wider than ±10 %: {figures:?}"
+            );
+        }
+        max_round = max_round.max(k);
+    }
+    let j = w.journal().expect("journal");
+    assert_eq!(
+        j["state"]["sweep"]["prepared_round"].as_u64(),
+        Some(max_round as u64),
+        "{j}"
+    );
+}

@@ -112,6 +112,23 @@ pub struct StepState {
     pub dataset: DatasetState,
     #[serde(default)]
     pub upload: UploadState,
+    #[serde(default)]
+    pub sweep: SweepState,
+}
+
+/// What the sweep remembers across restarts and reboots: the rounds already prepared by
+/// `[sweep] between_rounds`, and the reboot asked for one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepState {
+    /// The last round whose between-rounds action is done (0: none).
+    #[serde(default)]
+    pub prepared_round: u32,
+    /// The round a reboot was asked for, and the boot it was asked from.
+    #[serde(default)]
+    pub reboot_for_round: Option<u32>,
+    #[serde(default)]
+    pub reboot_from_boot: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

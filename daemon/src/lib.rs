@@ -29,6 +29,7 @@ pub mod results;
 pub mod runner;
 pub mod sampler;
 pub mod snapshot;
+pub mod stats;
 pub mod stdout;
 pub mod steps;
 pub mod storage;

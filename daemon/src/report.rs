@@ -592,8 +592,33 @@ fn status_cell(p: &PointResult) -> (&'static str, String) {
     }
 }
 
+/// A point's steady-window cells: the window's median tps, its CV and its flags
+/// (`collapse`, `unstable`, marked), or dashes when the series was too short for one.
+fn steady_cells(p: &PointResult) -> String {
+    match &p.steady {
+        Some(w) => format!(
+            "<td>{:.1}</td><td>{:.1} %</td><td class=\"l steady-flags\">{}</td>",
+            w.median_tps,
+            w.cv * 100.0,
+            if w.flags.is_empty() {
+                "—".to_string()
+            } else {
+                w.flags
+                    .iter()
+                    .map(|f| format!("<b class=\"failed\">{}</b>", f.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+        None => "<td>—</td><td>—</td><td class=\"l steady-flags\">—</td>".to_string(),
+    }
+}
+
+/// What the steady-window columns mean, below a points table.
+const STEADY_NOTE: &str = "<p><small>steady: the per-interval series with the ramp left out (docs/results.md): its median tps and coefficient of variation; <b>collapse</b> when an interval fell below 10 % of that median, <b>unstable</b> when the CV is above 10 % or the window's last third drifted more than 10 % from its first. A flagged point's tps is an average over a series that did not hold still.</small></p>";
+
 fn pgbench_points_table(html: &mut String, r: &RunResults) {
-    html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th class=\"l\">status</th></tr>");
+    html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th>steady tps</th><th>steady CV</th><th class=\"l\">steady flags</th><th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     for p in r.points.iter().filter(|p| p.record() == Record::Pgbench) {
         let s = p.summary.as_ref();
@@ -601,7 +626,7 @@ fn pgbench_points_table(html: &mut String, r: &RunResults) {
         let status = status_cell(p);
         let _ = write!(
             html,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l{}\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}<td class=\"l{}\">{}</td></tr>",
             escape(&p.id),
             p.clients,
             p.threads,
@@ -615,15 +640,17 @@ fn pgbench_points_table(html: &mut String, r: &RunResults) {
             s.and_then(|s| s.failed_transactions)
                 .map(|f| f.to_string())
                 .unwrap_or_else(|| "—".into()),
+            steady_cells(p),
             status.0,
             status.1,
         );
     }
     html.push_str("</table>");
+    html.push_str(STEADY_NOTE);
 }
 
 fn tpcc_points_table(html: &mut String, r: &RunResults) {
-    html.push_str("<h2>TPC-C points</h2><table class=\"tpcc-points\"><tr><th class=\"l\">point</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95</th><th>max</th><th>ignored errors</th><th>reconnects</th><th>seconds</th><th class=\"l\">status</th></tr>");
+    html.push_str("<h2>TPC-C points</h2><table class=\"tpcc-points\"><tr><th class=\"l\">point</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95</th><th>max</th><th>ignored errors</th><th>reconnects</th><th>seconds</th><th>steady tps</th><th>steady CV</th><th class=\"l\">steady flags</th><th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     let count = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
     for p in r.points.iter().filter(|p| p.record() == Record::Sysbench) {
@@ -631,7 +658,7 @@ fn tpcc_points_table(html: &mut String, r: &RunResults) {
         let (class, status) = status_cell(p);
         let _ = write!(
             html,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l{class}\">{status}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}<td class=\"l{class}\">{status}</td></tr>",
             escape(&p.id),
             p.clients,
             p.tps().map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
@@ -642,9 +669,11 @@ fn tpcc_points_table(html: &mut String, r: &RunResults) {
             count(s.map(|s| s.ignored_errors)),
             count(s.map(|s| s.reconnects)),
             s.map(|s| format!("{:.1}", s.total_time_s)).unwrap_or_else(|| "—".into()),
+            steady_cells(p),
         );
     }
     html.push_str("</table>");
+    html.push_str(STEADY_NOTE);
 }
 
 /// The "tuning in effect" section: what the host shows, then each planned value against
@@ -745,5 +774,43 @@ mod tests {
         let mut empty = r.clone();
         empty.points.clear();
         assert!(render(&empty).contains("<title>tps vs clients</title>"));
+    }
+
+    #[test]
+    fn the_points_table_shows_each_points_steady_window_and_flags() {
+        use crate::results::steady::{SteadyFlag, SteadyWindow};
+        let mut r = crate::synthetic::run_results(&crate::synthetic::fleet_run(0, 1)).expect("run");
+        let window = |flags: Vec<SteadyFlag>| SteadyWindow {
+            ramp_intervals: 2,
+            intervals: 18,
+            from_s: 2.0,
+            to_s: 20.0,
+            median_tps: 1234.5,
+            mean_tps: 1200.0,
+            cv: 0.153,
+            flags,
+        };
+        r.points[0].steady = Some(window(vec![SteadyFlag::Collapse, SteadyFlag::Unstable]));
+        r.points[1].steady = Some(window(Vec::new()));
+        r.points[2].steady = None;
+        let html = render(&r);
+        assert!(
+            html.contains("<th>steady tps</th><th>steady CV</th><th class=\"l\">steady flags</th>")
+        );
+        let row = |id: &str| {
+            let at = html
+                .find(&format!("<td class=\"l\">{id}</td>"))
+                .expect("row");
+            html[at..].split("</tr>").next().unwrap_or("").to_string()
+        };
+        let flagged = row(&r.points[0].id);
+        assert!(
+            flagged.contains("<td>1234.5</td><td>15.3 %</td><td class=\"l steady-flags\"><b class=\"failed\">collapse</b>, <b class=\"failed\">unstable</b></td>"),
+            "{flagged}"
+        );
+        assert!(row(&r.points[1].id).contains("<td class=\"l steady-flags\">—</td>"));
+        assert!(row(&r.points[2].id)
+            .contains("<td>—</td><td>—</td><td class=\"l steady-flags\">—</td>"));
+        assert!(html.contains("<b>collapse</b> when an interval fell below 10 %"));
     }
 }

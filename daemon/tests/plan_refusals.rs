@@ -164,3 +164,57 @@ fn a_problem_of_report_interval_s_is_named_and_shown_at_its_own_line() {
         "report_interval",
     );
 }
+
+#[test]
+fn adaptive_repeats_and_between_rounds_are_checked_naming_the_key() {
+    let repeats = |table: &str| {
+        with(
+            "quick.toml",
+            "duration = \"2s\"",
+            &format!("duration = \"2s\"\nrepeats = {table}"),
+        )
+    };
+    assert!(errors(&repeats("{ min = 3, max = 10, ci_pct = 2.0 }")).is_empty());
+    error_at(
+        &repeats("{ min = 1, max = 10, ci_pct = 2.0 }"),
+        "workloads[1].repeats.min",
+        "repeats =",
+        "needs two repeats",
+    );
+    error_at(
+        &repeats("{ min = 4, max = 3, ci_pct = 2.0 }"),
+        "workloads[1].repeats.max",
+        "repeats =",
+        "from min (4) to 100, found 3",
+    );
+    error_at(
+        &repeats("{ min = 3, max = 10, ci_pct = 0.0 }"),
+        "workloads[1].repeats.ci_pct",
+        "repeats =",
+        "above 0 and at most 50",
+    );
+    let unknown = errors(&repeats("{ min = 3, maximum = 10, ci_pct = 2.0 }"));
+    assert!(
+        unknown
+            .iter()
+            .any(|e| e.key.starts_with("workloads[1].repeats") && e.message.contains("maximum")),
+        "{unknown:?}"
+    );
+    let text = with(
+        "quick.toml",
+        "[finish]",
+        "[sweep]\norder = \"points\"\nbetween_rounds = \"restart\"\n\n[finish]",
+    );
+    error_at(
+        &text,
+        "sweep.between_rounds",
+        "between_rounds",
+        "order = \"points\" runs each point's repeats back to back",
+    );
+    let text = with(
+        "quick.toml",
+        "[finish]",
+        "[sweep]\nbetween_rounds = \"reboot\"\n\n[finish]",
+    );
+    assert!(errors(&text).is_empty(), "{:?}", errors(&text));
+}

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use pgappliance::plan::{Builtin, Checksums, Credentials, Devices, KeyPath, Plan};
+use pgappliance::plan::{BetweenRounds, Builtin, Checksums, Credentials, Devices, KeyPath, Plan};
 use pgappliance::platform::Profile;
 use pgappliance::sweep::{expand, Limit, SweepPoint};
 
@@ -120,6 +120,53 @@ fn thousands(n: u64) -> String {
 /// bounded by `-t` a range from their transaction count at a large server's and a small
 /// VM's throughput ([`tps_range`]).
 pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
+    let sweep = if points.iter().any(|p| p.while_ci_wider_than_pct.is_some()) {
+        // Adaptive repeats: the points of the `min` rounds always run, the rest may.
+        let fewest: Vec<SweepPoint> = points
+            .iter()
+            .filter(|p| p.while_ci_wider_than_pct.is_none())
+            .cloned()
+            .collect();
+        format!(
+            "adaptive repeats: from {} (every point's min rounds) to {} (every point's max rounds)",
+            sweep_time(&fewest),
+            sweep_time(points)
+        )
+    } else {
+        sweep_time(points)
+    };
+    let between = match plan.sweep.between_rounds {
+        BetweenRounds::None => "",
+        BetweenRounds::Restart => {
+            "a PostgreSQL restart with the page cache dropped before each round after the first, "
+        }
+        BetweenRounds::Reboot => "a reboot before each round after the first, ",
+    };
+    let scale = plan.dataset.scale;
+    let init = Duration::from_secs_f64(f64::from(scale) * INIT_SECONDS_PER_SCALE);
+    let pgbench_init = if plan.has_pgbench() {
+        format!(
+            "the dataset init (scale {scale}: roughly {} at the pace of pgbench -i on a 2-vCPU VM, docs/performance.md), ",
+            human(init)
+        )
+    } else {
+        String::new()
+    };
+    let prepares = plan.tpcc_datasets().len();
+    let tpcc = if prepares > 0 {
+        format!(
+            "{prepares} sysbench-tpcc prepare(s) (each at least the script's fixed 30 s wait), "
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{sweep}; plus {pgbench_init}{tpcc}{between}a checkpoint before each point and, on an appliance, the package install and the tuning reboot",
+    )
+}
+
+/// The points' own time: `-T` summed, `-t` as a range.
+fn sweep_time(points: &[SweepPoint]) -> String {
     let (mut timed, mut timed_points, mut warmups, mut by_transactions) = (0u64, 0, 0, 0);
     let (mut transactions, mut fast_s, mut slow_s) = (0u64, 0f64, 0f64);
     for p in points {
@@ -169,28 +216,7 @@ pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
             thousands(transactions),
         ));
     }
-    let scale = plan.dataset.scale;
-    let init = Duration::from_secs_f64(f64::from(scale) * INIT_SECONDS_PER_SCALE);
-    let pgbench_init = if plan.has_pgbench() {
-        format!(
-            "the dataset init (scale {scale}: roughly {} at the pace of pgbench -i on a 2-vCPU VM, docs/performance.md), ",
-            human(init)
-        )
-    } else {
-        String::new()
-    };
-    let prepares = plan.tpcc_datasets().len();
-    let tpcc = if prepares > 0 {
-        format!(
-            "{prepares} sysbench-tpcc prepare(s) (each at least the script's fixed 30 s wait), "
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "{}; plus {pgbench_init}{tpcc}a checkpoint before each point and, on an appliance, the package install and the tuning reboot",
-        parts.join(", "),
-    )
+    parts.join(", ")
 }
 
 /// The checksum states the cluster runs the points in, in order.

@@ -70,7 +70,8 @@ pub enum BenchCommand {
     /// Calibrate the comparison's verdicts: seeded A/A trials (equal machines) and trials
     /// with a true shift, at a chosen noise and repeats, and A/A drawn from real repeats in
     /// the test fixtures. Last line: `stats: false verdicts X % on A/A, power Y % at 10 %
-    /// shift`.
+    /// shift` (power: the interval wholly on the shift's side of 0; the `faster` verdict's
+    /// rate follows when it differs).
     Stats(crate::bench_stats::BenchStatsCli),
 }
 

@@ -72,6 +72,12 @@ pub struct CollectCli {
     /// an inconclusive interval).
     #[arg(long, requires = "threshold")]
     pub fail_on_regression: bool,
+    /// Also look for change points over every run collected: runs grouped by machine
+    /// identity and plan digest in time order, each workload × checksum state × client
+    /// count's tps searched as Apache Otava does (E-divisive means, permutation test),
+    /// each change printed with the runs before and after and the size of the shift.
+    #[arg(long)]
+    pub history: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect
     /// fetches only new runs [default: $XDG_CACHE_HOME/pgappliance/collect, else
     /// ~/.cache/pgappliance/collect].
@@ -91,6 +97,7 @@ pub struct CollectArgs {
     pub fail_on_regression: bool,
     pub cache: PathBuf,
     pub jobs: usize,
+    pub history: bool,
 }
 
 /// The largest `results.json` collect reads (a run of 10,000 points with per-second series
@@ -192,6 +199,7 @@ pub fn run(cli: CollectCli) -> Result<i32> {
         fail_on_regression: cli.fail_on_regression,
         cache,
         jobs: usize::from(cli.jobs),
+        history: cli.history,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -372,8 +380,9 @@ impl Cache {
 }
 
 /// The figures of a run as the cache keeps them (the name changes with their format).
-/// v2: digests kept only of results that pass [`check_results`].
-const DIGEST: &str = "digest-v2.json";
+/// v2: digests kept only of results that pass [`check_results`]; v3: with the machine
+/// identity and plan digest a history groups by.
+const DIGEST: &str = "digest-v3.json";
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct KeptDigest {
@@ -915,6 +924,10 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         .baseline
         .as_deref()
         .filter(|b| digests.iter().any(|d| d.run_id == *b));
+    // Every run collected, not only the shown ones: a history is over all of them.
+    let history = args
+        .history
+        .then(|| pgappliance::compare::history::history(&digests));
     let (shown, left_out) = select_runs(digests, args.all_runs, keep);
     let baseline = if shown.is_empty() {
         0
@@ -989,6 +1002,25 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         ) {
             pgappliance::outln!("finding: {}", f.sentence);
         }
+    }
+    if let Some(series) = &history {
+        let mut changes = 0;
+        for s in series {
+            for c in &s.changes {
+                pgappliance::outln!("{}", pgappliance::compare::history::change_line(s, c));
+                changes += 1;
+            }
+        }
+        let groups: BTreeSet<(&str, &str)> = series
+            .iter()
+            .map(|s| (s.machine_identity.as_str(), s.plan_digest.as_str()))
+            .collect();
+        pgappliance::outln!(
+            "history: {} series over {} machine and plan group(s), {changes} change point(s) (E-divisive means, permutation test at p < {})",
+            series.len(),
+            groups.len(),
+            pgappliance::compare::history::SIGNIFICANCE
+        );
     }
     if let (Some(t), false) = (args.threshold_pct, shown.is_empty()) {
         let base = &labels(&shown)[baseline];

@@ -1212,7 +1212,8 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
         c.stdout
     );
     assert!(!c.stdout.contains("Rocky8"), "{}", c.stdout);
-    // Warm-ups count, -t points are named as such, the quick plan's default version.
+    // Warm-ups count (one before each round of the workload: two rounds, two warm-ups),
+    // -t points are named as such, the quick plan's default version.
     let c = check_text(
         &with(
             "transactions = 1000",
@@ -1222,7 +1223,7 @@ fn the_summary_names_platform_arch_checksums_storage_and_the_run_time() {
     );
     assert!(
         c.stdout
-            .contains("run time: at least 65 min of -T over 6 point(s) and 1 warm-up(s)"),
+            .contains("run time: at least 70 min of -T over 6 point(s) and 2 warm-up(s)"),
         "{}",
         c.stdout
     );
@@ -1725,6 +1726,30 @@ fn a_transactions_plan_gets_a_run_time_range() {
     let c = check_text(&with("transactions = 1000", "transactions = 1"));
     assert!(
         c.stdout.contains("85 transactions, roughly under 1 s ("),
+        "{}",
+        c.stdout
+    );
+}
+
+#[test]
+fn adaptive_repeats_give_the_run_time_as_a_range_from_min_to_max_rounds() {
+    let c = check_text(&with(
+        "transactions = 1000",
+        "duration = \"60s\"\nrepeats = { min = 3, max = 10, ci_pct = 2.0 }\n[sweep]\nbetween_rounds = \"restart\"",
+    ));
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    // 3 client counts × 3 rounds of 60 s, to × 10 rounds.
+    assert!(
+        c.stdout.contains(
+            "run time: adaptive repeats: from at least 9 min of -T over 9 point(s) (every point's min rounds) to at least 30 min of -T over 30 point(s) (every point's max rounds); plus"
+        ),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout.contains(
+            "a PostgreSQL restart with the page cache dropped before each round after the first"
+        ),
         "{}",
         c.stdout
     );

@@ -177,6 +177,12 @@ impl Host {
         }
     }
 
+    /// Whether [`Host::reboot`] can reboot the machine (the appliance's can; local mode's
+    /// never does).
+    pub fn reboots(&self) -> bool {
+        matches!(self, Host::Appliance(_))
+    }
+
     /// Reboots the machine; returns only with an error.
     pub async fn reboot(&self) -> Result<std::convert::Infallible> {
         match self {

@@ -45,6 +45,9 @@ pub struct Plan {
     pub upload: Upload,
     #[serde(default)]
     pub finish: Finish,
+    /// The order of the sweep's points and what happens between its rounds.
+    #[serde(default)]
+    pub sweep: SweepOptions,
     /// How the builder's kickstart installs the OS. Present only in a bare-metal plan: its
     /// presence is what makes `pgappliance build` render the kickstart (and the ISO).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -563,9 +566,10 @@ pub struct Workload {
     pub duration: Option<String>,
     #[serde(default)]
     pub protocol: Protocol,
-    /// Times each point is measured.
+    /// Times each point is measured: a number, or adaptive rounds
+    /// (`{ min = 3, max = 10, ci_pct = 2.0 }`).
     #[serde(default = "Workload::default_repeats")]
-    pub repeats: u32,
+    pub repeats: Repeats,
     /// Unrecorded run before the first point of the workload (same parameters, `-T`).
     #[serde(default)]
     pub warmup: Option<String>,
@@ -686,8 +690,8 @@ impl Workload {
         }
     }
 
-    fn default_repeats() -> u32 {
-        1
+    fn default_repeats() -> Repeats {
+        Repeats::Fixed(1)
     }
     fn default_progress() -> u32 {
         1
@@ -916,6 +920,130 @@ pub enum Credentials {
     Environment,
     InstanceRole,
     File,
+}
+
+/// `[sweep]`: the order of the points and what happens between rounds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SweepOptions {
+    /// `"rounds"` (default): round 1 runs every workload's whole client ladder, then round
+    /// 2, and so on; `"points"`: each point's repeats back to back.
+    #[serde(default)]
+    pub order: SweepOrder,
+    /// What happens before each round after the first.
+    #[serde(default)]
+    pub between_rounds: BetweenRounds,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweepOrder {
+    #[default]
+    Rounds,
+    Points,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BetweenRounds {
+    /// Nothing: the next round starts at once.
+    #[default]
+    None,
+    /// PostgreSQL restarted with the page cache dropped.
+    Restart,
+    /// The machine rebooted (the appliance; local mode refuses it).
+    Reboot,
+}
+
+impl BetweenRounds {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BetweenRounds::None => "none",
+            BetweenRounds::Restart => "restart",
+            BetweenRounds::Reboot => "reboot",
+        }
+    }
+}
+
+/// How many times each point is measured: a fixed number of rounds, or adaptive rounds
+/// (at least `min`; further rounds, up to `max`, only for the points whose 95 % interval
+/// of mean tps is still wider than ±`ci_pct` %).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Repeats {
+    Fixed(u32),
+    Adaptive(AdaptiveRepeats),
+}
+
+/// `repeats = { min = 3, max = 10, ci_pct = 2.0 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveRepeats {
+    pub min: u32,
+    pub max: u32,
+    pub ci_pct: f64,
+}
+
+impl Repeats {
+    /// The rounds every point runs.
+    pub fn min(&self) -> u32 {
+        match self {
+            Repeats::Fixed(n) => *n,
+            Repeats::Adaptive(a) => a.min,
+        }
+    }
+
+    /// The most rounds a point can run.
+    pub fn max(&self) -> u32 {
+        match self {
+            Repeats::Fixed(n) => *n,
+            Repeats::Adaptive(a) => a.max.max(a.min),
+        }
+    }
+
+    /// The half-width, in percent of the mean, a point's 95 % interval must reach for its
+    /// further rounds to be left out (adaptive repeats only).
+    pub fn ci_pct(&self) -> Option<f64> {
+        match self {
+            Repeats::Fixed(_) => None,
+            Repeats::Adaptive(a) => Some(a.ci_pct),
+        }
+    }
+}
+
+impl Serialize for Repeats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Repeats::Fixed(n) => s.serialize_u32(*n),
+            Repeats::Adaptive(a) => a.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Repeats {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Repeats;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number of repeats or { min = N, max = M, ci_pct = P }")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Repeats, E> {
+                u32::try_from(v)
+                    .map(Repeats::Fixed)
+                    .map_err(|_| E::custom(format!("repeats must be from 1 to 100, found {v}")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Repeats, E> {
+                u32::try_from(v)
+                    .map(Repeats::Fixed)
+                    .map_err(|_| E::custom(format!("repeats must be from 1 to 100, found {v}")))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Repeats, A::Error> {
+                AdaptiveRepeats::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(Repeats::Adaptive)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// What the machine does once the results are safe.

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::tuning::RESERVED_CONNECTIONS;
-use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, SettingValue, Threads};
+use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, Repeats, SettingValue, Threads};
 
 type Problems = Vec<(KeyPath, String)>;
 
@@ -20,7 +20,22 @@ pub fn validate(plan: &Plan, doc: Option<&toml_edit::DocumentMut>) -> Problems {
     sysbench(plan, &mut p);
     upload(plan, &mut p);
     install(plan, &mut p);
+    sweep(plan, &mut p);
     p
+}
+
+fn sweep(plan: &Plan, p: &mut Problems) {
+    use super::{BetweenRounds, SweepOrder};
+    let s = &plan.sweep;
+    if s.between_rounds != BetweenRounds::None && s.order == SweepOrder::Points {
+        p.push((
+            root().key("sweep").key("between_rounds"),
+            format!(
+                "between_rounds = \"{}\" acts between rounds, and order = \"points\" runs each point's repeats back to back (there are no rounds): use order = \"rounds\", or between_rounds = \"none\"",
+                s.between_rounds.as_str()
+            ),
+        ));
+    }
 }
 
 fn install(plan: &Plan, p: &mut Problems) {
@@ -891,11 +906,41 @@ fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems
                 ));
             }
         }
-        if !(1..=100).contains(&w.repeats) {
-            p.push((
+        match w.repeats {
+            Repeats::Fixed(n) if !(1..=100).contains(&n) => p.push((
                 at.key("repeats"),
-                format!("repeats must be from 1 to 100, found {}", w.repeats),
-            ));
+                format!("repeats must be from 1 to 100, found {n}"),
+            )),
+            Repeats::Fixed(_) => {}
+            Repeats::Adaptive(a) => {
+                let at = at.key("repeats");
+                // An interval needs two repeats a side; fewer would leave every point to
+                // further rounds with nothing to judge them by.
+                if !(2..=100).contains(&a.min) {
+                    p.push((
+                        at.key("min"),
+                        format!(
+                            "min must be from 2 to 100 (a 95 % interval needs two repeats), found {}",
+                            a.min
+                        ),
+                    ));
+                }
+                if !(1..=100).contains(&a.max) || a.max < a.min {
+                    p.push((
+                        at.key("max"),
+                        format!("max must be from min ({}) to 100, found {}", a.min, a.max),
+                    ));
+                }
+                if !(a.ci_pct.is_finite() && a.ci_pct > 0.0 && a.ci_pct <= 50.0) {
+                    p.push((
+                        at.key("ci_pct"),
+                        format!(
+                            "ci_pct is the interval's half-width in percent of the mean tps: above 0 and at most 50, found {}",
+                            a.ci_pct
+                        ),
+                    ));
+                }
+            }
         }
         let mut seen = BTreeSet::new();
         for (j, c) in w.data_checksums.iter().enumerate() {

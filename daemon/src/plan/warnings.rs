@@ -135,7 +135,7 @@ fn workloads(plan: &Plan, w: &mut Warnings) {
                 "a warm-up of zero has no effect: leave warmup out, or give it a length".into(),
             ));
         }
-        let tests = wl.connections().len() * wl.repeats as usize;
+        let tests = wl.connections().len() * wl.repeats.max() as usize;
         if wl.is_tpcc() && tests > 1 && plan.dataset.restore == super::RestorePolicy::Never {
             w.push((
                 KeyPath::root().key("workloads").index(i).key("kind"),

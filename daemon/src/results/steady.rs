@@ -29,6 +29,15 @@ pub enum SteadyFlag {
     Unstable,
 }
 
+impl SteadyFlag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SteadyFlag::Collapse => "collapse",
+            SteadyFlag::Unstable => "unstable",
+        }
+    }
+}
+
 /// The steady part of a point's tps series.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteadyWindow {
@@ -119,7 +128,7 @@ pub fn steady_window(series: &[ProgressSample]) -> Option<SteadyWindow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::stats::SplitMix64;
+    use crate::stats::SplitMix64;
 
     fn series(tps: &[f64]) -> Vec<ProgressSample> {
         tps.iter()

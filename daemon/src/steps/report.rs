@@ -66,7 +66,11 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T
 async fn build(cx: &Context) -> Result<RunResults> {
     let points = super::sweep::points(cx)?;
     let mut results = Vec::new();
-    for p in points.iter().filter(|p| !p.warmup) {
+    for (i, p) in points.iter().enumerate().filter(|(_, p)| !p.warmup) {
+        // A round adaptive repeats left out was never measured.
+        if !super::sweep::recorded(cx, p) && !super::sweep::wanted(cx, &points, i) {
+            continue;
+        }
         let rec = cx
             .journal
             .state

@@ -1,6 +1,11 @@
 //! Sweep: every point of the expanded plan, in order. A point recorded in the journal with
 //! its JSON on disk is never run again; an interrupted point is rerun as a new attempt in a
-//! fresh raw directory, so each point appears exactly once in the results.
+//! fresh raw directory, so each point appears exactly once in the results. A round of
+//! adaptive repeats past `min` runs only for the points whose earlier rounds' interval is
+//! still too wide ([`wanted`], decided from the recorded results alone, so a resumed run
+//! decides the same). Before each round after the first, `[sweep] between_rounds` restarts
+//! PostgreSQL with the page cache dropped or reboots the machine, once per round (the
+//! journal's `sweep` state).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,14 +14,14 @@ use anyhow::{Context as _, Result};
 
 use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
-use crate::plan::Checksums;
+use crate::plan::{BetweenRounds, Checksums, SweepOrder};
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::postgres::stats;
 use crate::results::{PointResult, PointStatus, RESULTS_SCHEMA_VERSION};
 use crate::runner::{CommandError, CommandSpec};
 use crate::sampler::Sampler;
-use crate::sweep::{expand, SweepPoint};
+use crate::sweep::{expand, same_series, wants_another_round, SweepPoint};
 use crate::workload::{self, Kind as _, Measured, PointEnv};
 
 pub struct Sweep;
@@ -25,14 +30,55 @@ pub fn points(cx: &Context) -> Result<Vec<SweepPoint>> {
     Ok(expand(&cx.plan, cx.inventory()?.cpu.cpus))
 }
 
+/// A point's recorded result: its journal entry and a readable JSON that matches it.
+fn recorded_result(cx: &Context, p: &SweepPoint) -> Option<PointResult> {
+    let rec = cx.journal.state.points.get(&p.id)?;
+    std::fs::read_to_string(cx.run_dir.join(&rec.result))
+        .ok()
+        .and_then(|t| serde_json::from_str::<PointResult>(&t).ok())
+        .filter(|r| r.matches(p))
+}
+
 /// Whether a point already has its result on disk (journal entry plus a readable JSON).
 pub fn recorded(cx: &Context, p: &SweepPoint) -> bool {
-    cx.journal.state.points.get(&p.id).is_some_and(|rec| {
-        std::fs::read_to_string(cx.run_dir.join(&rec.result))
-            .ok()
-            .and_then(|t| serde_json::from_str::<PointResult>(&t).ok())
-            .is_some_and(|r| r.matches(p))
-    })
+    recorded_result(cx, p).is_some()
+}
+
+/// Whether point `i` is measured. Every point is but a round of adaptive repeats past
+/// `min`, which is while the 95 % interval of the mean tps of the point's earlier rounds
+/// is wider than its bound (or while an earlier round that may still run is not recorded:
+/// undecided counts as wanted), and a warm-up, which is when the measured point after it
+/// is. Decided from the recorded results alone.
+pub fn wanted(cx: &Context, points: &[SweepPoint], i: usize) -> bool {
+    let p = &points[i];
+    if p.warmup {
+        return match points.get(i + 1) {
+            Some(next) if !next.warmup && next.workload == p.workload => wanted(cx, points, i + 1),
+            _ => true,
+        };
+    }
+    let Some(ci) = p.while_ci_wider_than_pct else {
+        return true;
+    };
+    let mut tps = Vec::new();
+    for q in points
+        .iter()
+        .filter(|q| same_series(q, p) && q.repeat < p.repeat)
+    {
+        match recorded_result(cx, q) {
+            Some(r) => {
+                if r.status == PointStatus::Ok {
+                    tps.extend(r.tps());
+                }
+            }
+            // An earlier round not run yet: it decides nothing yet, unless it is itself a
+            // round the figures so far already leave out (then so is this one).
+            None => {
+                return q.while_ci_wider_than_pct.is_none() || wants_another_round(ci, &tps);
+            }
+        }
+    }
+    wants_another_round(ci, &tps)
 }
 
 impl Step for Sweep {
@@ -42,8 +88,12 @@ impl Step for Sweep {
 
     async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let points = points(cx)?;
-        let total = points.len();
-        let todo = points.iter().filter(|p| !recorded(cx, p)).count();
+        let done: Vec<bool> = points.iter().map(|p| recorded(cx, p)).collect();
+        let todo = (0..points.len())
+            .filter(|&i| !done[i] && wanted(cx, &points, i))
+            .count();
+        // Adaptive rounds left out count no more; those still undecided do.
+        let total = done.iter().filter(|d| **d).count() + todo;
         Ok(if todo == 0 {
             Check::Done
         } else {
@@ -54,23 +104,34 @@ impl Step for Sweep {
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         let points = points(cx)?;
         let total = points.len();
-        if cx.journal.state.points_total != total {
-            cx.journal.state.points_total = total;
-            cx.journal.save()?;
+        let rounds = points.iter().map(|p| p.repeat).max().unwrap_or(1);
+        let between = cx.plan.sweep.between_rounds;
+        if between == BetweenRounds::Reboot && rounds > 1 && !cx.host.reboots() {
+            anyhow::bail!(
+                "[sweep] between_rounds = \"reboot\" needs the appliance: this host does not reboot the machine (use \"restart\" or \"none\" for a local run)"
+            );
         }
-        let mut todo: Vec<bool> = points.iter().map(|p| !recorded(cx, p)).collect();
-        // A warm-up counts only together with the point it warms: when that point is still
-        // to run (it was interrupted), its warm-up runs again right before it, so no restore
-        // and no restart come between them.
-        for i in 0..points.len().saturating_sub(1) {
-            let (w, next) = (&points[i], &points[i + 1]);
-            if w.warmup && !next.warmup && next.workload == w.workload && todo[i + 1] {
-                todo[i] = true;
+        let adaptive = points.iter().any(|p| p.while_ci_wider_than_pct.is_some());
+        for n in 0..points.len() {
+            let p = &points[n];
+            // Decided now, from every point recorded so far: an adaptive round runs only
+            // while the earlier rounds leave its interval too wide. A warm-up counts only
+            // together with the point it warms: when that point is still to run (it was
+            // interrupted), its warm-up runs again right before it, so no restore and no
+            // restart come between them.
+            if n == 0 || (adaptive && !p.warmup) {
+                record_total(cx, &points)?;
             }
-        }
-        for (n, p) in points.iter().enumerate() {
-            if !todo[n] {
+            let todo = |i: usize| !recorded(cx, &points[i]) && wanted(cx, &points, i);
+            let warms_todo = p.warmup
+                && points
+                    .get(n + 1)
+                    .is_some_and(|next| !next.warmup && next.workload == p.workload && todo(n + 1));
+            if !(todo(n) || warms_todo) {
                 continue;
+            }
+            if cx.plan.sweep.order == SweepOrder::Rounds && p.repeat > 1 {
+                between_rounds(cx, between, p.repeat).await?;
             }
             crate::notify::status(&format!(
                 "sweep {}/{total}: {} clients ({}{})",
@@ -99,6 +160,82 @@ impl Step for Sweep {
         }
         crate::steps::dataset::snapshot::discard_spare(cx).await
     }
+}
+
+/// Records how many points the sweep measures: those recorded and those still wanted
+/// (adaptive rounds left out count no more; those still undecided do).
+fn record_total(cx: &mut Context, points: &[SweepPoint]) -> Result<()> {
+    let planned = (0..points.len())
+        .filter(|&i| recorded(cx, &points[i]) || wanted(cx, points, i))
+        .count();
+    if cx.journal.state.points_total != planned {
+        cx.journal.state.points_total = planned;
+        cx.journal.save()?;
+    }
+    Ok(())
+}
+
+/// Before the first point measured in round `round` (after the first): what
+/// `[sweep] between_rounds` asks, once per round. `restart`: PostgreSQL stopped, the page
+/// cache dropped, PostgreSQL started. `reboot`: the boot is recorded, then the machine
+/// reboots; after the boot the sweep resumes here and finds the round's boot done.
+async fn between_rounds(cx: &mut Context, between: BetweenRounds, round: u32) -> Result<()> {
+    if between == BetweenRounds::None || cx.journal.state.state.sweep.prepared_round >= round {
+        return Ok(());
+    }
+    match between {
+        BetweenRounds::None => {}
+        BetweenRounds::Restart => {
+            crate::notify::status(&format!(
+                "sweep: restarting PostgreSQL with the page cache dropped before round {round}"
+            ));
+            tracing::info!(round, "restarting PostgreSQL with the page cache dropped");
+            let cluster = cx.server()?.clone();
+            cluster.stop().await?;
+            drop_page_cache()?;
+            cluster.start().await?;
+        }
+        BetweenRounds::Reboot => {
+            let boot = read_boot_id()?;
+            let sweep = &cx.journal.state.state.sweep;
+            let rebooted = sweep.reboot_for_round == Some(round)
+                && sweep.reboot_from_boot.as_deref().is_some_and(|b| b != boot);
+            if !rebooted {
+                cx.journal.update(|s| {
+                    s.sweep.reboot_for_round = Some(round);
+                    s.sweep.reboot_from_boot = Some(boot);
+                })?;
+                cx.journal.begin(
+                    StepName::Sweep,
+                    Some(&format!("reboot before round {round}")),
+                )?;
+                crate::notify::status(&format!("sweep: rebooting before round {round}"));
+                tracing::info!(round, "rebooting between rounds");
+                match cx.host.reboot().await? {}
+            }
+            tracing::info!(round, "rebooted between rounds");
+        }
+    }
+    cx.journal.update(|s| s.sweep.prepared_round = round)
+}
+
+fn read_boot_id() -> Result<String> {
+    let path = "/proc/sys/kernel/random/boot_id";
+    Ok(std::fs::read_to_string(path)
+        .with_context(|| format!("reading {path}"))?
+        .trim()
+        .to_string())
+}
+
+/// Writes back dirty pages and drops the page cache, dentries and inodes.
+fn drop_page_cache() -> Result<()> {
+    nix::unistd::sync();
+    let path = "/proc/sys/vm/drop_caches";
+    std::fs::write(path, "3").with_context(|| {
+        format!(
+            "[sweep] between_rounds = \"restart\" drops the page cache: writing {path} (this needs root)"
+        )
+    })
 }
 
 /// Brings the cluster's data checksums to the state a point needs.

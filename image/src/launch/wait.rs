@@ -904,6 +904,7 @@ async fn collect(cfg: &StoreConfig, out: &Path) -> bool {
             fail_on_regression: false,
             cache: crate::collect::default_cache()?,
             jobs: 16,
+            history: false,
         };
         crate::collect::collect(args).await
     }

@@ -610,10 +610,12 @@ pub struct Calibration {
     pub trials: usize,
     /// Share of A/A trials whose verdict claims a difference (`faster`, `slower`, `small`).
     pub false_rate: f64,
-    /// Share of trials with the tps shifted by `shift` whose verdict is `faster`.
+    /// Share of trials with the tps shifted by `shift` whose verdict is `faster` (`slower`
+    /// for a negative shift): the interval wholly beyond ±T.
     pub power: f64,
-    /// Share of shifted trials whose interval lies wholly above 0 (a difference detected,
-    /// whatever its size against T).
+    /// Share of shifted trials whose interval lies wholly on the shift's side of 0 (a
+    /// difference detected in the right direction, whatever its size against T): what
+    /// `bench stats` reports as power.
     pub detected: f64,
     /// Share of trials whose interval held the true ratio (A/A and shifted together).
     pub coverage: f64,
@@ -696,8 +698,12 @@ fn calibrate_with(
             if truth == 1.0 {
                 false_verdicts += usize::from(c.verdict.claims_difference());
             } else {
-                faster += usize::from(c.verdict == Verdict::Faster);
-                detected += usize::from(c.ci.is_some_and(|(lo, _)| lo > 1.0));
+                // In the shift's direction: a negative shift is called `slower`.
+                let up = shift >= 0.0;
+                let called = if up { Verdict::Faster } else { Verdict::Slower };
+                faster += usize::from(c.verdict == called);
+                detected +=
+                    usize::from(c.ci.is_some_and(|(lo, hi)| if up { lo > 1.0 } else { hi < 1.0 }));
             }
         }
     }
