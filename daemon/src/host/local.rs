@@ -100,6 +100,18 @@ impl LocalHost {
     }
 }
 
+/// Whether `pid` has exited: no such process, or one that has ended and waits to be reaped.
+fn process_gone(pid: nix::unistd::Pid) -> bool {
+    if nix::sys::signal::kill(pid, None).is_err() {
+        return true;
+    }
+    // /proc/PID/stat: "PID (COMM) STATE ...", COMM may hold spaces and parentheses.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
 /// Stops a postmaster that runs on the work directory's cluster (fast shutdown, the signal
 /// `pg_ctl stop -m fast` sends, so it works whatever PostgreSQL version the earlier run
 /// used) and waits until it has exited. Returns what was stopped, for the operator.
@@ -135,7 +147,9 @@ pub async fn stop_left_server(workdir: &Path) -> Result<Option<String>> {
         )
     })?;
     let deadline = Instant::now() + std::time::Duration::from_secs(600);
-    while nix::sys::signal::kill(pid, None).is_ok() && pid_file.exists() {
+    // The postmaster removes its pid file before it exits: wait for the process itself, so
+    // "stopped" is true when said (a zombie no one has reaped yet counts as gone).
+    while !process_gone(pid) {
         if Instant::now() > deadline {
             anyhow::bail!(
                 "the PostgreSQL server (pid {pid}) in {} did not stop within 600 s",
@@ -149,4 +163,26 @@ pub async fn stop_left_server(workdir: &Path) -> Result<Option<String>> {
         "stopped the PostgreSQL server (pid {pid}) the earlier run left in {}",
         data.display()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::process_gone;
+    use nix::unistd::Pid;
+
+    #[test]
+    fn a_running_process_is_not_gone_an_exited_one_is_even_before_it_is_reaped() {
+        assert!(!process_gone(Pid::this()));
+        let mut child = std::process::Command::new("true").spawn().expect("true");
+        let pid = Pid::from_raw(child.id() as i32);
+        // Wait for the exit without reaping it: a zombie until `wait` below.
+        nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(pid),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        )
+        .expect("waitid");
+        assert!(process_gone(pid), "a zombie has exited");
+        child.wait().expect("reap");
+        assert!(process_gone(pid), "a reaped pid is gone");
+    }
 }
