@@ -33,6 +33,9 @@ pub struct StoreConfig {
     pub credentials_file: Option<String>,
     /// The profile of `credentials_file` to use.
     pub credentials_profile: String,
+    /// Keys this machine found for itself ([`super::caller`]): when set, they are used
+    /// instead of `credentials` (the plan's, which is how the appliance reaches the store).
+    pub caller: Option<super::caller::CallerKeys>,
 }
 
 impl StoreConfig {
@@ -44,6 +47,7 @@ impl StoreConfig {
             credentials: upload.credentials,
             credentials_file: upload.credentials_file.clone(),
             credentials_profile: upload.profile().to_string(),
+            caller: None,
         }
     }
 
@@ -55,7 +59,10 @@ impl StoreConfig {
         if let Some(dir) = self.url.strip_prefix("file://") {
             check_file_store_dir(Path::new(dir)).with_context(|| format!("store {}", self.url))?;
         }
-        if self.url.starts_with("s3://") && self.credentials == Credentials::File {
+        if self.url.starts_with("s3://")
+            && self.caller.is_none()
+            && self.credentials == Credentials::File
+        {
             let file = self
                 .credentials_file
                 .as_deref()
@@ -115,6 +122,9 @@ pub struct Store {
     pub prefix: Vec<String>,
     /// The credentials file the S3 client reads its keys from (`credentials = "file"`).
     pub credentials_file: Option<Arc<FileCredentials>>,
+    /// Which keys the store is reached with, for messages: "key AKIA… from …" (never the
+    /// secret); None for a file store.
+    pub keys: Option<String>,
 }
 
 impl Store {
@@ -149,6 +159,7 @@ impl Store {
                 signer: None,
                 prefix: Vec::new(),
                 credentials_file: None,
+                keys: None,
             });
         }
         let Some(rest) = cfg.url.strip_prefix("s3://") else {
@@ -161,9 +172,10 @@ impl Store {
         if bucket.is_empty() {
             bail!("store URL \"{}\" names no bucket", cfg.url);
         }
-        let mut b = match cfg.credentials {
-            Credentials::Environment => AmazonS3Builder::from_env(),
-            Credentials::InstanceRole | Credentials::File => AmazonS3Builder::new(),
+        let mut b = match (&cfg.caller, cfg.credentials) {
+            (Some(_), _) => AmazonS3Builder::new(),
+            (None, Credentials::Environment) => AmazonS3Builder::from_env(),
+            (None, Credentials::InstanceRole | Credentials::File) => AmazonS3Builder::new(),
         };
         b = b
             .with_bucket_name(bucket)
@@ -196,14 +208,33 @@ impl Store {
                 .with_endpoint(endpoint);
         }
         let mut file_source = None;
-        if cfg.credentials == Credentials::File {
+        let mut keys = match cfg.credentials {
+            Credentials::InstanceRole => Some("the instance role".to_string()),
+            Credentials::Environment => Some(match std::env::var("AWS_ACCESS_KEY_ID") {
+                Ok(k) if !k.is_empty() => {
+                    format!("key {k} from the environment (AWS_ACCESS_KEY_ID)")
+                }
+                _ => "the environment's keys (none set: the instance role)".to_string(),
+            }),
+            Credentials::File => None,
+        };
+        if let Some(caller) = &cfg.caller {
+            b = b.with_credentials(Arc::new(object_store::StaticCredentialProvider::new(
+                caller.credential(),
+            )));
+            keys = Some(caller.describe());
+        } else if cfg.credentials == Credentials::File {
             let file = cfg
                 .credentials_file
                 .as_deref()
                 .context("credentials = \"file\" needs credentials_file")?;
             let source = Arc::new(FileCredentials::new(file, &cfg.credentials_profile));
             // Read now, so a file that cannot be used stops the opening with its reason.
-            source.current()?;
+            let (now, _) = source.current()?;
+            keys = Some(format!(
+                "key {} from {file} (profile \"{}\")",
+                now.key_id, cfg.credentials_profile
+            ));
             b = b.with_credentials(source.clone());
             file_source = Some(source);
         }
@@ -222,6 +253,7 @@ impl Store {
                 .map(str::to_string)
                 .collect(),
             credentials_file: file_source,
+            keys,
         })
     }
 
@@ -572,6 +604,7 @@ mod tests {
             credentials: Credentials::Environment,
             credentials_file: None,
             credentials_profile: DEFAULT_PROFILE.into(),
+            caller: None,
         };
         for (path, words) in [
             (file.clone(), "is not a directory"),
@@ -741,6 +774,7 @@ mod tests {
                 &p.display().to_string(),
                 DEFAULT_PROFILE,
             ))),
+            keys: None,
         };
         let want = format!(
             "the store credentials in {} expired at 2020-01-01T00:00:00Z; put fresh ones there",
@@ -793,6 +827,7 @@ mod tests {
             signer: None,
             prefix: vec!["p".into(), "q".into()],
             credentials_file: None,
+            keys: None,
         };
         assert_eq!(s.path(&["a", "raw/x.txt"]).as_ref(), "p/q/a/raw/x.txt");
     }
