@@ -350,8 +350,12 @@ fn an_instance_role_plan_launches_with_this_machines_keys_to_the_store_given() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
     let plan = dir.path().join("m6gd.toml");
-    std::fs::copy(workspace().join("examples/m6gd-8xlarge.toml"), &plan).expect("plan");
-    let text = read_to_string(&plan);
+    // The example's sysbench-tpcc archive from the repository's pinned copy.
+    let text = read_to_string(&workspace().join("examples/m6gd-8xlarge.toml")).replace(
+        "file:///srv/pgappliance/",
+        &format!("file://{}/", workspace().join("third_party/sysbench-tpcc").display()),
+    );
+    std::fs::write(&plan, &text).expect("plan");
     assert!(text.contains("credentials = \"instance-role\""), "{text}");
     assert!(text.contains("store = \"s3://pgappliance-results/graviton-vs-x86\""));
     let ami = moto.aws(&[

@@ -25,14 +25,31 @@ pub fn with_store(text: &str, change: &StoreChange) -> Result<String, String> {
     let Some(upload) = upload.as_table_like_mut() else {
         return Err("the plan's `upload` is not a table".into());
     };
-    upload.insert("store", value(change.store.as_str()));
+    set(upload, "store", &change.store);
     if let Some(e) = &change.endpoint {
-        upload.insert("endpoint", value(e.as_str()));
+        set(upload, "endpoint", e);
     }
     if let Some(r) = &change.region {
-        upload.insert("region", value(r.as_str()));
+        set(upload, "region", r);
     }
     Ok(doc.to_string())
+}
+
+/// Sets `key` to `text`: in place when it is there (its comments and spacing kept), else
+/// added at the end of the table.
+fn set(table: &mut dyn toml_edit::TableLike, key: &str, text: &str) {
+    match table.get_mut(key) {
+        Some(item) => {
+            let decor = item.as_value().map(|v| v.decor().clone());
+            *item = value(text);
+            if let (Some(d), Some(v)) = (decor, item.as_value_mut()) {
+                *v.decor_mut() = d;
+            }
+        }
+        None => {
+            table.insert(key, value(text));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -91,9 +91,9 @@ pub fn read(text: &str) -> Failure {
 /// ("--credentials-file FILE, AWS_PROFILE or AWS_ACCESS_KEY_ID").
 pub fn fix(f: &Failure, service: &str, keys: Option<&str>, other_keys: &str) -> String {
     let keys_text = keys.unwrap_or("the keys used");
-    if let Some(c) = f.connection {
+    if f.connection.is_some() {
         return format!(
-            "{c}: check the {service} endpoint (the URL, that it runs and that this machine reaches it)"
+            "check the {service} endpoint (the URL, that it runs and that this machine reaches it)"
         );
     }
     match f.code.as_deref().unwrap_or("") {
