@@ -353,7 +353,10 @@ fn an_instance_role_plan_launches_with_this_machines_keys_to_the_store_given() {
     // The example's sysbench-tpcc archive from the repository's pinned copy.
     let text = read_to_string(&workspace().join("examples/m6gd-8xlarge.toml")).replace(
         "file:///srv/pgappliance/",
-        &format!("file://{}/", workspace().join("third_party/sysbench-tpcc").display()),
+        &format!(
+            "file://{}/",
+            workspace().join("third_party/sysbench-tpcc").display()
+        ),
     );
     std::fs::write(&plan, &text).expect("plan");
     assert!(text.contains("credentials = \"instance-role\""), "{text}");
@@ -472,32 +475,6 @@ fn an_instance_role_plan_launches_with_this_machines_keys_to_the_store_given() {
     assert_eq!(w.status.code(), Some(1), "{text}");
     assert!(text.contains(&format!("watching {store}")), "{text}");
     assert!(text.contains("TIMED OUT after 1s"), "{text}");
-}
-
-/// `launch --store file:///…` would have the servers write to their own disks, where
-/// nothing on this machine can read: refused before anything is built or started.
-#[test]
-fn a_file_store_given_to_launch_is_refused_with_the_reason() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir.path()))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
-        .args(["--ipmi", "127.0.0.1:9"])
-        .arg("--store")
-        .arg(format!("file://{}", dir.path().join("results").display()))
-        .output()
-        .expect("launch");
-    let text = describe(&o);
-    assert_eq!(o.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("the servers would write their runs to that directory on their own disks"),
-        "{text}"
-    );
-    assert!(!dir.path().join("out").exists(), "{text}");
 }
 
 /// A store that refuses the keys is one line: the store's code and message read from its

@@ -300,9 +300,6 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     let plan = Plan::load(&args.build.plan)?;
     let store_change = match &args.store.store {
         Some(url) if *url == plan.upload.store => None,
-        Some(url) if url.starts_with("file://") => bail!(
-            "--store {url}: the servers would write their runs to that directory on their own disks, where neither `wait` nor `collect` on this machine can read them; give a store both reach (s3://bucket/prefix), or put the file:// store in the plan if the servers share it with this machine"
-        ),
         Some(url) => Some(pgappliance::plan::rewrite::StoreChange {
             store: url.clone(),
             endpoint: args.store.endpoint.clone(),
@@ -310,6 +307,15 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         }),
         None => None,
     };
+    if let Some(url) = store_change
+        .as_ref()
+        .map(|c| c.store.as_str())
+        .filter(|u| u.starts_with("file://"))
+    {
+        eprintln!(
+            "warning: --store {url}: the servers write their runs to that directory on their own disks; `wait` and `collect` here see them only when it is shared with this machine (an s3:// store both reach is the usual choice)"
+        );
+    }
     let upload = match &store_change {
         Some(c) => record::UploadRef {
             store: c.store.clone(),
