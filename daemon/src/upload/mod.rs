@@ -1033,7 +1033,7 @@ pub async fn upload_run(
                     Err(_) => Err(UploadError {
                         permanent: false,
                         credentials_refused: false,
-                        error: anyhow!("no answer from the store in time"),
+                        error: anyhow!("{}", store::probe(store).await),
                     }),
                 }
             }

@@ -125,6 +125,8 @@ pub struct Store {
     /// Which keys the store is reached with, for messages: "key AKIA… from …" (never the
     /// secret); None for a file store.
     pub keys: Option<String>,
+    /// The S3 endpoint given (plan, command line or AWS_ENDPOINT_URL), for messages.
+    pub endpoint: Option<String>,
 }
 
 impl Store {
@@ -160,6 +162,7 @@ impl Store {
                 prefix: Vec::new(),
                 credentials_file: None,
                 keys: None,
+                endpoint: None,
             });
         }
         let Some(rest) = cfg.url.strip_prefix("s3://") else {
@@ -195,11 +198,11 @@ impl Store {
                     .with_timeout(Duration::from_secs(120))
                     .with_connect_timeout(Duration::from_secs(5)),
             );
-        if let Some(endpoint) = cfg
+        let endpoint_given = cfg
             .endpoint
             .clone()
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-        {
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        if let Some(endpoint) = endpoint_given.clone() {
             // From the plan, a command line or AWS_ENDPOINT_URL: no credentials in it.
             crate::url::refuse_credentials(&endpoint)
                 .map_err(|why| anyhow::anyhow!("the S3 endpoint {why}"))?;
@@ -254,6 +257,7 @@ impl Store {
                 .collect(),
             credentials_file: file_source,
             keys,
+            endpoint: endpoint_given,
         })
     }
 
@@ -273,6 +277,29 @@ impl Store {
                 "the store credentials from the environment expired (the store answered ExpiredToken); restart the daemon with fresh ones".to_string()
             }),
         }
+    }
+}
+
+/// Why a store gave no answer in time, from one connection to its endpoint (bounded to a
+/// few seconds): refused, not resolved, silent, or it accepts connections and is slow.
+pub async fn probe(store: &Store) -> String {
+    let Some(endpoint) = store.endpoint.as_deref() else {
+        return "no answer in time".into();
+    };
+    let Ok(url) = reqwest::Url::parse(endpoint) else {
+        return "no answer in time".into();
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return "no answer in time".into();
+    };
+    let connect = tokio::net::TcpStream::connect((host, port));
+    match tokio::time::timeout(Duration::from_secs(3), connect).await {
+        Ok(Ok(_)) => format!("{host}:{port} accepts connections but answered no request in time"),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            format!("the connection to {host}:{port} was refused (nothing listens there)")
+        }
+        Ok(Err(e)) => format!("connecting to {host}:{port}: {e}"),
+        Err(_) => format!("{host}:{port} did not answer a connection within 3 s"),
     }
 }
 
@@ -775,6 +802,7 @@ mod tests {
                 DEFAULT_PROFILE,
             ))),
             keys: None,
+            endpoint: None,
         };
         let want = format!(
             "the store credentials in {} expired at 2020-01-01T00:00:00Z; put fresh ones there",
@@ -828,6 +856,7 @@ mod tests {
             prefix: vec!["p".into(), "q".into()],
             credentials_file: None,
             keys: None,
+            endpoint: None,
         };
         assert_eq!(s.path(&["a", "raw/x.txt"]).as_ref(), "p/q/a/raw/x.txt");
     }
