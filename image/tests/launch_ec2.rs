@@ -418,6 +418,15 @@ fn an_instance_role_plan_launches_with_this_machines_keys_to_the_store_given() {
         "{text}"
     );
     let id = launch_id(&o);
+    // What next repeats how this machine reached the store.
+    assert!(
+        text.contains(&format!(
+            "next: `pgappliance wait {id} --store {store} --endpoint {} --region us-east-1 --credentials-file {}`",
+            weed.endpoint(),
+            weed.credentials_file().display()
+        )),
+        "{text}"
+    );
 
     // The packed plan uploads to the store given, reached at the endpoint given, with the
     // plan's own credentials setting (the instance role) for the appliance.

@@ -130,7 +130,7 @@ pub fn fix(f: &Failure, service: &str, keys: Option<&str>, other_keys: &str) -> 
             Some(s) if s >= 500 => format!("the {service} is failing: try again later"),
             _ => format!("check the {service} endpoint and the keys ({keys_text})"),
         },
-        _ => format!("change what the {service}'s message names"),
+        _ => "change what the message names".into(),
     }
 }
 

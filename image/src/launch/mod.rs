@@ -395,6 +395,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         url_lifetime,
         power_wait,
         ec2: ec2_args,
+        store: store_options,
         ..
     } = args;
     let rt = runtime()?;
@@ -537,7 +538,19 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             upload: Some(upload),
         };
         let key = record::write(&store, &rec).await?;
-        Ok(summarize(&rec, &key, &store.url))
+        // The wait command repeats how this machine reached the store.
+        let mut store_flags = store.url.clone();
+        for (flag, value) in [
+            ("--endpoint", &store_options.endpoint),
+            ("--region", &store_options.region),
+            ("--credentials-file", &store_options.credentials_file),
+            ("--credentials-profile", &store_options.credentials_profile),
+        ] {
+            if let Some(v) = value {
+                store_flags.push_str(&format!(" {flag} {v}"));
+            }
+        }
+        Ok(summarize(&rec, &key, &store_flags))
     })
 }
 
