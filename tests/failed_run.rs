@@ -86,16 +86,22 @@ fn a_failed_run_stops_the_server_it_started() {
     );
 }
 
-#[test]
-fn keep_running_keeps_the_server_and_the_refused_rerun_stops_it() {
-    let w = Workdir::new("failed-keep");
+/// Runs the bad plan with `--keep-running` in `w`: the run fails (exit 1) and the server it
+/// started stays up; returns the postmaster's pid.
+fn fail_keeping_the_server(w: &Workdir) -> i32 {
     let out = w
         .run_command(&bad_plan())
         .arg("--keep-running")
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    postmaster_pid(w).expect("--keep-running leaves the server up")
+}
+
+#[test]
+fn keep_running_keeps_the_server_and_the_refused_rerun_stops_it() {
+    let w = Workdir::new("failed-keep");
+    let pid = fail_keeping_the_server(&w);
     assert!(alive(pid), "postmaster {pid} runs");
 
     let out = w.run(&corrected_plan(&w));
@@ -302,13 +308,7 @@ fn one_daemon_per_work_directory() {
 fn a_journal_naming_paths_outside_the_work_directory_or_unreadable_is_refused_and_reset_puts_it_aside(
 ) {
     let w = Workdir::new("journal-names");
-    let out = w
-        .run_command(&bad_plan())
-        .arg("--keep-running")
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    let pid = fail_keeping_the_server(&w);
     // `runs/../../<name>` is beside the work directory.
     let name = format!(
         "{}-victim",
@@ -348,13 +348,7 @@ fn a_journal_naming_paths_outside_the_work_directory_or_unreadable_is_refused_an
     assert!(text.contains("journal could not be read"), "{text}");
 
     // A journal that is not JSON at all: reset puts it aside too, and stops the server.
-    let out = w
-        .run_command(&bad_plan())
-        .arg("--keep-running")
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let pid = postmaster_pid(&w).expect("--keep-running leaves the server up");
+    let pid = fail_keeping_the_server(&w);
     std::fs::write(&state, b"{ garbage").expect("write");
     let out = daemon(&["reset"], &w);
     assert!(out.status.success(), "{}", describe(&out));

@@ -618,87 +618,62 @@ fn an_installer_of_another_architecture_is_refused_naming_both() {
             "[general]\narch = {arch}\nfamily = Rocky Linux\nversion = 8.6\n\n[header]\ntype = productmd.treeinfo\nversion = 1.2\n\n[release]\nname = Rocky Linux\nshort = Rocky\nversion = 8.6\n\n[tree]\narch = {arch}\nplatforms = {arch}\n"
         )
     };
+    let x86_treeinfo = treeinfo("x86_64");
+    let arm_treeinfo = treeinfo("aarch64");
+    let x86_discinfo = "1652456044.286853\n8.6\nx86_64\n";
     let daemon_dir = tempfile::tempdir().expect("tmp");
     let daemon = fake_aarch64_binary(daemon_dir.path());
-    // The plan is aarch64; the medium's .treeinfo says x86_64 (whatever its label says).
-    let dir = tempfile::tempdir().expect("tmp");
-    let iso = rocky_iso(
-        dir.path(),
-        "Rocky-8-6-aarch64-dvd",
-        &[
-            (".treeinfo", &treeinfo("x86_64")),
-            (".discinfo", "1652456044.286853\n8.6\nx86_64\n"),
-        ],
-    );
-    let out = dir.path().join("out");
-    let o = build(
-        &plan_with_keys(dir.path()),
-        &out,
-        &daemon,
-        &["--iso", &iso.display().to_string()],
-    );
-    let err = describe(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(
-            "is Rocky Linux 8.6 x86_64 (its .treeinfo says x86_64), but appliance.arch is aarch64"
+    // The plan is aarch64. Each medium: its volume id, its files, and what build must say
+    // (None: the build succeeds naming the installer it read).
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Option<&'a str>);
+    let cases: [Case; 4] = [
+        // The .treeinfo says x86_64, whatever the label says.
+        (
+            "Rocky-8-6-aarch64-dvd",
+            vec![(".treeinfo", &x86_treeinfo), (".discinfo", x86_discinfo)],
+            Some("is Rocky Linux 8.6 x86_64 (its .treeinfo says x86_64), but appliance.arch is aarch64"),
         ),
-        "{err}"
-    );
-    assert!(!out.exists(), "{err}");
-    // Only a .discinfo: it is read too.
-    let dir = tempfile::tempdir().expect("tmp");
-    let iso = rocky_iso(
-        dir.path(),
-        "ROCKY",
-        &[(".discinfo", "1652456044.286853\n8.6\nx86_64\n")],
-    );
-    let o = build(
-        &plan_with_keys(dir.path()),
-        &dir.path().join("out"),
-        &daemon,
-        &["--iso", &iso.display().to_string()],
-    );
-    let err = describe(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("(its .discinfo says x86_64), but appliance.arch is aarch64"),
-        "{err}"
-    );
-    // Neither file: the volume id's architecture.
-    let dir = tempfile::tempdir().expect("tmp");
-    let iso = rocky_iso(dir.path(), "Rocky-8-6-x86_64-dvd", &[]);
-    let o = build(
-        &plan_with_keys(dir.path()),
-        &dir.path().join("out"),
-        &daemon,
-        &["--iso", &iso.display().to_string()],
-    );
-    let err = describe(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("(its volume id says x86_64), but appliance.arch is aarch64"),
-        "{err}"
-    );
-    // The plan's own architecture is taken, and said.
-    let dir = tempfile::tempdir().expect("tmp");
-    let iso = rocky_iso(
-        dir.path(),
-        "Rocky-8-6-aarch64-dvd",
-        &[(".treeinfo", &treeinfo("aarch64"))],
-    );
-    let o = build(
-        &plan_with_keys(dir.path()),
-        &dir.path().join("out"),
-        &daemon,
-        &["--iso", &iso.display().to_string()],
-    );
-    assert!(o.status.success(), "{}", describe(&o));
-    assert!(
-        stdout_has(&o, "installer: Rocky Linux 8.6 aarch64"),
-        "{}",
-        describe(&o)
-    );
+        // Only a .discinfo: it is read too.
+        (
+            "ROCKY",
+            vec![(".discinfo", x86_discinfo)],
+            Some("(its .discinfo says x86_64), but appliance.arch is aarch64"),
+        ),
+        // Neither file: the volume id's architecture.
+        (
+            "Rocky-8-6-x86_64-dvd",
+            vec![],
+            Some("(its volume id says x86_64), but appliance.arch is aarch64"),
+        ),
+        // The plan's own architecture is taken, and said.
+        ("Rocky-8-6-aarch64-dvd", vec![(".treeinfo", &arm_treeinfo)], None),
+    ];
+    for (volume_id, files, refusal) in cases {
+        let dir = tempfile::tempdir().expect("tmp");
+        let iso = rocky_iso(dir.path(), volume_id, &files);
+        let out = dir.path().join("out");
+        let o = build(
+            &plan_with_keys(dir.path()),
+            &out,
+            &daemon,
+            &["--iso", &iso.display().to_string()],
+        );
+        let err = describe(&o);
+        match refusal {
+            Some(says) => {
+                assert_eq!(o.status.code(), Some(1), "{volume_id}: {err}");
+                assert!(err.contains(says), "{volume_id}: {err}");
+                assert!(!out.exists(), "{volume_id}: nothing written: {err}");
+            }
+            None => {
+                assert!(o.status.success(), "{err}");
+                assert!(
+                    stdout_has(&o, "installer: Rocky Linux 8.6 aarch64"),
+                    "{err}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -21,7 +20,6 @@ fn is_root() -> bool {
 fn the_guest_harness_names_a_missing_venv_up_front() {
     let dir = tempfile::tempdir().expect("tmp");
     let venv = dir.path().join("no-venv");
-    let t0 = Instant::now();
     let o = Command::new(repo().join("tests/guest/run"))
         .args(["--preflight", "vm-boot", "vm-reset"])
         .env("PGAPPLIANCE_VENV", &venv)
@@ -29,7 +27,6 @@ fn the_guest_harness_names_a_missing_venv_up_front() {
         .env("PGA_GUEST_WORK", dir.path().join("work"))
         .output()
         .expect("tests/guest/run");
-    let took = t0.elapsed();
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stdout}{stderr}");
@@ -38,10 +35,6 @@ fn the_guest_harness_names_a_missing_venv_up_front() {
         assert!(stderr.contains("need root"), "{stderr}");
         return;
     }
-    assert!(
-        took < Duration::from_secs(10),
-        "stopped at once, not after {took:?}"
-    );
     for tool in ["weed", "aws"] {
         let named = format!("{}/bin/{tool} (the S3 server and client", venv.display());
         assert!(stderr.contains(&named), "{tool}: {stderr}");

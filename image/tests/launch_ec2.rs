@@ -258,7 +258,6 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
         })
         .expect("the report in the store");
     assert_eq!(String::from_utf8_lossy(&stored), report);
-    let started = std::time::Instant::now();
     let w = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
         .args([
             "wait",
@@ -275,10 +274,8 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
         .expect("wait");
     let text = describe(&w);
     assert_eq!(w.status.code(), Some(1), "{text}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "{text}"
-    );
+    // It ended on the failure report, not on its --timeout.
+    assert!(!text.contains("TIMED OUT"), "{text}");
     assert!(
         text.contains(&format!(
             "{instance}: FAILED the install failed ({failure_object}): {report}"

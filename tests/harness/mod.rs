@@ -486,6 +486,34 @@ pub fn wait_for_rest(child: &Child, limit: Duration, log: &Path) -> Rest {
     }
 }
 
+/// Waits until a server started by a test is ready (`ready()` says so). A server that ended
+/// is reported at once with its log; a live one has five minutes: it starts in seconds on
+/// a quiet machine, far slower beside two test binaries' builds. A bound on a slow start,
+/// not a race: nothing here depends on how soon it is ready.
+pub fn wait_until_ready(
+    what: &str,
+    child: &mut Child,
+    log: impl Fn() -> String,
+    mut ready: impl FnMut() -> bool,
+) {
+    let limit = Duration::from_secs(300);
+    let deadline = Instant::now() + limit;
+    while !ready() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{what} ended ({status}) before it was ready; its log:\n{}",
+                log()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} was not ready within {limit:?}; its log:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Starts `cmd` (its stderr to `log`) with the fault point `fault` armed to stop it there
 /// (`NAME[@N]`), and returns it stopped at that point; panics with the log when it ends
 /// before reaching it, or does not reach it within ten minutes.

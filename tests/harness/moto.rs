@@ -6,7 +6,6 @@
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 
@@ -42,22 +41,13 @@ impl Moto {
             .expect("start moto_server");
         let mut m = Moto { child, port, dir };
         // A TCP connect, not a request: every request counts against the unauthenticated ones.
-        // A server that ended is reported at once; a live one has five minutes.
-        let deadline = Instant::now() + Duration::from_secs(300);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = m.child.try_wait() {
-                panic!(
-                    "moto_server ended ({status}) before listening:\n{}",
-                    m.log()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "moto_server did not listen within 300 s:\n{}",
-                m.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let dir = m.dir.path().to_path_buf();
+        super::wait_until_ready(
+            "moto_server",
+            &mut m.child,
+            || std::fs::read_to_string(dir.join("moto.log")).unwrap_or_default(),
+            || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
         m
     }
 

@@ -5,7 +5,6 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 pub const BUCKET: &str = "pgappliance-results";
 
@@ -182,40 +181,28 @@ impl SeaweedFs {
         .expect("open store")
     }
 
-    /// Waits until the bucket answers (the S3 port opens before buckets exist). A server
-    /// that ended is reported at once with its log; a live one has five minutes (it
-    /// starts in seconds on a quiet machine, far slower beside two test binaries' builds).
+    /// Waits until the bucket answers (the S3 port opens before buckets exist).
     fn wait_for_bucket(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(300);
         let rt = super::runtime();
         let store = self.store("");
-        loop {
-            let ok = rt.block_on(async {
-                use futures::TryStreamExt;
-                use object_store::ObjectStore;
-                store
-                    .objects
-                    .list(None)
-                    .try_collect::<Vec<_>>()
-                    .await
-                    .is_ok()
-            });
-            if ok {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "SeaweedFS ended ({status}) before its bucket answered; log:\n{}",
-                    self.log()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "SeaweedFS bucket did not answer within 300 s; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        let log = self.dir.path().join("weed.log");
+        super::wait_until_ready(
+            "SeaweedFS",
+            &mut self.child,
+            || std::fs::read_to_string(&log).unwrap_or_default(),
+            || {
+                rt.block_on(async {
+                    use futures::TryStreamExt;
+                    use object_store::ObjectStore;
+                    store
+                        .objects
+                        .list(None)
+                        .try_collect::<Vec<_>>()
+                        .await
+                        .is_ok()
+                })
+            },
+        );
     }
 
     pub fn log(&self) -> String {

@@ -191,10 +191,8 @@ mod tests {
             assert_eq!(c.region.as_deref(), Some("eu-west-1"));
             assert_eq!(c.availability_zone, None);
             assert_eq!(c.instance_id.as_deref(), Some("i-0123"));
-            // Nothing listening: no cloud, quickly.
-            let t0 = std::time::Instant::now();
+            // Nothing listening: no cloud.
             assert_eq!(ec2_instance("http://127.0.0.1:9").await, None);
-            assert!(t0.elapsed() < Duration::from_secs(5));
             assert_eq!(ec2_instance("off").await, None);
         });
     }

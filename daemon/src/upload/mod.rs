@@ -1102,19 +1102,17 @@ pub async fn upload_run(
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_verified_stored_copy_is_not_overwritten_by_a_changed_local_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (run, work, root) = (
-            dir.path().join("run"),
-            dir.path().join("work"),
-            dir.path().join("store"),
-        );
+    /// A run directory, a work directory (both made) and a store folder under `dir`.
+    fn run_work_and_store(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let (run, work) = (dir.join("run"), dir.join("work"));
         for d in [&run, &work] {
             std::fs::create_dir_all(d).expect("mkdir");
         }
-        std::fs::write(run.join("results.json"), b"{\"tps\": 1542.8}").expect("write");
-        std::fs::write(run.join("summary.csv"), b"tps\r\n1542.8\r\n").expect("write");
+        (run, work, dir.join("store"))
+    }
+
+    /// A `file://` store at `root` and the run key the tests upload under.
+    fn file_store(root: &Path) -> (Store, RunKey) {
         let store = Store::open(&StoreConfig {
             url: format!("file://{}", root.display()),
             endpoint: None,
@@ -1130,6 +1128,16 @@ mod tests {
             machine_id: "m".into(),
             run_id: "r-1".into(),
         };
+        (store, key)
+    }
+
+    #[tokio::test]
+    async fn a_verified_stored_copy_is_not_overwritten_by_a_changed_local_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (run, work, root) = run_work_and_store(dir.path());
+        std::fs::write(run.join("results.json"), b"{\"tps\": 1542.8}").expect("write");
+        std::fs::write(run.join("summary.csv"), b"tps\r\n1542.8\r\n").expect("write");
+        let (store, key) = file_store(&root);
         let options = UploadOptions::default();
         upload_run(&store, &key, &run, &work, options)
             .await
@@ -1171,31 +1179,10 @@ mod tests {
     #[tokio::test]
     async fn an_upload_with_a_garbage_upload_state_sets_it_aside_and_completes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (run, work, root) = (
-            dir.path().join("run"),
-            dir.path().join("work"),
-            dir.path().join("store"),
-        );
-        for d in [&run, &work] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
+        let (run, work, root) = run_work_and_store(dir.path());
         std::fs::write(run.join("results.json"), b"{}").expect("write");
         std::fs::write(journal_path(&work), b"\0garbage").expect("garbage");
-        let store = Store::open(&StoreConfig {
-            url: format!("file://{}", root.display()),
-            endpoint: None,
-            region: "us-east-1".into(),
-            credentials: crate::plan::Credentials::Environment,
-            credentials_file: None,
-            credentials_profile: store::DEFAULT_PROFILE.into(),
-            caller: None,
-        })
-        .expect("store");
-        let key = RunKey {
-            appliance: "app".into(),
-            machine_id: "m".into(),
-            run_id: "r-1".into(),
-        };
+        let (store, key) = file_store(&root);
         upload_run(&store, &key, &run, &work, UploadOptions::default())
             .await
             .expect("the upload starts over");

@@ -115,24 +115,41 @@ pub fn synthetic_rocky_iso(dir: &Path) -> PathBuf {
     dir.join("rocky.iso")
 }
 
-/// Waits until `child` listens on `port`: at once with its log when it ended, else up to
-/// five minutes (a loaded 2-core machine starts Python servers slowly).
-pub fn wait_for_port(child: &mut Child, port: u16, what: &str, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+/// Waits until a server started by a test is ready (`ready()` says so). A server that ended
+/// is reported at once with its log; a live one has five minutes (a loaded 2-core machine
+/// starts Python servers slowly). A bound on a slow start, not a race.
+pub fn wait_until_ready(
+    what: &str,
+    child: &mut Child,
+    log: impl Fn() -> String,
+    mut ready: impl FnMut() -> bool,
+) {
+    let limit = Duration::from_secs(300);
+    let deadline = Instant::now() + limit;
+    while !ready() {
         if let Ok(Some(status)) = child.try_wait() {
             panic!(
-                "{what} ended ({status}) before listening on {port}: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
+                "{what} ended ({status}) before it was ready; its log:\n{}",
+                log()
             );
         }
         assert!(
             Instant::now() < deadline,
-            "{what} did not listen on {port}: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
+            "{what} was not ready within {limit:?}; its log:\n{}",
+            log()
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Waits until `child` listens on `port` (see [`wait_until_ready`]).
+pub fn wait_for_port(child: &mut Child, port: u16, what: &str, log: &Path) {
+    wait_until_ready(
+        &format!("{what} on port {port}"),
+        child,
+        || std::fs::read_to_string(log).unwrap_or_default(),
+        || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
 }
 
 /// A child process killed when dropped.
@@ -262,32 +279,33 @@ pub fn fakebmc() -> Daemon {
         .spawn()
         .expect("fakebmc");
     let mut d = Daemon { child, dir, port };
-    // It listens on UDP: ready once ipmitool gets an answer (at once reported when it ended;
-    // a live one has five minutes on a loaded machine).
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let o = Command::new("ipmitool")
-            .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
-            .args([
-                "-U", "admin", "-E", "-R", "1", "-N", "1", "chassis", "power", "status",
-            ])
-            .env("IPMI_PASSWORD", "password")
-            .output()
-            .expect("ipmitool (Debian package ipmitool)");
-        if o.status.success() {
-            break d;
-        }
-        if let Ok(Some(status)) = d.child.try_wait() {
-            panic!("fakebmc ended ({status}) before answering: {}", d.log());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "fakebmc did not answer on {port}: {}\n{}",
-            describe(&o),
-            d.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // It listens on UDP: ready once ipmitool gets an answer.
+    let log = d.dir.path().join("log");
+    let last = std::cell::RefCell::new(String::new());
+    wait_until_ready(
+        &format!("fakebmc on port {port}"),
+        &mut d.child,
+        || {
+            format!(
+                "{}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default(),
+                last.borrow()
+            )
+        },
+        || {
+            let o = Command::new("ipmitool")
+                .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string()])
+                .args([
+                    "-U", "admin", "-E", "-R", "1", "-N", "1", "chassis", "power", "status",
+                ])
+                .env("IPMI_PASSWORD", "password")
+                .output()
+                .expect("ipmitool (Debian package ipmitool)");
+            *last.borrow_mut() = describe(&o);
+            o.status.success()
+        },
+    );
+    d
 }
 
 /// GET a Redfish resource from the emulator with curl (an independent client).
