@@ -74,6 +74,9 @@ fn shared_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 impl Chain<'_> {
     /// How to give other keys, for the messages.
     pub fn how(&self) -> String {
+        if self.file_flag.is_empty() {
+            return "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE for a profile of ~/.aws/credentials".into();
+        }
         format!(
             "{} FILE, {} NAME or AWS_PROFILE for a profile of ~/.aws/credentials, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
             self.file_flag, self.profile_flag

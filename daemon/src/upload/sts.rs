@@ -167,20 +167,19 @@ pub fn session_name(appliance: &str) -> String {
     clean
 }
 
-/// The operator's own keys from the environment (`AWS_ACCESS_KEY_ID`,
-/// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` when they are session keys).
-pub fn operator_credentials_from_env() -> Result<AwsCredential> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
-        (Some(key_id), Some(secret_key)) => Ok(AwsCredential {
-            key_id,
-            secret_key,
-            token: get("AWS_SESSION_TOKEN"),
-        }),
-        _ => bail!(
-            "minting store credentials needs your own AWS keys in the environment: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for session keys)"
-        ),
+/// The operator's own keys, by this machine's chain ([`super::caller`]): the environment
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` for session keys),
+/// else the `AWS_PROFILE` (or `default`) profile of `~/.aws/credentials`.
+pub fn operator_credentials() -> Result<AwsCredential> {
+    super::caller::Chain {
+        purpose: "minting store credentials (your own keys)",
+        file: None,
+        profile: None,
+        file_flag: "",
+        profile_flag: "",
     }
+    .resolve()
+    .map(|k| k.credential())
 }
 
 /// Checks a request before anything is sent: the duration within the method's limits,
