@@ -369,8 +369,9 @@ pub fn migrate_v1(mut value: serde_json::Value) -> Result<Journal> {
     serde_json::from_value(value).context("the rest of the schema-1 journal does not read")
 }
 
-pub fn now() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+/// The journal of a work directory.
+pub fn journal_path(workdir: &Path) -> PathBuf {
+    workdir.join("state.json")
 }
 
 /// The journal file and its in-memory copy; every change is persisted before returning.
@@ -412,7 +413,7 @@ impl JournalFile {
                 schema_version: JOURNAL_SCHEMA_VERSION,
                 run_id: new_run_id,
                 plan_sha256: plan_sha256.to_string(),
-                started_at: now(),
+                started_at: crate::clock::now(),
                 steps: BTreeMap::new(),
                 pending: None,
                 points: BTreeMap::new(),
@@ -436,7 +437,7 @@ impl JournalFile {
     }
 
     pub fn save(&mut self) -> Result<()> {
-        self.state.updated_at = Some(now());
+        self.state.updated_at = Some(crate::clock::now());
         fsutil::write_json(&self.path, &self.state)
             .with_context(|| format!("saving journal {}", self.path.display()))
     }
@@ -453,14 +454,14 @@ impl JournalFile {
     pub fn begin(&mut self, step: StepName, item: Option<&str>) -> Result<Option<Pending>> {
         let previous = self.state.pending.take();
         let rec = self.state.steps.entry(step).or_insert(StepRecord {
-            started_at: now(),
+            started_at: crate::clock::now(),
             finished_at: None,
             duration_s: None,
             attempts: 0,
         });
         if item.is_none() {
             rec.attempts += 1;
-            rec.started_at = now();
+            rec.started_at = crate::clock::now();
             rec.finished_at = None;
             // A new attempt: the step's earlier failure is history.
             if self.state.failure.as_ref().is_some_and(|f| f.step == step) {
@@ -470,7 +471,7 @@ impl JournalFile {
         self.state.pending = Some(Pending {
             step,
             item: item.map(str::to_string),
-            started_at: now(),
+            started_at: crate::clock::now(),
         });
         self.save()?;
         crate::faults::point(&match item {
@@ -482,7 +483,7 @@ impl JournalFile {
 
     pub fn finish(&mut self, step: StepName, duration_s: f64) -> Result<()> {
         if let Some(rec) = self.state.steps.get_mut(&step) {
-            rec.finished_at = Some(now());
+            rec.finished_at = Some(crate::clock::now());
             rec.duration_s = Some(duration_s);
         }
         self.state.pending = None;
@@ -503,7 +504,7 @@ impl JournalFile {
             step,
             error: format!("{error:#}"),
             refused,
-            at: now(),
+            at: crate::clock::now(),
         });
         self.save()
     }
@@ -522,7 +523,7 @@ impl JournalFile {
         self.state.pending = Some(Pending {
             step: StepName::Sweep,
             item: Some(id.to_string()),
-            started_at: now(),
+            started_at: crate::clock::now(),
         });
         self.save()?;
         crate::faults::point(&format!("begin-point:{id}"));
@@ -535,14 +536,14 @@ impl JournalFile {
             id.to_string(),
             PointRecord {
                 result: result.to_string(),
-                finished_at: now(),
+                finished_at: crate::clock::now(),
                 attempts,
             },
         );
         self.state.pending = Some(Pending {
             step: StepName::Sweep,
             item: None,
-            started_at: now(),
+            started_at: crate::clock::now(),
         });
         self.save()?;
         crate::faults::point("point-recorded");

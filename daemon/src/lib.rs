@@ -5,6 +5,7 @@
 
 pub mod assets;
 pub mod bench;
+pub mod clock;
 pub mod compare;
 pub mod csv;
 pub mod el8_facts;
@@ -40,3 +41,4 @@ pub mod systemd;
 pub mod third_party;
 pub mod upload;
 pub mod url;
+pub mod workload;

@@ -57,7 +57,7 @@ pub fn status(text: &str) {
     if let Some(path) = path {
         let last = LastStatus {
             text: text.to_string(),
-            at: crate::journal::now(),
+            at: crate::clock::now(),
             pid: std::process::id(),
         };
         if let Err(e) = crate::fsutil::write_json(&path, &last) {

@@ -91,13 +91,9 @@ impl Profile {
         }
     }
 
-    /// PostgreSQL major version when the plan names none (scenario A used 14 on Rocky 8;
-    /// Debian 12 ships 15).
+    /// PostgreSQL major version when the plan names none.
     pub fn default_pg_version(&self) -> u32 {
-        match self.platform {
-            Platform::Rocky8 => 14,
-            Platform::Debian12 => 15,
-        }
+        self.platform.default_pg_version()
     }
 
     /// The PostgreSQL major version the appliance installs and runs.

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::plan::{Checksums, WorkloadKind};
 use crate::results::{PointResult, PointStatus, RunResults};
+use crate::workload::Record;
 
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -260,24 +261,21 @@ fn series_name(workload: &str, checksums: Option<Checksums>) -> String {
 
 /// What a point's load count is called: pgbench's clients, sysbench's threads.
 pub fn load_unit(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::Pgbench => "clients",
-        WorkloadKind::SysbenchTpcc => "threads",
-    }
+    crate::workload::of(kind).load_unit()
 }
 
-/// The successful points of one kind.
-fn ok_points(r: &RunResults, kind: WorkloadKind) -> impl Iterator<Item = &PointResult> {
+/// The successful points whose figures are in `record`.
+fn ok_points(r: &RunResults, record: Record) -> impl Iterator<Item = &PointResult> {
     r.points
         .iter()
-        .filter(move |p| p.status == PointStatus::Ok && p.kind == kind)
+        .filter(move |p| p.status == PointStatus::Ok && p.record() == record)
 }
 
 /// Mean tps per client (sysbench-tpcc: thread) count for each workload × checksum state of
 /// one kind (repeats averaged).
-pub fn scaling_series(r: &RunResults, kind: WorkloadKind) -> Vec<Series> {
+pub fn scaling_series(r: &RunResults, record: Record) -> Vec<Series> {
     let mut groups: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
-    for p in ok_points(r, kind) {
+    for p in ok_points(r, record) {
         if let Some(tps) = p.tps() {
             groups
                 .entry(series_name(&p.workload, p.checksums))
@@ -303,12 +301,12 @@ pub fn scaling_series(r: &RunResults, kind: WorkloadKind) -> Vec<Series> {
 /// different throughputs (select-only's tens of thousands, TPC-B's few thousand) on one
 /// linear axis would flatten the slower one. A run without points still gets one chart (it
 /// says "no data").
-pub fn scaling_charts(r: &RunResults, kind: WorkloadKind) -> Vec<(String, Vec<Series>)> {
+pub fn scaling_charts(r: &RunResults, record: Record) -> Vec<(String, Vec<Series>)> {
     let mut by_workload: BTreeMap<String, Vec<Series>> = BTreeMap::new();
-    for p in ok_points(r, kind) {
+    for p in ok_points(r, record) {
         by_workload.entry(p.workload.clone()).or_default();
     }
-    for series in scaling_series(r, kind) {
+    for series in scaling_series(r, record) {
         let of =
             |w: &String| series.name == *w || series.name.starts_with(&format!("{w} (checksums "));
         if let Some(w) = by_workload.keys().find(|w| of(w)).cloned() {
@@ -333,7 +331,7 @@ pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
         ("p99", |l| l.p99_ms),
     ];
     let mut groups: BTreeMap<String, Vec<&PointResult>> = BTreeMap::new();
-    for p in ok_points(r, WorkloadKind::Pgbench) {
+    for p in ok_points(r, Record::Pgbench) {
         groups
             .entry(series_name(&p.workload, p.checksums))
             .or_default()
@@ -373,7 +371,7 @@ pub fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
     let picks: [(&str, Pick); 2] = [("avg", |s| s.latency_avg_ms), ("p95", |s| s.latency_p95_ms)];
     let mut groups: BTreeMap<String, Vec<&crate::sysbench::SysbenchRun>> = BTreeMap::new();
     let mut threads: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for p in ok_points(r, WorkloadKind::SysbenchTpcc) {
+    for p in ok_points(r, Record::Sysbench) {
         if let Some(s) = &p.sysbench {
             let name = series_name(&p.workload, p.checksums);
             groups.entry(name.clone()).or_default().push(s);
@@ -405,16 +403,16 @@ pub fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
         .collect()
 }
 
-/// tps over time for every point of one kind, grouped by workload × checksum state (one
+/// tps over time for every point whose figures are in `record`, grouped by workload × checksum state (one
 /// series a point, named by its client or thread count).
-pub fn tps_over_time_series(r: &RunResults, kind: WorkloadKind) -> Vec<(String, Vec<Series>)> {
+pub fn tps_over_time_series(r: &RunResults, record: Record) -> Vec<(String, Vec<Series>)> {
     let mut groups: BTreeMap<String, Vec<Series>> = BTreeMap::new();
     for p in r
         .points
         .iter()
-        .filter(|p| p.kind == kind && !p.tps_series.is_empty())
+        .filter(|p| p.record() == record && !p.tps_series.is_empty())
     {
-        let unit = load_unit(kind);
+        let unit = load_unit(p.kind);
         let label = if p.repeat > 1 {
             format!("{} {unit} #{}", p.clients, p.repeat)
         } else {
@@ -470,12 +468,12 @@ pub fn render(r: &RunResults) -> String {
         }
         html.push_str("</p>");
     }
-    let has = |kind: WorkloadKind| r.points.iter().any(|p| p.kind == kind);
+    let has = |record: Record| r.points.iter().any(|p| p.record() == record);
     // A run with no points at all still shows the pgbench charts (saying "no data").
-    if has(WorkloadKind::Pgbench) || !has(WorkloadKind::SysbenchTpcc) {
+    if has(Record::Pgbench) || !has(Record::Sysbench) {
         pgbench_charts(&mut html, r);
     }
-    if has(WorkloadKind::SysbenchTpcc) {
+    if has(Record::Sysbench) {
         tpcc_charts(&mut html, r);
     }
     if let Some(d) = &r.dataset {
@@ -500,10 +498,10 @@ pub fn render(r: &RunResults) -> String {
     if let Some(t) = &r.tuning_in_effect {
         html.push_str(&tuning_in_effect_table(t));
     }
-    if has(WorkloadKind::Pgbench) || !has(WorkloadKind::SysbenchTpcc) {
+    if has(Record::Pgbench) || !has(Record::Sysbench) {
         pgbench_points_table(&mut html, r);
     }
-    if has(WorkloadKind::SysbenchTpcc) {
+    if has(Record::Sysbench) {
         tpcc_points_table(&mut html, r);
     }
     html.push_str("</body></html>\n");
@@ -512,7 +510,7 @@ pub fn render(r: &RunResults) -> String {
 
 fn pgbench_charts(html: &mut String, r: &RunResults) {
     html.push_str("<h2>Throughput by clients</h2>");
-    for (workload, series) in scaling_charts(r, WorkloadKind::Pgbench) {
+    for (workload, series) in scaling_charts(r, Record::Pgbench) {
         html.push_str(&line_chart(
             &chart_title(&workload, "tps vs clients"),
             "clients",
@@ -532,7 +530,7 @@ fn pgbench_charts(html: &mut String, r: &RunResults) {
         ));
     }
     html.push_str("<h2>Throughput over time</h2>");
-    for (name, series) in tps_over_time_series(r, WorkloadKind::Pgbench) {
+    for (name, series) in tps_over_time_series(r, Record::Pgbench) {
         html.push_str(&line_chart(
             &format!("{name}: tps per interval"),
             "seconds",
@@ -547,7 +545,7 @@ fn pgbench_charts(html: &mut String, r: &RunResults) {
 /// and each point's tps second by second (scenario B's per-second graphs).
 fn tpcc_charts(html: &mut String, r: &RunResults) {
     html.push_str("<h2>TPC-C (sysbench-tpcc): throughput by threads</h2>");
-    for (workload, series) in scaling_charts(r, WorkloadKind::SysbenchTpcc) {
+    for (workload, series) in scaling_charts(r, Record::Sysbench) {
         html.push_str(&line_chart(
             &chart_title(&workload, "TPC-C tps vs threads"),
             "threads",
@@ -567,7 +565,7 @@ fn tpcc_charts(html: &mut String, r: &RunResults) {
         ));
     }
     html.push_str("<h2>TPC-C: throughput per second</h2>");
-    for (name, series) in tps_over_time_series(r, WorkloadKind::SysbenchTpcc) {
+    for (name, series) in tps_over_time_series(r, Record::Sysbench) {
         html.push_str(&line_chart(
             &format!("{name}: TPC-C tps per second"),
             "seconds",
@@ -597,7 +595,7 @@ fn status_cell(p: &PointResult) -> (&'static str, String) {
 fn pgbench_points_table(html: &mut String, r: &RunResults) {
     html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
-    for p in r.points.iter().filter(|p| p.kind == WorkloadKind::Pgbench) {
+    for p in r.points.iter().filter(|p| p.record() == Record::Pgbench) {
         let s = p.summary.as_ref();
         let l = p.latency.as_ref();
         let status = status_cell(p);
@@ -628,11 +626,7 @@ fn tpcc_points_table(html: &mut String, r: &RunResults) {
     html.push_str("<h2>TPC-C points</h2><table class=\"tpcc-points\"><tr><th class=\"l\">point</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95</th><th>max</th><th>ignored errors</th><th>reconnects</th><th>seconds</th><th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     let count = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
-    for p in r
-        .points
-        .iter()
-        .filter(|p| p.kind == WorkloadKind::SysbenchTpcc)
-    {
+    for p in r.points.iter().filter(|p| p.record() == Record::Sysbench) {
         let s = p.sysbench.as_ref();
         let (class, status) = status_cell(p);
         let _ = write!(
@@ -727,7 +721,7 @@ mod tests {
     fn each_workload_gets_its_own_throughput_chart() {
         // Scenario A's shape: select-only in the tens of thousands, TPC-B in thousands.
         let r = crate::synthetic::run_results(&crate::synthetic::fleet_run(0, 1)).expect("run");
-        let charts = scaling_charts(&r, WorkloadKind::Pgbench);
+        let charts = scaling_charts(&r, crate::workload::Record::Pgbench);
         let names: Vec<&str> = charts.iter().map(|(w, _)| w.as_str()).collect();
         assert_eq!(names, ["ro", "rw"]);
         for (workload, series) in &charts {

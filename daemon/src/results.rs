@@ -14,6 +14,7 @@ use crate::postgres::stats::StatsDelta;
 use crate::sampler::OsSamples;
 use crate::sweep::{Limit, SweepPoint};
 use crate::sysbench::SysbenchRun;
+use crate::workload::Record;
 
 pub mod steady;
 
@@ -75,44 +76,49 @@ pub struct PointResult {
 }
 
 impl PointResult {
+    /// Where the point's figures are: its kind's record (the kind is not asked here).
+    pub fn record(&self) -> Record {
+        crate::workload::of(self.kind).record()
+    }
+
     /// The point's throughput: pgbench's tps, or sysbench-tpcc's transactions per second.
     pub fn tps(&self) -> Option<f64> {
-        match self.kind {
-            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.tps),
-            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.tps),
+        match self.record() {
+            Record::Pgbench => self.summary.as_ref().map(|s| s.tps),
+            Record::Sysbench => self.sysbench.as_ref().map(|s| s.tps),
         }
     }
 
     /// Mean transaction latency: pgbench's `latency average`, sysbench's `avg`.
     pub fn latency_avg_ms(&self) -> Option<f64> {
-        match self.kind {
-            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.latency_avg_ms),
-            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_avg_ms),
+        match self.record() {
+            Record::Pgbench => self.summary.as_ref().map(|s| s.latency_avg_ms),
+            Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_avg_ms),
         }
     }
 
     /// The 95th percentile of transaction latency: from pgbench's latency log, or
     /// sysbench's own summary.
     pub fn latency_p95_ms(&self) -> Option<f64> {
-        match self.kind {
-            WorkloadKind::Pgbench => self.latency.as_ref().and_then(|l| l.p95_ms),
-            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_p95_ms),
+        match self.record() {
+            Record::Pgbench => self.latency.as_ref().and_then(|l| l.p95_ms),
+            Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_p95_ms),
         }
     }
 
     /// The largest transaction latency.
     pub fn latency_max_ms(&self) -> Option<f64> {
-        match self.kind {
-            WorkloadKind::Pgbench => self.latency.as_ref().and_then(|l| l.max_ms),
-            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.latency_max_ms),
+        match self.record() {
+            Record::Pgbench => self.latency.as_ref().and_then(|l| l.max_ms),
+            Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_max_ms),
         }
     }
 
     /// Transactions the point completed.
     pub fn transactions(&self) -> Option<u64> {
-        match self.kind {
-            WorkloadKind::Pgbench => self.summary.as_ref().map(|s| s.transactions_processed),
-            WorkloadKind::SysbenchTpcc => self.sysbench.as_ref().map(|s| s.transactions),
+        match self.record() {
+            Record::Pgbench => self.summary.as_ref().map(|s| s.transactions_processed),
+            Record::Sysbench => self.sysbench.as_ref().map(|s| s.transactions),
         }
     }
 
@@ -258,9 +264,9 @@ pub fn summary_csv(r: &RunResults) -> String {
             r.run_id.clone(),
             r.appliance.clone(),
             p.workload.clone(),
-            match p.kind {
-                WorkloadKind::Pgbench => p.builtin.pgbench_name().to_string(),
-                WorkloadKind::SysbenchTpcc => String::new(),
+            match p.record() {
+                Record::Pgbench => p.builtin.pgbench_name().to_string(),
+                Record::Sysbench => String::new(),
             },
             Checksums::label(p.checksums).to_string(),
             p.clients.to_string(),

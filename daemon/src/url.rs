@@ -17,6 +17,11 @@ pub struct UrlParts<'a> {
     pub fragment: Option<&'a str>,
 }
 
+/// A URL without its query and fragment (a presigned URL without its signature).
+pub fn without_query(url: &str) -> String {
+    url.split(['?', '#']).next().unwrap_or(url).to_string()
+}
+
 /// The parts of `url`, or `None` when it has no `scheme://`.
 pub fn split(url: &str) -> Option<UrlParts<'_>> {
     let (scheme, rest) = url.split_once("://")?;

@@ -2,7 +2,7 @@
 //! guest) and composed (Rocky 8 Altra) outputs.
 
 use pgappliance::inventory::parse::{
-    parse_lsblk, parse_lscpu, parse_meminfo_total, parse_os_release,
+    arm_part_name, parse_cpuinfo, parse_lsblk, parse_lscpu, parse_meminfo_total, parse_os_release,
 };
 
 fn fixture(name: &str) -> String {
@@ -36,6 +36,90 @@ fn lscpu_captured_debian12() {
     let c = parse_lscpu(&fixture("lscpu-debian12-x86_64.json")).expect("parses");
     assert_eq!(c.architecture, "x86_64");
     assert!(c.cpus >= 1);
+}
+
+/// util-linux 2.32.1 on an Altra whose part its table does not name: no `Model name`, the
+/// SMBIOS `BIOS Model name`; /proc/cpuinfo's codes name the part.
+#[test]
+fn altra_without_model_name_is_named_from_cpuinfo() {
+    let lscpu =
+        parse_lscpu(&fixture("lscpu-rocky8-altra-q80-no-model-composed.json")).expect("parses");
+    assert_eq!(lscpu.model_name, None);
+    assert_eq!(lscpu.cpus, 80);
+    assert_eq!(lscpu.cores(), 80);
+    let c = lscpu.with_cpuinfo(&fixture("cpuinfo-altra-q80-composed.txt"));
+    assert_eq!(c.model_name.as_deref(), Some("Neoverse-N1"));
+    assert_eq!(c.arm_part.as_deref(), Some("0x41:0xd0c"));
+    assert_eq!(c.vendor.as_deref(), Some("ARM"));
+}
+
+/// Without a readable part (an emulator's, or no cpuinfo), SMBIOS's name is the model.
+#[test]
+fn altra_without_model_name_or_part_takes_the_bios_model_name() {
+    let c = parse_lscpu(&fixture("lscpu-rocky8-altra-q80-no-model-composed.json"))
+        .expect("parses")
+        .with_cpuinfo("processor\t: 0\nCPU implementer\t: 0x00\nCPU part\t: 0x051\n");
+    assert_eq!(
+        c.model_name.as_deref(),
+        Some("Ampere(R) Altra(R) Processor Q80-30 CPU @ 3.0GHz")
+    );
+    assert_eq!(c.arm_part.as_deref(), Some("0x00:0x051"));
+}
+
+/// Graviton3 under Rocky 8's lscpu, which predates Neoverse-V1.
+#[test]
+fn graviton3_is_named_from_cpuinfo() {
+    let c = parse_lscpu(&fixture("lscpu-rocky8-graviton3-composed.json"))
+        .expect("parses")
+        .with_cpuinfo(&fixture("cpuinfo-graviton3-composed.txt"));
+    assert_eq!(c.model_name.as_deref(), Some("Neoverse-V1"));
+    assert_eq!(c.arm_part.as_deref(), Some("0x41:0xd40"));
+    assert_eq!(c.cores(), 4);
+}
+
+/// Graviton2 under a newer lscpu (nested): its own `Model name` stands.
+#[test]
+fn graviton2_nested_keeps_lscpus_model_name() {
+    let c = parse_lscpu(&fixture("lscpu-graviton2-nested-composed.json"))
+        .expect("parses")
+        .with_cpuinfo(&fixture("cpuinfo-graviton2-composed.txt"));
+    assert_eq!(c.model_name.as_deref(), Some("Neoverse-N1"));
+    assert_eq!(
+        c.fields.get("BIOS Model name").map(String::as_str),
+        Some("AWS Graviton2 Processor")
+    );
+    assert_eq!(c.cores(), 4);
+    assert_eq!(c.arm_part.as_deref(), Some("0x41:0xd0c"));
+}
+
+/// x86: lscpu's model name stands and no Arm part is recorded.
+#[test]
+fn x86_cpuinfo_has_no_arm_part() {
+    let ids = parse_cpuinfo(&fixture("cpuinfo-debian12-x86_64.txt"));
+    assert!(ids.model_name.is_some());
+    assert_eq!(ids.arm, None);
+    let lscpu = parse_lscpu(&fixture("lscpu-debian12-x86_64.json")).expect("parses");
+    let model = lscpu.model_name.clone();
+    let c = lscpu.with_cpuinfo(&fixture("cpuinfo-debian12-x86_64.txt"));
+    assert_eq!(c.model_name, model);
+    assert_eq!(c.arm_part, None);
+}
+
+#[test]
+fn cpuinfo_reads_the_first_processor_only() {
+    let ids = parse_cpuinfo(&fixture("cpuinfo-altra-q80-composed.txt"));
+    assert_eq!(ids.arm, Some((0x41, 0xd0c)));
+    assert_eq!(ids.model_name, None);
+    assert_eq!(parse_cpuinfo(""), Default::default());
+    assert_eq!(arm_part_name(0x41, 0xd0c), Some("Neoverse-N1"));
+    assert_eq!(arm_part_name(0x41, 0xfff), None);
+}
+
+#[test]
+fn lscpu_unknown_model_name_is_none() {
+    let json =
+        r#"{"lscpu": [{"field": "CPU(s):", "data": "2"}, {"field": "Model name:", "data": "-"}]}"#;
+    assert_eq!(parse_lscpu(json).expect("parses").model_name, None);
 }
 
 #[test]

@@ -20,7 +20,27 @@ use pgappliance::runner::{CommandSpec, Runner};
 use pgappliance::synthetic::{fleet_run, run_objects};
 use pgappliance::upload::{Store, StoreConfig};
 
-use crate::cli::BenchCollectCli;
+#[derive(Debug, clap::Args)]
+pub struct BenchCollectCli {
+    /// Synthetic runs in the store before the first collect.
+    #[arg(long, required = true)]
+    pub runs: usize,
+    /// Machines the runs are spread over.
+    #[arg(long, default_value_t = 10)]
+    pub machines: usize,
+    /// Runs uploaded, listed and fetched at once (collect's --jobs).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+    /// The SeaweedFS `weed` executable [default: $PGAPPLIANCE_VENV/bin/weed, else weed].
+    #[arg(long, value_name = "PATH")]
+    pub weed: Option<PathBuf>,
+    /// The awscli executable [default: $PGAPPLIANCE_VENV/bin/aws, else aws].
+    #[arg(long, value_name = "PATH")]
+    pub aws: Option<PathBuf>,
+    /// Where the server's data, the cache and the outputs go (removed afterwards).
+    #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
+    pub workdir: PathBuf,
+}
 
 const PREFIX: &str = "fleet";
 

@@ -10,7 +10,27 @@ use anyhow::{bail, Result};
 use pgappliance::compare::stats::{calibrate, calibrate_from_pool, Calibration};
 use pgappliance::outln;
 
-use crate::cli::BenchStatsCli;
+#[derive(Debug, clap::Args)]
+pub struct BenchStatsCli {
+    /// Trials of each kind.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub trials: u32,
+    /// Repeats on each side of a trial.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub repeats: u32,
+    /// The noise of each repeat: its coefficient of variation in percent.
+    #[arg(long, default_value_t = 3.0)]
+    pub cv: f64,
+    /// The true shift of the shifted trials, in percent.
+    #[arg(long, default_value_t = 10.0)]
+    pub shift: f64,
+    /// The verdicts' threshold T in percent (collect's --threshold).
+    #[arg(long, default_value_t = 5.0)]
+    pub threshold: f64,
+    /// The generator's seed (the same seed gives the same figures).
+    #[arg(long, default_value_t = 27)]
+    pub seed: u64,
+}
 
 /// Real repeats of one point: the fixture's name and pgbench's output of each repeat.
 const REAL_POINTS: [(&str, &str); 2] = [

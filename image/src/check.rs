@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use pgappliance::plan::{Builtin, Checksums, Credentials, Devices, KeyPath, Plan, PlanIssue};
+use pgappliance::plan::{Builtin, Checksums, Credentials, Devices, KeyPath, Plan};
 use pgappliance::platform::Profile;
 use pgappliance::sweep::{expand, Limit, SweepPoint};
 
@@ -297,22 +297,6 @@ fn bare_metal(plan: &Plan) -> String {
     )
 }
 
-/// `PLAN:LINE:COL: key: warning: message`.
-pub fn render_warning(path: &Path, issue: &PlanIssue) -> String {
-    render(path, issue, "warning: ")
-}
-
-fn render(path: &Path, issue: &PlanIssue, label: &str) -> String {
-    format!(
-        "{}:{}:{}: {}: {label}{}",
-        path.display(),
-        issue.line,
-        issue.column,
-        issue.key,
-        issue.message
-    )
-}
-
 /// Prints `PLAN: ok: …` and `PLAN: run time: …` per valid plan, `PLAN:LINE:COL: key:
 /// problem` per error and `PLAN:LINE:COL: key: warning: …` per warning (errors and
 /// warnings on stderr). Returns the exit code: 0 when every plan is valid, 1 otherwise;
@@ -330,7 +314,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
         };
         let mut found = Plan::examine(&text);
         for e in &found.errors {
-            eprintln!("{}", render(path, e, ""));
+            eprintln!("{}", e.render(path, ""));
         }
         if let Some(plan) = &found.plan {
             // Thread counts depend on the target's cores; the point list does not.
@@ -340,7 +324,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
             if let Err(problem) = check_tpcc_source(plan) {
                 let at = KeyPath::root().key("sysbench").key("tpcc_source");
                 let issue = Plan::locate(&text, &at, problem);
-                eprintln!("{}", render(path, &issue, ""));
+                eprintln!("{}", issue.render(path, ""));
                 code = 1;
             }
             match check_credentials_file(plan) {
@@ -353,7 +337,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                 Err(problem) => {
                     let at = KeyPath::root().key("upload").key("credentials_file");
                     let issue = Plan::locate(&text, &at, format!("{problem:#}"));
-                    eprintln!("{}", render(path, &issue, ""));
+                    eprintln!("{}", issue.render(path, ""));
                     code = 1;
                 }
             }
@@ -365,7 +349,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                 {
                     let at = KeyPath::root().key("upload").key("store");
                     let issue = Plan::locate(&text, &at, format!("{problem:#}"));
-                    eprintln!("{}", render(path, &issue, ""));
+                    eprintln!("{}", issue.render(path, ""));
                     code = 1;
                 }
             }
@@ -374,7 +358,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
         }
         pgappliance::stdout::flush();
         for w in &found.warnings {
-            eprintln!("{}", render_warning(path, w));
+            eprintln!("{}", w.render(path, "warning: "));
         }
         if deny_warnings && !found.warnings.is_empty() {
             eprintln!(

@@ -28,8 +28,59 @@ use pgappliance::results::{PointStatus, RunResults, RESULTS_SCHEMA_VERSION};
 use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
 use sha2::{Digest, Sha256};
 
-use crate::cli::CollectCli;
 use crate::outdir;
+
+#[derive(Debug, clap::Args)]
+pub struct CollectCli {
+    /// Stores to read: s3://bucket/prefix or file:///dir (the same as --store).
+    #[arg(value_name = "STORE_URL")]
+    pub store_urls: Vec<String>,
+    /// A store to read (s3://bucket/prefix or file:///dir); repeat for several stores.
+    #[arg(long = "store", value_name = "URL")]
+    pub stores: Vec<String>,
+    /// Output directory (index.html, runs/*.html, summary.csv).
+    #[arg(long, required = true, value_name = "DIR")]
+    pub out: PathBuf,
+    /// S3 endpoint (path-style); default from AWS_ENDPOINT_URL or AWS. Once, or once per store.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Vec<String>,
+    /// S3 region [default: us-east-1]. Once, or once per store.
+    #[arg(long)]
+    pub region: Vec<String>,
+    /// A 0600 file with access_key_id/secret_access_key; default: the environment. Once, or
+    /// once per store.
+    #[arg(long, value_name = "FILE")]
+    pub credentials_file: Vec<String>,
+    /// The profile (`[name]` section) of the credentials file [default: default]. Once, or
+    /// once per store.
+    #[arg(long, value_name = "NAME", requires = "credentials_file")]
+    pub credentials_profile: Vec<String>,
+    /// Show every run; by default only the latest run of each machine is compared.
+    #[arg(long)]
+    pub all_runs: bool,
+    /// The machine (appliance name) or run id everything is compared against; default: the
+    /// first machine by name. A run id is compared even when it is not its machine's latest.
+    #[arg(long, value_name = "MACHINE_OR_RUN")]
+    pub baseline: Option<String>,
+    /// The threshold T of every verdict (default 5%), and a regression check against the
+    /// baseline: list every point whose tps is `slower` (its 95 % interval wholly below −T)
+    /// or whose latency p99 is higher (its interval wholly above +T), after the finding,
+    /// and the points that moved past T without a verdict that says so.
+    #[arg(long, value_name = "PERCENT")]
+    pub threshold: Option<String>,
+    /// Exit 3 when a point regressed past --threshold by its verdict (not by one sample or
+    /// an inconclusive interval).
+    #[arg(long, requires = "threshold")]
+    pub fail_on_regression: bool,
+    /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect
+    /// fetches only new runs [default: $XDG_CACHE_HOME/pgappliance/collect, else
+    /// ~/.cache/pgappliance/collect].
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Runs listed and fetched at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+}
 
 pub struct CollectArgs {
     pub stores: Vec<StoreConfig>,
@@ -130,7 +181,7 @@ pub fn run(cli: CollectCli) -> Result<i32> {
         .map(|cfg| {
             let file = cfg.credentials_file.clone().map(PathBuf::from);
             let profile = file.as_ref().map(|_| cfg.credentials_profile.clone());
-            crate::launch::store_here(cfg, file.as_deref(), profile.as_deref())
+            pgappliance::upload::caller::store_here(cfg, file.as_deref(), profile.as_deref())
         })
         .collect::<Result<Vec<_>>>()?;
     let threshold_pct = cli

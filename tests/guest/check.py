@@ -10,6 +10,7 @@
     check.py cloud-init DIR                 (DIR: the scenario's directory, out/ in share/)
     check.py cloud-refuse DIR expired|corrupt
     check.py kickstart-post DIR medium|url
+    check.py arm64-boot OUT COLLECTED_DIR STORED_DIR  (STORED_DIR: the store's objects, fetched)
 
 Prints one line per check and exits non-zero when any fails.
 """
@@ -322,6 +323,85 @@ def kickstart_checks(d, mode):
        str(state(out).get("plan_sha256")))
 
 
+def manifest_checks(stored, run_id):
+    """Every object the stored manifest names is in the store with its size and sha256."""
+    manifests = [m for m in glob.glob(os.path.join(stored, "**", "manifest.json"), recursive=True)
+                 if run_id and run_id in m]
+    if not ok(len(manifests) == 1, "the run's manifest.json is in the store", str(manifests)):
+        return
+    base = os.path.dirname(manifests[0])
+    with open(manifests[0]) as f:
+        manifest = json.load(f)
+    objects = manifest.get("objects", [])
+    bad = []
+    for e in objects:
+        p = os.path.join(base, e["path"])
+        try:
+            with open(p, "rb") as f:
+                data = f.read()
+        except OSError as err:
+            bad.append(f"{e['path']}: {err}")
+            continue
+        if len(data) != e["size"] or hashlib.sha256(data).hexdigest() != e["sha256"]:
+            bad.append(f"{e['path']}: {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:12]}")
+    ok(bool(objects) and not bad, f"the stored manifest verified: {len(objects)} objects, each with its size and sha256",
+       str(bad[:5]))
+    ok(any(e["path"].endswith("results.json") for e in objects), "the manifest names results.json")
+
+
+def arm64_checks(out, collected, stored):
+    """The aarch64 daemon's run in the arm64 guest, read from what it stored."""
+    ok(read(out, "machine").strip() == "aarch64", "the guest is aarch64 (uname -m)", read(out, "machine"))
+    results = completed_run(out, 3, collected)
+    rd = run_dir(out)
+    inv = {}
+    if rd is not None:
+        try:
+            with open(os.path.join(rd, "inventory.json")) as f:
+                inv = json.load(f)
+        except (OSError, ValueError) as e:
+            ok(False, "inventory.json readable", str(e))
+    cpu = inv.get("cpu") or {}
+    ok(cpu.get("architecture") == "aarch64", "inventory: the architecture is aarch64", str(cpu)[:300])
+    ok(cpu.get("cpus") == 2, "inventory: 2 CPUs", str(cpu.get("cpus")))
+    ok(str(inv.get("page_size")) == read(out, "page-size").strip(),
+       "inventory: the page size is the one the guest's kernel uses (read at run time)",
+       f"{inv.get('page_size')} vs getconf {read(out, 'page-size').strip()}")
+    lsblk = json.loads(read(out, "lsblk.json") or "{}")
+    disks = {d["name"]: d for d in lsblk.get("blockdevices", [])}
+    for n in ("vdb", "vdc"):
+        kids = [c.get("name") for c in disks.get(n, {}).get("children", []) or []]
+        ok("pgappliance-data" in kids, f"{n} carries the data LV", str(disks.get(n)))
+    lvs = read(out, "lvs.txt").split()
+    ok(lvs[:3] == ["data", "pgappliance", "2"] and len(lvs) > 3 and lvs[3].startswith("64"),
+       "LV striped over the 2 virtio disks, 64 KiB stripe", str(lvs))
+    mounts = read(out, "findmnt.json")
+    ok(re.search(r'"target":\s*"/var/lib/pgappliance/pgdata",\s*"source":\s*"/dev/mapper/pgappliance-data",\s*"fstype":\s*"xfs"', mounts) is not None,
+       "XFS on the LV mounted at the mount point", mounts[-600:])
+    ok("transparent_hugepage=never" in read(out, "cmdline"), "kernel argument in /proc/cmdline", read(out, "cmdline"))
+    ok("[never]" in read(out, "thp"), "THP is never", read(out, "thp"))
+    ok('"postgresql"' in read(out, "tuned-active"), "tuned profile postgresql active", read(out, "tuned-active"))
+    ok(bool(state(out).get("state", {}).get("os_tuning", {}).get("reboot_from_boot")),
+       "journal recorded the kernel-argument reboot")
+    ok(boots(out) == 2, "two boots: first, and after the kernel-argument reboot", str(boots(out)))
+    if results is None:
+        return
+    tuning_in_effect_checks(results)
+    kinds = sorted(p.get("kind", "pgbench") for p in results["points"])
+    tpcc = [p for p in results["points"] if p.get("kind") == "sysbench-tpcc"]
+    ok(len(tpcc) == 1 and tpcc[0]["sysbench"]["threads"] == 2 and len(tpcc[0]["sysbench"]["series"]) >= 2,
+       "the sysbench-tpcc point parsed, with its per-second series", json.dumps(tpcc)[:600] + str(kinds))
+    pgb = [p for p in results["points"] if p.get("kind") != "sysbench-tpcc"]
+    ok(len(pgb) == 2 and all((p.get("summary") or {}).get("tps", 0) > 0 for p in pgb),
+       "the 2 pgbench points parsed, each with its tps", json.dumps(pgb)[:600])
+    log = daemon_log(out)
+    ok("sysbench-tpcc dataset ready" in log, "the sysbench-tpcc dataset was prepared", log[-800:])
+    ok(log.count("restoring the data directory") == 1,
+       "the data directory was restored from the snapshot before the 2nd workload",
+       str(log.count("restoring the data directory")))
+    manifest_checks(stored, results.get("run_id"))
+
+
 def main():
     kind, out = sys.argv[1], sys.argv[2]
     print(f"checks for {kind}:")
@@ -386,6 +466,8 @@ def main():
         ok("precious data" in cat.stdout, "the marker file on the drive is intact", cat.stderr[-300:])
         fsck = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
         ok(fsck.returncode == 0, "the filesystem on the drive is clean", fsck.stdout[-300:])
+    elif kind == "arm64-boot":
+        arm64_checks(out, sys.argv[3], sys.argv[4])
     elif kind == "cloud-init":
         cloud_run_checks(out)
     elif kind == "kickstart-post":

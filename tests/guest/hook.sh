@@ -96,6 +96,10 @@ fi
 lvs --noheadings -o lv_name,vg_name,stripes,stripe_size --units k > "$out/lvs.txt" 2>&1
 findmnt -J > "$out/findmnt.json" 2>&1
 cat /proc/cmdline > "$out/cmdline"
+getconf PAGESIZE > "$out/page-size" 2>&1
+uname -m > "$out/machine" 2>&1
+cat /proc/cpuinfo > "$out/cpuinfo" 2>&1
+lscpu -J > "$out/lscpu.json" 2>&1
 cat /sys/kernel/mm/transparent_hugepage/enabled > "$out/thp" 2>&1
 busctl call com.redhat.tuned /Tuned com.redhat.tuned.control active_profile > "$out/tuned-active" 2>&1
 systemctl cat postgresql-15.service > "$out/postgres-unit.txt" 2>&1

@@ -119,7 +119,7 @@ impl LiveStatus {
             boots: journal.boots.len(),
             failure: journal.failure.clone(),
             started_at: journal.started_at.clone(),
-            updated_at: crate::journal::now(),
+            updated_at: crate::clock::now(),
             stored_as: journal.finished_at.as_ref().map(|_| key.parts().join("/")),
             identity: std::fs::read_to_string(run_dir.join("inventory.json"))
                 .ok()
@@ -191,7 +191,7 @@ impl Live {
             store,
             key,
             workdir: workdir.to_path_buf(),
-            journal: super::run::journal_path(workdir),
+            journal: crate::journal::journal_path(workdir),
             run_dir: run_dir.to_path_buf(),
         });
         let wake = Arc::new(tokio::sync::Notify::new());

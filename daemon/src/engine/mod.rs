@@ -11,7 +11,6 @@
 //!
 //! How to add a step: see `docs/architecture.md` ("Adding a step").
 
-mod context;
 pub mod live;
 mod lock;
 pub mod reset;
@@ -22,41 +21,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-pub use context::{Context, Product};
-pub use run::{journal_path, open, prepare, run, Outcome, Prepared, RunMode, RunOptions};
+pub use crate::journal::journal_path;
+pub use crate::steps::{Check, Context, Product, Step};
+pub use run::{prepare, run, Outcome, Prepared, RunMode, RunOptions};
 
 use crate::journal::StepName;
 use crate::steps;
-
-/// What a step's check found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Check {
-    /// The effect is in place (and the step's products are in the context).
-    Done,
-    /// Something is left to do, and why (logged when the step acts).
-    Todo(String),
-}
-
-/// One step of a run.
-///
-/// `check` looks (reads the machine, the cluster, the run directory and the step's own
-/// journal state), changes nothing, and may put into the context what it found (the
-/// products later steps need, [`Step::GIVES`]). `apply` brings the effect about; the engine
-/// has already marked the step begun in the journal and marks it finished after. A step
-/// that has sub-operations worth resuming separately (initdb, a point of the sweep) marks
-/// them with [`crate::journal::JournalFile::begin`] and its item, and keeps what it must
-/// remember across restarts in its own field of [`crate::journal::StepState`].
-#[allow(async_fn_in_trait)]
-pub trait Step {
-    const NAME: StepName;
-    /// Products of earlier steps this one reads.
-    const NEEDS: &'static [Product];
-    /// Products this step puts into the context (after `check` says done, or `apply`).
-    const GIVES: &'static [Product];
-
-    async fn check(&self, cx: &mut Context) -> Result<Check>;
-    async fn apply(&self, cx: &mut Context) -> Result<()>;
-}
 
 /// Which part of a run a step belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,22 +83,22 @@ pub fn contract(step: StepName) -> (&'static [Product], &'static [Product]) {
 }
 
 /// Runs one step by name (when the host runs it).
-pub async fn drive(step: StepName, cx: &mut Context) -> Result<()> {
+pub async fn drive(step: StepName, cx: &mut Context, live: Option<&live::Live>) -> Result<()> {
     if !cx.host.runs(step) {
         return Ok(());
     }
     match step {
-        StepName::Inventory => drive_step(&steps::inventory::Inventory, cx).await,
-        StepName::Packages => drive_step(&steps::packages::Packages, cx).await,
-        StepName::Storage => drive_step(&steps::storage::Storage, cx).await,
-        StepName::Postgres => drive_step(&steps::postgres::Postgres, cx).await,
-        StepName::Tuning => drive_step(&steps::tuning::Tuning, cx).await,
-        StepName::OsTuning => drive_step(&steps::os_tuning::OsTuning, cx).await,
-        StepName::InEffect => drive_step(&steps::in_effect::InEffect, cx).await,
-        StepName::Dataset => drive_step(&steps::dataset::Dataset, cx).await,
-        StepName::Sweep => drive_step(&steps::sweep::Sweep, cx).await,
-        StepName::Report => drive_step(&steps::report::Report, cx).await,
-        StepName::Upload => drive_step(&steps::upload::Upload, cx).await,
+        StepName::Inventory => drive_step(&steps::inventory::Inventory, cx, live).await,
+        StepName::Packages => drive_step(&steps::packages::Packages, cx, live).await,
+        StepName::Storage => drive_step(&steps::storage::Storage, cx, live).await,
+        StepName::Postgres => drive_step(&steps::postgres::Postgres, cx, live).await,
+        StepName::Tuning => drive_step(&steps::tuning::Tuning, cx, live).await,
+        StepName::OsTuning => drive_step(&steps::os_tuning::OsTuning, cx, live).await,
+        StepName::InEffect => drive_step(&steps::in_effect::InEffect, cx, live).await,
+        StepName::Dataset => drive_step(&steps::dataset::Dataset, cx, live).await,
+        StepName::Sweep => drive_step(&steps::sweep::Sweep, cx, live).await,
+        StepName::Report => drive_step(&steps::report::Report, cx, live).await,
+        StepName::Upload => drive_step(&steps::upload::Upload, cx, live).await,
     }
 }
 
@@ -157,11 +127,18 @@ fn record_failure(cx: &mut Context, step: StepName, e: &anyhow::Error) {
     ));
 }
 
+/// Has the status object in the store written soon (a step began or ended).
+fn poke(live: Option<&live::Live>) {
+    if let Some(live) = live {
+        live.poke();
+    }
+}
+
 /// Check, then (when something is left to do) begin, apply and finish in the journal.
-async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
+async fn drive_step<S: Step>(step: &S, cx: &mut Context, live: Option<&live::Live>) -> Result<()> {
     let name = S::NAME.as_str();
     let t0 = Instant::now();
-    let check = match step.check(cx).await {
+    let check = match step.check(&mut crate::steps::Looking::new(cx)).await {
         Ok(c) => c,
         Err(e) => {
             let e = e.context(format!("step {name} failed (checking what is in place)"));
@@ -178,14 +155,14 @@ async fn drive_step<S: Step>(step: &S, cx: &mut Context) -> Result<()> {
             tracing::info!(step = name, why = %why, "applying");
             crate::notify::status(&format!("step {name}"));
             cx.journal.begin(S::NAME, None)?;
-            cx.poke_live();
+            poke(live);
             if let Err(e) = step.apply(cx).await {
                 let e = e.context(format!("step {name} failed"));
                 record_failure(cx, S::NAME, &e);
                 return Err(e);
             }
             cx.journal.finish(S::NAME, t0.elapsed().as_secs_f64())?;
-            cx.poke_live();
+            poke(live);
         }
     }
     if let Some(missing) = S::GIVES.iter().find(|p| !cx.has(**p)) {

@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 
 use super::lock::WorkdirLock;
-use super::run::{journal_path, PLAN_COPY};
+use super::run::PLAN_COPY;
+use crate::journal::journal_path;
 use crate::journal::JournalFile;
 use crate::notify::STATUS_FILE;
 use crate::upload::{RunKey, Store, StoreOverrides, UploadOptions};

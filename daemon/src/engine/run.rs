@@ -6,13 +6,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 use sha2::{Digest, Sha256};
 
-use super::context::{Context, UploadTarget};
+use super::live::Live;
+use super::lock::WorkdirLock;
 use super::{drive, steps_of, Phase};
 use crate::host::{ApplianceHost, Host, LocalHost};
-use crate::journal::JournalFile;
+use crate::journal::{journal_path, JournalFile};
 use crate::plan::Plan;
 use crate::postgres::{Cluster, PgBin};
 use crate::results::RunResults;
+use crate::steps::{Context, UploadTarget};
 use crate::sweep::SweepPoint;
 use crate::upload::{StoreOverrides, UploadOptions};
 
@@ -72,12 +74,9 @@ fn new_run_id() -> String {
     format!("{stamp}-{tag:04x}")
 }
 
-pub fn journal_path(workdir: &Path) -> PathBuf {
-    workdir.join("state.json")
-}
-
-/// Opens (or starts) the run of a work directory on its host: plan, journal, run dir.
-pub async fn open(options: RunOptions) -> Result<Context> {
+/// Opens (or starts) the run of a work directory on its host: plan, journal, run dir; and
+/// the work directory's lock, to be held for as long as the run.
+async fn open(options: RunOptions) -> Result<(Context, WorkdirLock)> {
     let plan_text = crate::fsutil::read_to_string_limited(
         &options.plan_path,
         crate::plan::MAX_PLAN_BYTES,
@@ -96,7 +95,7 @@ pub async fn open(options: RunOptions) -> Result<Context> {
         .workdir
         .canonicalize()
         .with_context(|| format!("resolving {}", options.workdir.display()))?;
-    let lock = super::lock::WorkdirLock::acquire(&workdir)?;
+    let lock = WorkdirLock::acquire(&workdir)?;
     let host = match (&options.mode, bus) {
         (
             RunMode::Local {
@@ -147,7 +146,7 @@ pub async fn open(options: RunOptions) -> Result<Context> {
             .with_context(|| format!("writing {}", kept.display()))?;
     }
     crate::notify::keep_status_in(&workdir);
-    let mut cx = Context::new(
+    let cx = Context::new(
         plan,
         workdir,
         run_dir,
@@ -158,8 +157,7 @@ pub async fn open(options: RunOptions) -> Result<Context> {
             options: options.upload,
         },
     );
-    cx.hold(lock);
-    Ok(cx)
+    Ok((cx, lock))
 }
 
 /// The copy of the plan in the run directory.
@@ -178,7 +176,7 @@ fn preflight_upload(cx: &Context) -> Result<()> {
 
 /// Runs (or resumes) the plan on the host `options.mode` names.
 pub async fn run(options: RunOptions) -> Result<Outcome> {
-    let mut cx = open(options).await?;
+    let (mut cx, _lock) = open(options).await?;
     if let Err(e) = preflight_upload(&cx) {
         let _ = cx
             .journal
@@ -202,14 +200,13 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
         cx.journal.state.failure = None;
         cx.journal.save()?;
     }
-    cx.live = super::live::Live::start(
+    let live = Live::start(
         &cx.upload.overrides.config(&cx.plan.upload),
         cx.run_key(),
         &cx.workdir,
         &cx.run_dir,
     );
-    let result = run_steps(&mut cx).await;
-    let live = cx.live.take();
+    let result = run_steps(&mut cx, live.as_ref()).await;
     match result {
         Ok(out) => {
             if let Some(live) = live {
@@ -264,9 +261,9 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
 }
 
 /// The steps, from where the run is to its end.
-async fn run_steps(cx: &mut Context) -> Result<Outcome> {
+async fn run_steps(cx: &mut Context, live: Option<&Live>) -> Result<Outcome> {
     if crate::steps::report::finished_results(cx).is_none() {
-        let measured = measure(cx).await;
+        let measured = measure(cx, live).await;
         // Whether it succeeded or not (a failed local run stops the server it started).
         if let Err(stop) = cx.host.after_measuring(cx.server_if_known()).await {
             match &measured {
@@ -282,13 +279,13 @@ async fn run_steps(cx: &mut Context) -> Result<Outcome> {
         cx.host.after_measuring(None).await?;
     }
     for step in steps_of(&[Phase::Deliver]) {
-        drive(step, cx).await?;
+        drive(step, cx, live).await?;
     }
     if cx.results().is_err() {
         let results = crate::steps::report::load_results(&cx.run_dir)?;
         cx.set_results(results);
     }
-    cx.journal.state.finished_at = Some(crate::journal::now());
+    cx.journal.state.finished_at = Some(crate::clock::now());
     cx.journal.save()?;
     let mut out = outcome(cx, cx.results()?, false);
     out.uploaded = Some((cx.store_url(), cx.stored()?.manifest.objects.len()));
@@ -302,9 +299,9 @@ async fn run_steps(cx: &mut Context) -> Result<Outcome> {
 }
 
 /// The steps that produce the results.
-async fn measure(cx: &mut Context) -> Result<()> {
+async fn measure(cx: &mut Context, live: Option<&Live>) -> Result<()> {
     for step in steps_of(&[Phase::Prepare, Phase::Measure]) {
-        drive(step, cx).await?;
+        drive(step, cx, live).await?;
     }
     Ok(())
 }
@@ -331,12 +328,13 @@ fn outcome(cx: &Context, results: &RunResults, already_complete: bool) -> Outcom
 /// benchmarks of the harness start from (`pgapplianced bench`). Local mode.
 pub struct Prepared {
     cx: Context,
+    _lock: WorkdirLock,
 }
 
 /// Runs the preparing steps of `plan` in local mode under `workdir` (resuming what an
 /// earlier preparation there did).
 pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
-    let mut cx = open(RunOptions {
+    let (mut cx, lock) = open(RunOptions {
         plan_path: plan.to_path_buf(),
         workdir: workdir.to_path_buf(),
         mode: RunMode::Local {
@@ -349,7 +347,7 @@ pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
     })
     .await?;
     for step in steps_of(&[Phase::Prepare]) {
-        if let Err(e) = drive(step, &mut cx).await {
+        if let Err(e) = drive(step, &mut cx, None).await {
             // A preparation that fails leaves no server running behind the benchmark.
             if let Ok(c) = cx.server() {
                 if let Err(stop) = c.stop().await {
@@ -359,7 +357,7 @@ pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
             return Err(e);
         }
     }
-    Ok(Prepared { cx })
+    Ok(Prepared { cx, _lock: lock })
 }
 
 impl Prepared {

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-use super::run::{journal_path, PLAN_COPY};
+use super::run::PLAN_COPY;
+use crate::journal::journal_path;
 use crate::journal::{Journal, JournalFile};
 use crate::notify::{LastStatus, STATUS_FILE};
 use crate::results::PointResult;

@@ -19,9 +19,36 @@ pub struct CpuInfo {
     pub numa_nodes: Option<u32>,
     /// Every field lscpu printed, flattened (`Model name` → `Neoverse-N1`).
     pub fields: BTreeMap<String, String>,
+    /// An Arm CPU's implementer and part codes from /proc/cpuinfo (`0x41:0xd0c`, Arm's
+    /// Neoverse-N1); absent on x86.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm_part: Option<String>,
 }
 
 impl CpuInfo {
+    /// Completes what lscpu said with /proc/cpuinfo: the model name when lscpu printed
+    /// none (on Arm it names only the parts its table knows, and a Neoverse-N1 under an
+    /// older util-linux or a newer part has none), in this order: lscpu's `Model name`,
+    /// cpuinfo's `model name` (x86), the Arm part its implementer and part codes name,
+    /// lscpu's `BIOS Model name` (SMBIOS, e.g. `Ampere(R) Altra(R) Processor`).
+    pub fn with_cpuinfo(mut self, cpuinfo: &str) -> CpuInfo {
+        let ids = parse_cpuinfo(cpuinfo);
+        self.arm_part = ids
+            .arm
+            .map(|(implementer, part)| format!("0x{implementer:02x}:0x{part:03x}"));
+        if self.model_name.is_none() {
+            self.model_name = ids
+                .model_name
+                .or_else(|| {
+                    ids.arm
+                        .and_then(|(i, p)| arm_part_name(i, p))
+                        .map(str::to_string)
+                })
+                .or_else(|| known(self.fields.get("BIOS Model name")));
+        }
+        self
+    }
+
     /// Physical cores when lscpu says, else logical CPUs.
     pub fn cores(&self) -> u32 {
         match (self.cores_per_socket, self.sockets) {
@@ -79,13 +106,73 @@ pub fn parse_lscpu(json: &str) -> Result<CpuInfo, InventoryParseError> {
     Ok(CpuInfo {
         architecture: fields.get("Architecture").cloned().unwrap_or_default(),
         vendor: fields.get("Vendor ID").cloned(),
-        model_name: fields.get("Model name").cloned(),
+        model_name: known(fields.get("Model name")),
         cpus,
         threads_per_core: num("Thread(s) per core"),
         cores_per_socket: num("Core(s) per socket"),
         sockets: num("Socket(s)"),
         numa_nodes: num("NUMA node(s)"),
         fields,
+        arm_part: None,
+    })
+}
+
+/// A value lscpu printed, unless it is empty or its "unknown" (`-`).
+fn known(v: Option<&String>) -> Option<String> {
+    v.map(|s| s.trim())
+        .filter(|s| !s.is_empty() && *s != "-")
+        .map(str::to_string)
+}
+
+/// What /proc/cpuinfo says of the first CPU's identity.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CpuIds {
+    /// `model name` (x86; Arm kernels print none).
+    pub model_name: Option<String>,
+    /// `CPU implementer` and `CPU part` (Arm: the MIDR fields).
+    pub arm: Option<(u32, u32)>,
+}
+
+/// Parses /proc/cpuinfo's first processor block (pure; the x86 and arm64 kernels' formats).
+pub fn parse_cpuinfo(text: &str) -> CpuIds {
+    let mut ids = CpuIds::default();
+    let (mut implementer, mut part) = (None, None);
+    let hex = |v: &str| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok();
+    for line in text.lines() {
+        if line.trim().is_empty() && (ids.model_name.is_some() || implementer.is_some()) {
+            break;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key.trim() {
+            "model name" if !value.is_empty() => ids.model_name = Some(value.to_string()),
+            "CPU implementer" => implementer = hex(value),
+            "CPU part" => part = hex(value),
+            _ => {}
+        }
+    }
+    ids.arm = implementer.zip(part);
+    ids
+}
+
+/// The name of an Arm part by its implementer and part codes (MIDR_EL1), as util-linux's
+/// lscpu-arm.c and Arm's technical reference manuals give them, for the server parts the
+/// appliance meets (Ampere Altra and Graviton) and the cores emulators report.
+pub fn arm_part_name(implementer: u32, part: u32) -> Option<&'static str> {
+    Some(match (implementer, part) {
+        (0x41, 0xd03) => "Cortex-A53",
+        (0x41, 0xd07) => "Cortex-A57",
+        (0x41, 0xd08) => "Cortex-A72",
+        (0x41, 0xd0b) => "Cortex-A76",
+        (0x41, 0xd0c) => "Neoverse-N1",
+        (0x41, 0xd40) => "Neoverse-V1",
+        (0x41, 0xd49) => "Neoverse-N2",
+        (0x41, 0xd4f) => "Neoverse-V2",
+        (0xc0, 0xac3) => "Ampere-1",
+        (0xc0, 0xac4) => "Ampere-1a",
+        _ => return None,
     })
 }
 

@@ -122,6 +122,15 @@ impl Platform {
             Platform::Debian12 => "debian12",
         }
     }
+
+    /// PostgreSQL major version when the plan names none (scenario A used 14 on Rocky 8;
+    /// Debian 12 ships 15).
+    pub fn default_pg_version(&self) -> u32 {
+        match self {
+            Platform::Rocky8 => 14,
+            Platform::Debian12 => 15,
+        }
+    }
 }
 
 impl fmt::Display for Platform {
@@ -884,7 +893,7 @@ impl Upload {
     pub fn profile(&self) -> &str {
         self.credentials_profile
             .as_deref()
-            .unwrap_or(crate::upload::store::DEFAULT_PROFILE)
+            .unwrap_or(DEFAULT_PROFILE)
     }
 }
 
@@ -936,6 +945,20 @@ pub struct PlanIssue {
     pub message: String,
 }
 
+impl PlanIssue {
+    /// `PLAN:LINE:COL: key: LABELmessage` (the label: `""`, or `"warning: "`).
+    pub fn render(&self, path: &Path, label: &str) -> String {
+        format!(
+            "{}:{}:{}: {}: {label}{}",
+            path.display(),
+            self.line,
+            self.column,
+            self.key,
+            self.message
+        )
+    }
+}
+
 /// Why a plan could not be loaded: one or more located problems, or an unreadable file.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -954,16 +977,7 @@ pub enum PlanError {
 fn render_issues(path: &Path, issues: &[PlanIssue]) -> String {
     issues
         .iter()
-        .map(|i| {
-            format!(
-                "{}:{}:{}: {}: {}",
-                path.display(),
-                i.line,
-                i.column,
-                i.key,
-                i.message
-            )
-        })
+        .map(|i| i.render(path, ""))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -980,6 +994,23 @@ impl PlanError {
 /// The PostgreSQL major versions a plan may name: every decision by version (the plan
 /// check, the settings' lists, the pgbench parsers, the package names) covers these.
 pub const PG_MAJORS: std::ops::RangeInclusive<u32> = 13..=19;
+
+/// The credentials profile read when the plan names none.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// Whether a profile name can be written as a `[name]` section (the error says why not).
+pub fn check_profile_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("the credentials profile name is empty".into());
+    }
+    if name.trim() != name || name.chars().any(|c| c.is_control() || c == '[' || c == ']') {
+        return Err(format!(
+            "credentials profile \"{}\" cannot be a [section] name (no brackets, control characters or surrounding spaces)",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
 
 /// The largest plan file `load` reads.
 pub const MAX_PLAN_BYTES: u64 = 1 << 20;

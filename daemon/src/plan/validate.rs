@@ -1216,7 +1216,7 @@ fn upload(plan: &Plan, p: &mut Problems) {
                 at.key("credentials_profile"),
                 "credentials_profile only applies with credentials = \"file\"".into(),
             ));
-        } else if let Err(why) = crate::upload::store::check_profile_name(profile) {
+        } else if let Err(why) = super::check_profile_name(profile) {
             p.push((at.key("credentials_profile"), why));
         }
     }

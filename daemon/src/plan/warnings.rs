@@ -5,7 +5,6 @@
 use toml_edit::{DocumentMut, Item};
 
 use super::{validate, Credentials, Devices, KeyPath, Layout, Plan};
-use crate::platform::Profile;
 
 type Warnings = Vec<(KeyPath, String)>;
 
@@ -34,7 +33,7 @@ pub fn warnings(plan: &Plan, doc: &DocumentMut) -> Warnings {
 
 fn postgres(plan: &Plan, w: &mut Warnings) {
     let platform = plan.appliance.platform;
-    let distro = Profile::of(platform).default_pg_version();
+    let distro = platform.default_pg_version();
     if let Some(v) = plan.postgres.version {
         if platform == crate::plan::Platform::Debian12
             && v != distro

@@ -67,21 +67,16 @@ impl Owner {
 
 #[allow(unsafe_code)]
 mod clone_ioctl {
-    // FICLONE = _IOW(0x94, 9, int): share the source's extents with the destination.
-    nix::ioctl_write_int!(ficlone, 0x94, 9);
-
-    /// Clones `src` into the empty `dst` (the whole file).
+    /// Clones `src` into the empty `dst` (the whole file): FICLONE shares the source's
+    /// extents with the destination. The request number and its C type come from the libc
+    /// crate for the target (the ioctl encoding and `ioctl`'s request type are per
+    /// architecture and C library), not from a number written here.
     pub fn clone_file(dst: &std::fs::File, src: &std::fs::File) -> nix::Result<()> {
         use std::os::fd::AsRawFd;
         // SAFETY: both descriptors are open files borrowed for the whole call; FICLONE
         // reads its argument as a file descriptor and touches no caller memory.
-        unsafe {
-            ficlone(
-                dst.as_raw_fd(),
-                src.as_raw_fd() as nix::sys::ioctl::ioctl_param_type,
-            )
-        }
-        .map(drop)
+        let rc = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) };
+        nix::errno::Errno::result(rc).map(drop)
     }
 }
 
@@ -957,7 +952,7 @@ pub fn take(
         schema_version: MANIFEST_SCHEMA_VERSION,
         id: id.clone(),
         key: key.clone(),
-        created_at: crate::journal::now(),
+        created_at: crate::clock::now(),
         checksums,
         dirs: dirs.clone(),
         files,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::in_effect::{evaluate, load_tuned_profile, observe, planned};
 use crate::journal::StepName;
 use crate::platform::Profile;
@@ -31,7 +31,7 @@ impl Step for InEffect {
     const NEEDS: &'static [Product] = &[Product::Server, Product::Settings];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let boot = boot_id()?;
         let recorded = cx.run_dir.join(IN_EFFECT_FILE).is_file();
         Ok(match &cx.journal.state.state.in_effect.observed_in_boot {
@@ -67,7 +67,7 @@ impl Step for InEffect {
         let mut tries = if os_tuning { 12 } else { 1 };
         let result = loop {
             let seen = observe(&want, &cx.runner, cx.host.bus(), &session, &raw).await?;
-            let result = evaluate(&want, &seen, crate::journal::now());
+            let result = evaluate(&want, &seen, crate::clock::now());
             tries -= 1;
             if result.not_in_effect().is_empty() || tries == 0 {
                 break result;

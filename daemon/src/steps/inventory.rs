@@ -2,7 +2,7 @@
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::inventory;
 use crate::journal::StepName;
 
@@ -15,7 +15,7 @@ impl Step for Inventory {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[Product::Inventory];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         if !cx.journal.is_done(StepName::Inventory) {
             return Ok(Check::Todo("not collected yet".into()));
         }

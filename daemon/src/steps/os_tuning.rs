@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::platform::{missing_kernel_args, thp_mode, Profile, GRUB_DEFAULT_FILE};
 
@@ -37,7 +37,7 @@ impl Step for OsTuning {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         if let Some(profile) = tuned_wanted(cx) {
             if cx.journal.state.state.os_tuning.tuned_profile.as_deref() != Some(profile) {
                 return Ok(Check::Todo(format!(
@@ -57,8 +57,10 @@ impl Step for OsTuning {
             // reboot would not change that).
             thp_as_planned(&cx.plan.tuning.kernel_args)?;
             if cx.journal.state.state.os_tuning.kernel_cmdline.as_deref() != Some(&cmdline) {
-                cx.journal
-                    .update(|s| s.os_tuning.kernel_cmdline = Some(cmdline))?;
+                // Booted with them (after the reboot apply asked for): apply records it.
+                return Ok(Check::Todo(
+                    "the kernel command line with the arguments is not recorded yet".into(),
+                ));
             }
         }
         Ok(Check::Done)

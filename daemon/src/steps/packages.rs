@@ -1,13 +1,14 @@
 //! Packages: PostgreSQL of the planned version from PGDG (the repository RPM, a mirror's
 //! `.repo` file or an apt source, from the plan) and the tools the later steps need (lvm2 and
-//! xfsprogs for the data volume, tuned for the profile, sysbench for sysbench-tpcc workloads). Installs only what is missing; a
-//! machine that has everything does nothing.
+//! xfsprogs for the data volume, tuned for the profile, what each workload kind asks for:
+//! sysbench for sysbench-tpcc). Installs only what is missing; a machine that has
+//! everything does nothing.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::{Devices, Plan};
 use crate::platform::Profile;
@@ -24,8 +25,12 @@ fn wanted(plan: &Plan) -> Vec<String> {
     if plan.tuning.tuned_profile == "none" {
         wanted.retain(|p| p != "tuned");
     }
-    if plan.workloads.iter().any(|w| w.is_tpcc()) {
-        wanted.extend(profile.sysbench_packages());
+    for w in &plan.workloads {
+        for pkg in crate::workload::of(w.kind).packages(&profile) {
+            if !wanted.contains(&pkg) {
+                wanted.push(pkg);
+            }
+        }
     }
     wanted
 }
@@ -51,7 +56,7 @@ impl Step for Packages {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let missing = missing(cx).await?;
         if missing.is_empty() {
             tracing::info!(packages = %wanted(&cx.plan).join(" "), "packages already installed");

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::postgres::Cluster;
 
@@ -17,17 +17,11 @@ pub struct Postgres;
 /// The journal item while initdb runs.
 const PENDING_INITDB: &str = "initdb";
 
-/// The host's server for this run, with the port recorded when the host chose one.
-async fn server(cx: &mut Context) -> Result<Cluster> {
-    let cluster = cx
-        .host
+/// The host's server for this run (on the port the journal recorded, if any).
+async fn server(cx: &Context) -> Result<Cluster> {
+    cx.host
         .server(&cx.plan, cx.journal.state.state.postgres.port)
-        .await?;
-    if cx.journal.state.state.postgres.port != Some(cluster.port) {
-        let port = cluster.port;
-        cx.journal.update(|s| s.postgres.port = Some(port))?;
-    }
-    Ok(cluster)
+        .await
 }
 
 impl Step for Postgres {
@@ -35,8 +29,14 @@ impl Step for Postgres {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[Product::Server];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let cluster = server(cx).await?;
+        if cx.journal.state.state.postgres.port != Some(cluster.port) {
+            return Ok(Check::Todo(format!(
+                "the server's port {} is not recorded yet",
+                cluster.port
+            )));
+        }
         if cx.journal.state.state.postgres.initdb_done_at.is_none() || !cluster.is_initialized() {
             return Ok(Check::Todo("no initialised cluster yet".into()));
         }
@@ -50,6 +50,11 @@ impl Step for Postgres {
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         let cluster = server(cx).await?;
+        if cx.journal.state.state.postgres.port != Some(cluster.port) {
+            // The host chose the port: the next start finds the server there.
+            let port = cluster.port;
+            cx.journal.update(|s| s.postgres.port = Some(port))?;
+        }
         let raw = cx.raw();
         cx.host.install_server(&cluster, &cx.plan).await?;
         if cluster.data_dir().exists() && cx.journal.state.state.postgres.initdb_done_at.is_none() {
@@ -66,7 +71,7 @@ impl Step for Postgres {
             cx.host.initdb(&cluster, &cx.plan, &raw).await?;
             let seconds = started.elapsed().as_secs_f64();
             cx.journal.update(|s| {
-                s.postgres.initdb_done_at = Some(crate::journal::now());
+                s.postgres.initdb_done_at = Some(crate::clock::now());
                 s.postgres.initdb_s = Some(seconds);
             })?;
             cx.journal.begin(StepName::Postgres, Some("start"))?;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
@@ -36,7 +36,7 @@ impl Step for Report {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server];
     const GIVES: &'static [Product] = &[Product::Results];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         // Rebuilt from the run dir whenever the sweep had something to do.
         Ok(match finished_results(cx) {
             Some(r) if cx.journal.is_done(StepName::Sweep) => {
@@ -50,7 +50,7 @@ impl Step for Report {
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         // The sweep removes the directory its restores reused; a sweep resumed after its
         // last point (so not applied again) leaves it to this step.
-        crate::snapshot::discard_spare(cx).await?;
+        crate::steps::dataset::snapshot::discard_spare(cx).await?;
         let r = build(cx).await?;
         cx.set_results(r);
         Ok(())
@@ -105,7 +105,7 @@ async fn build(cx: &Context) -> Result<RunResults> {
         appliance: cx.plan.appliance.name.clone(),
         hourly_price_usd: cx.plan.appliance.hourly_price_usd,
         started_at: cx.journal.state.started_at.clone(),
-        finished_at: Some(crate::journal::now()),
+        finished_at: Some(crate::clock::now()),
         plan: cx.plan.clone(),
         inventory: cx.inventory()?.clone(),
         postgres: PostgresInfo {

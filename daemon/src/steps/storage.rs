@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Devices;
 use crate::runner::CommandSpec;
@@ -31,7 +31,7 @@ impl Step for Storage {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let storage = &cx.plan.storage;
         let claimed = cx.journal.state.state.storage.claimed.clone();
         let devices = crate::inventory::block_devices(&cx.runner).await?;
@@ -51,13 +51,13 @@ impl Step for Storage {
             StoragePlan::Directory => {
                 Check::Todo(format!("{} does not exist", storage.mount_point))
             }
-            StoragePlan::AlreadyBuilt { .. } if mounted(&storage.mount_point) => {
-                if claimed.is_some() {
-                    // Built and mounted: a claim left by a stop after the mount is over.
-                    cx.journal.update(|s| s.storage.claimed = None)?;
-                }
-                Check::Done
-            }
+            // Built and mounted, but a claim is left (a stop after the mount): apply
+            // finds the volume built and clears it.
+            StoragePlan::AlreadyBuilt { devices } if claimed.is_some() => Check::Todo(format!(
+                "the build on {} ended but its claim was not cleared",
+                devices.join(" ")
+            )),
+            StoragePlan::AlreadyBuilt { .. } if mounted(&storage.mount_point) => Check::Done,
             StoragePlan::AlreadyBuilt { devices } => Check::Todo(format!(
                 "the volume on {} is not mounted",
                 devices.join(" ")

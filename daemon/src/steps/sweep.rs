@@ -7,21 +7,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
-use super::dataset::conn_args;
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
-use crate::pgbench::{latency_from_logs, log_files, parse_progress, parse_summary};
-use crate::plan::{Checksums, LatencyLog, WorkloadKind};
+use crate::plan::Checksums;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::postgres::stats;
 use crate::results::{PointResult, PointStatus, RESULTS_SCHEMA_VERSION};
 use crate::runner::{CommandError, CommandSpec};
 use crate::sampler::Sampler;
-use crate::sweep::{expand, pgbench_args, Limit, SweepPoint};
-
-/// Base name of pgbench's latency logs inside a point's raw directory.
-const LOG_NAME: &str = "pgbench_log";
+use crate::sweep::{expand, SweepPoint};
+use crate::workload::{self, Kind as _, Measured, PointEnv};
 
 pub struct Sweep;
 
@@ -44,13 +40,9 @@ impl Step for Sweep {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let points = points(cx)?;
         let total = points.len();
-        if cx.journal.state.points_total != total {
-            cx.journal.state.points_total = total;
-            cx.journal.save()?;
-        }
         let todo = points.iter().filter(|p| !recorded(cx, p)).count();
         Ok(if todo == 0 {
             Check::Done
@@ -62,6 +54,10 @@ impl Step for Sweep {
     async fn apply(&self, cx: &mut Context) -> Result<()> {
         let points = points(cx)?;
         let total = points.len();
+        if cx.journal.state.points_total != total {
+            cx.journal.state.points_total = total;
+            cx.journal.save()?;
+        }
         let mut todo: Vec<bool> = points.iter().map(|p| !recorded(cx, p)).collect();
         // A warm-up counts only together with the point it warms: when that point is still
         // to run (it was interrupted), its warm-up runs again right before it, so no restore
@@ -84,7 +80,7 @@ impl Step for Sweep {
                 if p.warmup { ", warm-up" } else { "" }
             );
             crate::notify::status(&label);
-            crate::snapshot::before_point(cx, p).await?;
+            crate::steps::dataset::snapshot::before_point(cx, p).await?;
             ensure_checksums(cx, p.checksums).await?;
             let result = run_point(cx, p, label).await?;
             if result.status == PointStatus::Failed {
@@ -102,7 +98,7 @@ impl Step for Sweep {
                 );
             }
         }
-        crate::snapshot::discard_spare(cx).await
+        crate::steps::dataset::snapshot::discard_spare(cx).await
     }
 }
 
@@ -128,20 +124,6 @@ async fn ensure_checksums(cx: &mut Context, want: Option<Checksums>) -> Result<(
         )
         .await?;
     Ok(())
-}
-
-fn nofile_for(clients: u32) -> u64 {
-    (u64::from(clients) * 2 + 256).max(4096)
-}
-
-/// The limits every benchmark client of a point runs under: open files for its
-/// connections, and a timeout well past a timed point's length.
-pub(super) fn point_limits(spec: CommandSpec, p: &SweepPoint) -> CommandSpec {
-    let spec = spec.limit_nofile(nofile_for(p.clients));
-    match p.limit {
-        Limit::DurationS(s) => spec.timeout(Duration::from_secs(s + 600)),
-        Limit::Transactions(_) => spec,
-    }
 }
 
 async fn run_point(cx: &mut Context, p: &SweepPoint, label: String) -> Result<PointResult> {
@@ -173,18 +155,32 @@ async fn run_point(cx: &mut Context, p: &SweepPoint, label: String) -> Result<Po
     Ok(result)
 }
 
-/// The pgbench command line of a point, logs going to `raw`.
+/// What a point's command needs from the run (the workload's scripts put in place when
+/// its kind has any).
+pub async fn point_env<'a>(cx: &'a Context, p: &SweepPoint) -> Result<PointEnv<'a>> {
+    let scripts_dir = if workload::of(p.kind).needs_scripts() {
+        Some(super::tpcc::script_dir(cx).await?)
+    } else {
+        None
+    };
+    Ok(PointEnv {
+        cluster: cx.server()?,
+        database: &cx.plan.dataset.database,
+        bench_user: cx.host.bench_user(),
+        scripts_dir,
+    })
+}
+
+/// The pgbench command line of a pgbench point, logs going to `raw` (the benchmarks'
+/// point; the sweep asks the point's kind).
 pub fn point_command(cx: &Context, p: &SweepPoint, raw: &Path) -> Result<CommandSpec> {
-    let cluster = cx.server()?;
-    let mut args = conn_args(cluster)?;
-    args.extend(pgbench_args(p, &raw.join(LOG_NAME).display().to_string()));
-    args.push(cx.plan.dataset.database.clone());
-    let spec = CommandSpec::new(cluster.bin.tool("pgbench"))
-        .args(args)
-        .cwd(raw)
-        .user(cx.host.bench_user())
-        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"));
-    Ok(point_limits(spec, p))
+    let env = PointEnv {
+        cluster: cx.server()?,
+        database: &cx.plan.dataset.database,
+        bench_user: cx.host.bench_user(),
+        scripts_dir: None,
+    };
+    workload::pgbench::Pgbench.command(p, &env, raw)
 }
 
 /// CHECKPOINT (when the point asks), statistics reset and snapshot; returns the snapshot.
@@ -234,14 +230,10 @@ pub async fn measure_point(
     let connect = || Session::connect(&socket_dir, cluster.port, SUPERUSER, &db);
     // The session is closed before pgbench starts so every connection slot is pgbench's.
     let before = before_point(cx, p).await?;
-    let spec = match p.kind {
-        WorkloadKind::Pgbench => point_command(cx, p, raw)?,
-        WorkloadKind::SysbenchTpcc => {
-            super::tpcc::point_command(cx, p, raw, &super::tpcc::script_dir(cx).await?)?
-        }
-    };
+    let kind = workload::of(p.kind);
+    let spec = kind.command(p, &point_env(cx, p).await?, raw)?;
     let (stdout, stderr) = (raw.join("stdout.txt"), raw.join("stderr.txt"));
-    let started_at = crate::journal::now();
+    let started_at = crate::clock::now();
     let t0 = Instant::now();
     let sampler = Sampler::start(Duration::from_secs(1));
     let exec = cx.runner.run(&spec).await;
@@ -266,47 +258,13 @@ pub async fn measure_point(
     };
     let out_text = std::fs::read_to_string(&stdout).unwrap_or_default();
     let err_text = std::fs::read_to_string(&stderr).unwrap_or_default();
-    let (summary, latency, tps_series, sysbench, error) = if p.kind == WorkloadKind::SysbenchTpcc {
-        let (sysbench, error) = super::tpcc::read_output(&out_text, &err_text, command_error);
-        let series = sysbench
-            .as_ref()
-            .map(|r| r.tps_series())
-            .unwrap_or_default();
-        (None, None, series, sysbench, error)
-    } else {
-        let summary = parse_summary(&out_text);
-        let mut error = command_error;
-        let summary = match summary {
-            Ok(s) => Some(s),
-            Err(e) => {
-                error = Some(match error {
-                    Some(cmd) => format!("{e}; {cmd}"),
-                    None => e.to_string(),
-                });
-                None
-            }
-        };
-        let latency = if p.warmup || summary.is_none() {
-            None
-        } else {
-            let files = log_files(raw, LOG_NAME)?;
-            match latency_from_logs(&files, p.latency_log == LatencyLog::Aggregate, bin.major) {
-                Ok(l) => Some(l),
-                Err(e) => {
-                    error.get_or_insert_with(|| format!("latency log: {e}"));
-                    None
-                }
-            }
-        };
-        let tps_series = match parse_progress(&err_text) {
-            Ok(series) => series,
-            Err(e) => {
-                error.get_or_insert_with(|| e.to_string());
-                Vec::new()
-            }
-        };
-        (summary, latency, tps_series, None, error)
-    };
+    let Measured {
+        summary,
+        sysbench,
+        latency,
+        tps_series,
+        error,
+    } = kind.read(p, raw, bin.major, &out_text, &err_text, command_error)?;
     let status = if error.is_some() {
         PointStatus::Failed
     } else {
@@ -328,7 +286,7 @@ pub async fn measure_point(
         error,
         attempt,
         started_at,
-        finished_at: crate::journal::now(),
+        finished_at: crate::clock::now(),
         wall_s,
         command: spec.display(),
         raw_dir: cx.rel(raw),

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::Context;
+use super::Context;
 use crate::loader;
 use crate::plan::TpccDataset;
 use crate::postgres::cluster::SUPERUSER;
@@ -20,7 +20,8 @@ use crate::postgres::Cluster;
 use crate::results::TpccDatasetInfo;
 use crate::runner::CommandSpec;
 use crate::sysbench::scripts;
-use crate::sysbench::tpcc::{self, Conn};
+use crate::sysbench::tpcc;
+use crate::workload::sysbench_tpcc::conn;
 
 /// What identifies a prepared dataset in the journal.
 pub fn dataset_spec(ds: &TpccDataset) -> String {
@@ -31,15 +32,6 @@ pub fn dataset_spec(ds: &TpccDataset) -> String {
         ds.scale,
         ds.use_fk
     )
-}
-
-/// The connection sysbench uses.
-pub fn conn(c: &Cluster) -> Conn {
-    Conn {
-        socket_dir: c.socket_dir(),
-        port: c.port,
-        user: SUPERUSER.to_string(),
-    }
 }
 
 /// The directory holding the plan's tpcc.lua (payload copy or the plan's source, verified).
@@ -248,46 +240,4 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
     };
     tracing::info!(database = %db, seconds = info.wall_s, bytes, "sysbench-tpcc dataset ready");
     Ok(info)
-}
-
-/// The sysbench command of a sweep point (a warm-up runs the same one for its own time),
-/// run from the scripts' directory so tpcc.lua finds its modules; output into `raw`.
-pub fn point_command(
-    cx: &Context,
-    p: &crate::sweep::SweepPoint,
-    raw: &Path,
-    scripts_dir: &Path,
-) -> Result<CommandSpec> {
-    let c = cx.server()?;
-    let args = tpcc::run_args(Path::new(&format!("./{}", scripts::ENTRY)), p, &conn(c))
-        .with_context(|| format!("point {} is not a timed sysbench-tpcc point", p.id))?;
-    let spec = CommandSpec::new(tpcc::SYSBENCH)
-        .args(args)
-        .cwd(scripts_dir)
-        .user(cx.host.bench_user())
-        .output_files(&raw.join("stdout.txt"), &raw.join("stderr.txt"));
-    Ok(super::sweep::point_limits(spec, p))
-}
-
-/// sysbench's run parsed, and the point's error: the command's failure, else what the
-/// parser found missing (an aborted run ends without its summary).
-pub fn read_output(
-    stdout: &str,
-    stderr: &str,
-    command_error: Option<String>,
-) -> (Option<crate::sysbench::SysbenchRun>, Option<String>) {
-    match crate::sysbench::parse_output(stdout) {
-        Ok(run) => (Some(run), command_error),
-        Err(e) => {
-            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            let mut msg = format!("sysbench output: {e}");
-            if let Some(cmd) = command_error {
-                msg = format!("{msg}; {cmd}");
-            } else if !tail.is_empty() {
-                msg = format!("{msg}; stderr: {}", tail.join(" | "));
-            }
-            (None, Some(msg))
-        }
-    }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::tuning::{effective_settings, MachineShape};
 use crate::postgres::cluster::SUPERUSER;
@@ -78,7 +78,7 @@ impl Step for Tuning {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server];
     const GIVES: &'static [Product] = &[Product::Settings];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let desired = desired(cx)?;
         let session = connect(cx).await?;
         let in_file = auto_conf_settings(&session).await?;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
+use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::Plan;
 use crate::upload::{self, RunKey, Store, StoreOverrides, Stored, UploadOptions};
@@ -17,7 +17,7 @@ impl Step for Upload {
     const NEEDS: &'static [Product] = &[];
     const GIVES: &'static [Product] = &[Product::Stored];
 
-    async fn check(&self, _cx: &mut Context) -> Result<Check> {
+    async fn check(&self, _cx: &mut Looking<'_>) -> Result<Check> {
         // Only the store can say whether it has the run: the upload asks it (listing and
         // read-back) and sends what is missing or different.
         Ok(Check::Todo("the store is verified at every start".into()))
@@ -72,7 +72,7 @@ pub async fn upload_finished(
     overrides: &StoreOverrides,
     options: UploadOptions,
 ) -> Result<(String, Stored)> {
-    let journal = crate::journal::JournalFile::load(&crate::engine::journal_path(workdir))?;
+    let journal = crate::journal::JournalFile::load(&crate::journal::journal_path(workdir))?;
     let run_dir = workdir.join("runs").join(&journal.run_id);
     let results: crate::results::RunResults = serde_json::from_str(
         &std::fs::read_to_string(run_dir.join("results.json")).with_context(|| {
@@ -110,7 +110,7 @@ mod tests {
     async fn an_appliance_name_in_results_json_that_is_not_a_plain_name_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut j = crate::journal::JournalFile::open_or_create(
-            &crate::engine::journal_path(dir.path()),
+            &crate::journal::journal_path(dir.path()),
             "aaaa",
             "r-1".into(),
         )

@@ -143,6 +143,34 @@ impl Chain<'_> {
     }
 }
 
+/// The chain of this machine's keys for a store (`--credentials-file`,
+/// `--credentials-profile`, the environment, `~/.aws/credentials`).
+pub fn store_chain<'a>(file: Option<&'a Path>, profile: Option<&'a str>) -> Chain<'a> {
+    Chain {
+        purpose: "the store",
+        file,
+        profile,
+        file_flag: "--credentials-file",
+        profile_flag: "--credentials-profile",
+    }
+}
+
+/// How this machine reaches a store: an S3 store with this machine's own keys
+/// ([`store_chain`]); the plan's `credentials` setting is left to the appliance.
+pub fn store_here(
+    mut cfg: super::StoreConfig,
+    file: Option<&Path>,
+    profile: Option<&str>,
+) -> Result<super::StoreConfig> {
+    if cfg.url.starts_with("s3://") {
+        let keys = store_chain(file, profile)
+            .resolve()
+            .with_context(|| format!("reaching {} from this machine", cfg.url))?;
+        cfg.caller = Some(keys);
+    }
+    Ok(cfg)
+}
+
 fn from_profile(file: &Path, profile: &str) -> Result<CallerKeys> {
     let pair = read_credentials_file(file, profile)?;
     Ok(CallerKeys {

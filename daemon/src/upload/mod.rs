@@ -892,7 +892,7 @@ impl Uploader<'_> {
             appliance: self.key.appliance.clone(),
             machine_id: self.key.machine_id.clone(),
             run_id: self.key.run_id.clone(),
-            created_at: crate::journal::now(),
+            created_at: crate::clock::now(),
             objects,
         };
         let mut bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| local(e.into()))?;

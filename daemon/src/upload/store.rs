@@ -407,22 +407,8 @@ impl CredentialProvider for FileCredentials {
     }
 }
 
-/// The credentials file's profile when the plan names none.
-pub const DEFAULT_PROFILE: &str = "default";
-
-/// Whether a profile name can be written as a `[name]` section (the error says why not).
-pub fn check_profile_name(name: &str) -> Result<(), String> {
-    if name.trim().is_empty() {
-        return Err("the credentials profile name is empty".into());
-    }
-    if name.trim() != name || name.chars().any(|c| c.is_control() || c == '[' || c == ']') {
-        return Err(format!(
-            "credentials profile \"{}\" cannot be a [section] name (no brackets, control characters or surrounding spaces)",
-            name.escape_debug()
-        ));
-    }
-    Ok(())
-}
+/// The credentials file's profile when the plan names none, and the check of a name.
+pub use crate::plan::{check_profile_name, DEFAULT_PROFILE};
 
 /// An access key pair read from a credentials file (the secret is never displayed).
 #[derive(Clone, PartialEq, Eq)]

@@ -185,7 +185,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         .into());
     };
     for w in &found.warnings {
-        eprintln!("{}", crate::check::render_warning(&args.plan, w));
+        eprintln!("{}", w.render(&args.plan, "warning: "));
     }
     if args.iso.is_some() && plan.install.is_none() {
         bail!(

@@ -246,7 +246,7 @@ pub fn user_data(
         ),
         None => String::new(),
     };
-    let shown_url = crate::launch::record::without_query(payload_url);
+    let shown_url = pgappliance::url::without_query(payload_url);
     let text = format!(
         r#"#cloud-config
 # pgappliance {name}: fetch the payload, verify it, unpack it, start the daemon without

@@ -220,33 +220,7 @@ pub fn ec2_keys(file: Option<&Path>, profile: Option<&str>) -> Result<CallerKeys
     ec2_chain(file, profile).resolve()
 }
 
-/// The chain of this machine's keys for the store (`--credentials-file`,
-/// `--credentials-profile`, the environment, `~/.aws/credentials`).
-pub fn store_chain<'a>(file: Option<&'a Path>, profile: Option<&'a str>) -> Chain<'a> {
-    Chain {
-        purpose: "the store",
-        file,
-        profile,
-        file_flag: "--credentials-file",
-        profile_flag: "--credentials-profile",
-    }
-}
-
-/// How this machine reaches a store: an S3 store with this machine's own keys
-/// ([`store_chain`]); the plan's `credentials` setting is left to the appliance.
-pub fn store_here(
-    mut cfg: StoreConfig,
-    file: Option<&Path>,
-    profile: Option<&str>,
-) -> Result<StoreConfig> {
-    if cfg.url.starts_with("s3://") {
-        let keys = store_chain(file, profile)
-            .resolve()
-            .with_context(|| format!("reaching {} from this machine", cfg.url))?;
-        cfg.caller = Some(keys);
-    }
-    Ok(cfg)
-}
+pub use pgappliance::upload::caller::{store_chain, store_here};
 
 /// One line for a store request that failed: the cause and the fix, with the keys used.
 pub fn store_failure(

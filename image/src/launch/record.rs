@@ -88,10 +88,7 @@ pub fn launch_id(plan: &str, t: SystemTime, entropy: u32) -> String {
     format!("{plan}-{stamp}-{:04x}", entropy & 0xffff)
 }
 
-/// A URL without its query and fragment.
-pub fn without_query(url: &str) -> String {
-    url.split(['?', '#']).next().unwrap_or(url).to_string()
-}
+pub use pgappliance::url::without_query;
 
 pub async fn write(store: &pgappliance::upload::Store, record: &LaunchRecord) -> Result<String> {
     let path = store.path(&["launches", &format!("{}.json", record.launch_id)]);

@@ -4,11 +4,12 @@
 //! pgbench_branches has `scale` rows; otherwise (first run, or an interrupted `pgbench -i`)
 //! it is (re)initialised.
 
+pub mod snapshot;
+
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::engine::{Check, Context, Product, Step};
 use crate::journal::StepName;
 use crate::loader;
 use crate::pgbench::init::{InitBreakdown, InitPhase};
@@ -19,6 +20,7 @@ use crate::postgres::sql::{ident, literal, Session};
 use crate::postgres::Cluster;
 use crate::results::DatasetInfo;
 use crate::runner::CommandSpec;
+use crate::steps::{Check, Context, Looking, Product, Step};
 
 pub struct Dataset;
 
@@ -33,14 +35,7 @@ pub fn spec(cx: &Context) -> String {
 
 /// Connection arguments for pgbench and friends.
 pub fn conn_args(c: &Cluster) -> Result<Vec<String>> {
-    Ok(vec![
-        "-h".into(),
-        c.socket_dir().display().to_string(),
-        "-p".into(),
-        c.port.to_string(),
-        "-U".into(),
-        SUPERUSER.into(),
-    ])
+    Ok(crate::workload::pgbench::conn_args(c))
 }
 
 /// Whether the dataset's tables are there at the planned scale.
@@ -70,7 +65,7 @@ impl Step for Dataset {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server, Product::Settings];
     const GIVES: &'static [Product] = &[];
 
-    async fn check(&self, cx: &mut Context) -> Result<Check> {
+    async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let state = &cx.journal.state.state.dataset;
         if state.load_degree.is_some() {
             return Ok(Check::Todo("a parallel load was interrupted".into()));
@@ -93,7 +88,7 @@ impl Step for Dataset {
             )));
         }
         if !cx.plan.has_pgbench() {
-            return Ok(match crate::snapshot::unfinished(cx) {
+            return Ok(match snapshot::unfinished(cx) {
                 Some(why) => Check::Todo(why),
                 None => Check::Done,
             });
@@ -107,7 +102,7 @@ impl Step for Dataset {
                 cx.plan.dataset.scale
             )));
         }
-        if let Some(why) = crate::snapshot::unfinished(cx) {
+        if let Some(why) = snapshot::unfinished(cx) {
             return Ok(Check::Todo(why));
         }
         Ok(Check::Done)
@@ -127,15 +122,14 @@ impl Step for Dataset {
             cx.journal.update(|s| s.dataset.load_degree = None)?;
         }
         let c = cx.server()?.clone();
-        let snapshots =
-            cx.plan.dataset.keeps_snapshot() || crate::snapshot::store_url(cx).is_some();
+        let snapshots = cx.plan.dataset.keeps_snapshot() || snapshot::store_url(cx).is_some();
         let key = if snapshots {
             Some(crate::snapshot::current_key(&c, &full_spec(cx)).await?)
         } else {
             None
         };
         if let Some(key) = &key {
-            if let Some(info) = crate::snapshot::restore_dataset(cx, key).await? {
+            if let Some(info) = snapshot::restore_dataset(cx, key).await? {
                 if cx.plan.has_pgbench() {
                     crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
                 }
@@ -153,10 +147,10 @@ impl Step for Dataset {
                 let source = info.source.clone().unwrap_or_default();
                 super::tpcc::record_restored(cx, &source, info.wall_s).await?;
                 tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
-                return crate::snapshot::share(cx).await;
+                return snapshot::share(cx).await;
             }
         }
-        crate::snapshot::discard_spare(cx).await?;
+        snapshot::discard_spare(cx).await?;
         let mut generated = false;
         if cx.plan.has_pgbench()
             && (cx.journal.state.state.dataset.spec.as_deref() != Some(spec(cx).as_str())
@@ -176,11 +170,11 @@ impl Step for Dataset {
         }
         if let Some(key) = key.filter(|_| cx.plan.dataset.keeps_snapshot()) {
             if cx.journal.state.state.dataset.snapshot.is_none() {
-                let id = crate::snapshot::keep(cx, &key).await?;
+                let id = snapshot::keep(cx, &key).await?;
                 name_snapshot_in_record(cx, &id)?;
             }
         }
-        crate::snapshot::share(cx).await
+        snapshot::share(cx).await
     }
 }
 
@@ -268,9 +262,7 @@ async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
     let state = cx.journal.state.state.dataset.clone();
     if let Some(id) = &state.restoring {
         tracing::warn!(snapshot = %id, "redoing the interrupted restore");
-        match crate::snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying)
-            .await
-        {
+        match snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying).await {
             // A restore in the dataset step itself is recorded after it: that step is made again.
             Ok(_) if recorded(cx) => return Ok(Some(())),
             Ok(_) => return Ok(None),
@@ -281,7 +273,7 @@ async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
                 tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
                 // What the data directory holds now is not the prepared data (points may
                 // have changed it): every dataset is made again, and the bad snapshot goes.
-                let dir = crate::snapshot::local::snapshot_dir(&crate::snapshot::root(cx)?, id);
+                let dir = crate::snapshot::local::snapshot_dir(&snapshot::root(cx)?, id);
                 if dir.exists() {
                     std::fs::remove_dir_all(&dir)
                         .with_context(|| format!("removing {}", dir.display()))?;
@@ -308,10 +300,10 @@ async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
     }
     if cx.plan.dataset.keeps_snapshot() && state.snapshot.is_none() {
         let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
-        let id = crate::snapshot::keep(cx, &key).await?;
+        let id = snapshot::keep(cx, &key).await?;
         name_snapshot_in_record(cx, &id)?;
     }
-    crate::snapshot::share(cx).await?;
+    snapshot::share(cx).await?;
     Ok(Some(()))
 }
 

@@ -63,9 +63,6 @@ pub struct Context {
     settings: Option<BTreeMap<String, String>>,
     results: Option<RunResults>,
     stored: Option<Stored>,
-    lock: Option<super::lock::WorkdirLock>,
-    /// The status object in the store, while the run works.
-    pub(super) live: Option<super::live::Live>,
 }
 
 fn missing(what: Product) -> anyhow::Error {
@@ -97,15 +94,6 @@ impl Context {
             settings: None,
             results: None,
             stored: None,
-            lock: None,
-            live: None,
-        }
-    }
-
-    /// Has the status object in the store written soon (a step began or ended).
-    pub fn poke_live(&self) {
-        if let Some(live) = &self.live {
-            live.poke();
         }
     }
 
@@ -116,16 +104,6 @@ impl Context {
             machine_id: crate::upload::machine_id(),
             run_id: self.journal.state.run_id.clone(),
         }
-    }
-
-    /// Keeps the work directory's lock for as long as the run.
-    pub(super) fn hold(&mut self, lock: super::lock::WorkdirLock) {
-        self.lock = Some(lock);
-    }
-
-    /// Whether this run holds its work directory's lock.
-    pub fn holds_lock(&self) -> bool {
-        self.lock.is_some()
     }
 
     /// The run's directory for raw program output.
@@ -203,5 +181,40 @@ impl Context {
     }
     pub fn set_stored(&mut self, s: Stored) {
         self.stored = Some(s);
+    }
+}
+
+/// What a step's `check` gets: the context to read (a shared borrow, so the journal, the
+/// plan and the run's settings cannot be changed through it) and the products it may leave
+/// for later steps. Whatever must be written belongs in `apply`.
+pub struct Looking<'a> {
+    cx: &'a mut Context,
+}
+
+impl<'a> Looking<'a> {
+    pub fn new(cx: &'a mut Context) -> Self {
+        Looking { cx }
+    }
+    pub fn set_inventory(&mut self, inv: Inventory) {
+        self.cx.set_inventory(inv);
+    }
+    pub fn set_server(&mut self, c: Cluster) {
+        self.cx.set_server(c);
+    }
+    pub fn set_settings(&mut self, s: BTreeMap<String, String>) {
+        self.cx.set_settings(s);
+    }
+    pub fn set_results(&mut self, r: RunResults) {
+        self.cx.set_results(r);
+    }
+    pub fn set_stored(&mut self, s: Stored) {
+        self.cx.set_stored(s);
+    }
+}
+
+impl std::ops::Deref for Looking<'_> {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        self.cx
     }
 }

@@ -1,0 +1,556 @@
+//! The dataset step's snapshots (docs/plan.md, `[dataset]`): after the dataset step the stopped data
+//! directory is kept as a local snapshot ([`local`]: reflinks or a parallel copy, a
+//! manifest of sizes and sha256s), optionally shared through the object store ([`store`])
+//! under its key ([`key`]); a later dataset step with the same key restores instead of
+//! generating, and the sweep puts the data directory back when `[dataset] restore` says
+//! (and for a checksum variant). A restore is journaled: one interrupted is redone at the
+//! next start.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+
+use crate::plan::{Checksums, RestorePolicy};
+use crate::results::DatasetInfo;
+use crate::snapshot::store as snapstore;
+use crate::snapshot::{
+    is_corrupt, key, local, manifest, owner_for, room_to_keep, stopped_state, SOURCE_LOCAL,
+    SOURCE_STORE,
+};
+use crate::steps::Context;
+use crate::sweep::SweepPoint;
+use crate::upload::{Store, StoreConfig};
+use key::SnapshotKey;
+use local::{Corrupt, Hashing};
+use manifest::{Manifest, MANIFEST_FILE};
+
+/// Where this run keeps snapshots.
+pub fn root(cx: &Context) -> Result<PathBuf> {
+    Ok(cx.host.snapshot_root(cx.server()?))
+}
+
+/// The store snapshots are shared through, when the plan shares them.
+pub fn store_url(cx: &Context) -> Option<String> {
+    cx.plan.dataset.snapshot_store_url(&cx.store_url())
+}
+
+fn open_store(cx: &Context, url: &str) -> Result<Store> {
+    let mut cfg = StoreConfig::from_plan(&cx.plan.upload, Some(url));
+    if let Some(e) = &cx.upload.overrides.endpoint {
+        cfg.endpoint = Some(e.clone());
+    }
+    Store::open(&cfg)
+}
+
+/// Removes the directory the last restore replaced (kept for the next restore,
+/// `local::retire`) when no restore is to come: at the end of the sweep, and before a
+/// dataset is generated (which needs the room).
+pub async fn discard_spare(cx: &Context) -> Result<()> {
+    let spare = local::restoring_dir(&cx.server()?.data_dir());
+    if !spare.exists() {
+        return Ok(());
+    }
+    tracing::debug!(spare = %spare.display(), "removing the directory kept for restores");
+    tokio::task::spawn_blocking(move || local::discard(Some(&spare)))
+        .await
+        .context("the clean-up thread")?
+}
+
+/// Puts local snapshot `id` back as the data directory: the server stopped, the restore
+/// journaled, the server started again. Returns the seconds it took.
+pub async fn restore_local(
+    cx: &mut Context,
+    id: &str,
+    hashing: Hashing,
+) -> Result<(f64, local::CopyOutcome)> {
+    let cluster = cx.server()?.clone();
+    let dir = local::snapshot_dir(&root(cx)?, id);
+    let manifest = match Manifest::load(&dir) {
+        Ok(m) => m,
+        Err(e) => {
+            cx.journal.update(|s| s.dataset.restoring = None)?;
+            return Err(Corrupt {
+                id: id.to_string(),
+                problems: vec![format!("{e:#}")],
+            }
+            .into());
+        }
+    };
+    cx.journal
+        .update(|s| s.dataset.restoring = Some(id.to_string()))?;
+    crate::faults::point("restore-journaled");
+    crate::notify::status(&format!("dataset: restoring snapshot {id}"));
+    let t0 = Instant::now();
+    cluster.stop().await?;
+    let owner = owner_for(&cluster)?;
+    let data = cluster.data_dir();
+    let restored =
+        tokio::task::spawn_blocking(move || local::restore(&dir, &manifest, &data, owner, hashing))
+            .await
+            .context("the restore thread")?;
+    let restored = match restored {
+        Ok(r) => r,
+        Err(e) => {
+            // The data directory is the one the restore would have replaced.
+            cluster.start().await?;
+            cx.journal.update(|s| s.dataset.restoring = None)?;
+            return Err(e);
+        }
+    };
+    let raw = cx.raw();
+    cx.host
+        .label_data_dir(&cx.plan.storage.mount_point, "restore", &raw)
+        .await?;
+    cluster.start().await?;
+    cx.journal.update(|s| {
+        s.dataset.restoring = None;
+        s.dataset.changed_by = None;
+        s.dataset.changed_by_warmup = false;
+    })?;
+    let (replaced, room) = (
+        restored.replaced.clone(),
+        room_to_keep(restored.copy.bytes, false),
+    );
+    tokio::task::spawn_blocking(move || local::retire(replaced.as_deref(), room))
+        .await
+        .context("the clean-up thread")??;
+    let secs = t0.elapsed().as_secs_f64();
+    tracing::info!(
+        snapshot = id,
+        seconds = secs,
+        reflinked = restored.copy.reflinked,
+        copied = restored.copy.copied,
+        bytes = restored.copy.bytes,
+        "data directory restored from the snapshot"
+    );
+    Ok((secs, restored.copy))
+}
+
+fn restored_info(cx: &Context, source: &str, id: &str, secs: f64, how: String) -> DatasetInfo {
+    let d = &cx.plan.dataset;
+    DatasetInfo {
+        database: d.database.clone(),
+        scale: d.scale,
+        fillfactor: d.fillfactor,
+        init_mode: format!("{:?}", d.init).to_lowercase(),
+        command: how,
+        wall_s: secs,
+        init: None,
+        source: Some(source.to_string()),
+        snapshot: Some(id.to_string()),
+    }
+}
+
+/// The dataset step's way around generating: a local snapshot with `key`, else the
+/// store's. None when there is none that can be used (the log says why).
+pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Option<DatasetInfo>> {
+    let root = root(cx)?;
+    let id = key.id();
+    for (dir, m) in local::list(&root) {
+        match m {
+            Ok(m) if m.id == id => {}
+            Ok(m) => tracing::info!(
+                snapshot = %dir.display(),
+                differences = %key.differences(&m.key).join("; "),
+                "a local snapshot with another key is not used"
+            ),
+            Err(e) => {
+                tracing::warn!(snapshot = %dir.display(), error = %format!("{e:#}"), "a local snapshot whose manifest does not read is not used")
+            }
+        }
+    }
+    let dir = local::snapshot_dir(&root, &id);
+    if dir.join(MANIFEST_FILE).exists() {
+        match restore_local(cx, &id, Hashing::Always).await {
+            Ok((secs, copy)) => {
+                cx.journal.update(|s| {
+                    s.dataset.snapshot = Some(id.clone());
+                    s.dataset.source = Some(SOURCE_LOCAL.into());
+                })?;
+                let how = format!(
+                    "restore of local snapshot {id} ({} files reflinked, {} copied, {} bytes)",
+                    copy.reflinked, copy.copied, copy.bytes
+                );
+                return Ok(Some(restored_info(cx, SOURCE_LOCAL, &id, secs, how)));
+            }
+            Err(e) if is_corrupt(&e).is_some() => {
+                let text = format!("the local snapshot is not used, {e:#}; it is removed");
+                tracing::warn!("{text}");
+                crate::notify::status(&format!("dataset: {text}"));
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing {}", dir.display()))?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let Some(url) = store_url(cx) else {
+        return Ok(None);
+    };
+    let store = match open_store(cx, &url) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(store = %url, error = %format!("{e:#}"), "the snapshot store cannot be opened: generating");
+            return Ok(None);
+        }
+    };
+    let found = match snapstore::find(&store, key).await {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            tracing::info!(store = %url, snapshot = %id, "the store has no snapshot with this key: generating");
+            return Ok(None);
+        }
+        Err(e) => {
+            tracing::warn!(store = %url, error = %format!("{e:#}"), "looking for a snapshot in the store failed: generating");
+            return Ok(None);
+        }
+    };
+    crate::notify::status(&format!("dataset: downloading snapshot {id} from {url}"));
+    let t0 = Instant::now();
+    let cluster = cx.server()?.clone();
+    let owner = owner_for(&cluster)?;
+    let data = cluster.data_dir();
+    let tmp = local::restoring_dir(&data);
+    cluster.stop().await?;
+    // Streamed straight into the restored directory's place, every file checked.
+    let unpacked = snapstore::download_into(&store, &found, &tmp, owner).await;
+    let replaced = match unpacked.and_then(|()| local::install(&tmp, &data, &found.dirs)) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            cluster.start().await?;
+            let text = format!("the store's snapshot {id} is not used ({e:#}): generating instead");
+            tracing::warn!("{text}");
+            crate::notify::status(&format!("dataset: {text}"));
+            return Ok(None);
+        }
+    };
+    let raw = cx.raw();
+    cx.host
+        .label_data_dir(&cx.plan.storage.mount_point, "restore", &raw)
+        .await?;
+    cluster.start().await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let room = room_to_keep(found.total_bytes(), cx.plan.dataset.keeps_snapshot());
+    tokio::task::spawn_blocking(move || local::retire(replaced.as_deref(), room))
+        .await
+        .context("the clean-up thread")??;
+    cx.journal.update(|s| {
+        s.dataset.source = Some(SOURCE_STORE.into());
+        s.dataset.snapshot_stored = Some(url.clone());
+        s.dataset.changed_by = None;
+    })?;
+    tracing::info!(snapshot = %id, seconds = secs, bytes = found.total_bytes(), "data directory restored from the store's snapshot");
+    if cx.plan.dataset.keeps_snapshot() {
+        // The local copy the sweep restores from.
+        keep(cx, key).await?;
+    }
+    let how = format!(
+        "download of snapshot {id} from {url}, {} bytes unpacked",
+        found.total_bytes()
+    );
+    Ok(Some(restored_info(cx, SOURCE_STORE, &id, secs, how)))
+}
+
+/// Keeps the freshly generated dataset as a local snapshot (server stopped meanwhile).
+pub async fn keep(cx: &mut Context, key: &SnapshotKey) -> Result<String> {
+    let cluster = cx.server()?.clone();
+    let root = root(cx)?;
+    crate::notify::status("dataset: taking the snapshot");
+    let t0 = Instant::now();
+    cluster.stop().await?;
+    let (checksums, redo) = match stopped_state(&cluster).await {
+        Ok(s) => s,
+        Err(e) => {
+            cluster.start().await?;
+            return Err(e);
+        }
+    };
+    let (data, k) = (cluster.data_dir(), key.clone());
+    let taken =
+        tokio::task::spawn_blocking(move || local::take(&data, &root, &k, checksums, &redo))
+            .await
+            .context("the snapshot thread");
+    cluster.start().await?;
+    let (manifest, copy) = taken??;
+    cx.journal
+        .update(|s| s.dataset.snapshot = Some(manifest.id.clone()))?;
+    tracing::info!(
+        snapshot = %manifest.id,
+        seconds = t0.elapsed().as_secs_f64(),
+        files = manifest.files.len(),
+        bytes = manifest.total_bytes(),
+        reflinked = copy.reflinked,
+        copied = copy.copied,
+        "snapshot of the dataset taken"
+    );
+    Ok(manifest.id)
+}
+
+/// Uploads the local snapshot to the plan's snapshot store unless it is there (resuming an
+/// interrupted upload). A failure is logged: the run goes on, the next start tries again.
+pub async fn share(cx: &mut Context) -> Result<()> {
+    let Some(url) = store_url(cx) else {
+        return Ok(());
+    };
+    let Some(id) = cx.journal.state.state.dataset.snapshot.clone() else {
+        return Ok(());
+    };
+    if cx.journal.state.state.dataset.snapshot_stored.as_deref() == Some(url.as_str()) {
+        return Ok(());
+    }
+    let dir = local::snapshot_dir(&root(cx)?, &id);
+    let manifest = Manifest::load(&dir)?;
+    let store = match open_store(cx, &url) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(store = %url, error = %format!("{e:#}"), "the snapshot store cannot be opened: the snapshot stays local");
+            return Ok(());
+        }
+    };
+    crate::notify::status(&format!("dataset: uploading snapshot {id} to {url}"));
+    let resume = cx.journal.state.state.dataset.snapshot_upload.clone();
+    let resumed = resume.is_some();
+    let t0 = Instant::now();
+    let journal = &mut cx.journal;
+    let result = snapstore::upload(&store, &dir, &manifest, resume, &mut |p| {
+        journal.update(|s| s.dataset.snapshot_upload = p.cloned())
+    })
+    .await;
+    match result {
+        Ok(stored) => {
+            cx.journal
+                .update(|s| s.dataset.snapshot_stored = Some(url.clone()))?;
+            tracing::info!(
+                snapshot = %id,
+                store = %url,
+                seconds = t0.elapsed().as_secs_f64(),
+                compressed = stored.archive.as_ref().map_or(0, |a| a.size),
+                bytes = manifest.total_bytes(),
+                "snapshot uploaded and read back"
+            );
+        }
+        Err(e) => {
+            if resumed {
+                // The multipart upload it resumed may be gone (aborted, expired by a
+                // lifecycle rule): the next start begins a new one rather than retry it forever.
+                cx.journal.update(|s| s.dataset.snapshot_upload = None)?;
+            }
+            let text =
+                format!("the snapshot's upload to {url} failed: {e:#}; the next start tries again");
+            tracing::warn!("{text}");
+            crate::notify::status(&format!("dataset: {text}"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the dataset step still has snapshot work (a restore to finish, a snapshot to
+/// take, an upload to make): the reason, or None.
+pub fn unfinished(cx: &Context) -> Option<String> {
+    let ds = &cx.journal.state.state.dataset;
+    if let Some(id) = &ds.restoring {
+        return Some(format!("the restore of snapshot {id} was interrupted"));
+    }
+    if cx.plan.dataset.keeps_snapshot() && ds.snapshot.is_none() {
+        return Some("the dataset's snapshot is not taken yet".into());
+    }
+    if let Some(url) = store_url(cx) {
+        if ds.snapshot.is_some() && ds.snapshot_stored.as_deref() != Some(url.as_str()) {
+            return Some(format!("the snapshot is not in {url} yet"));
+        }
+    }
+    None
+}
+
+/// Why a point needs the data directory put back first (None: it does not).
+pub fn restore_reason(
+    policy: RestorePolicy,
+    changed_by: Option<&str>,
+    changed_by_warmup: bool,
+    point: &SweepPoint,
+    checksums_differ: bool,
+) -> Option<String> {
+    let policy_reason = match (policy, changed_by) {
+        (_, None) | (RestorePolicy::Never, _) => None,
+        // A measured point right after its workload's warm-up runs on what the warm-up left
+        // (that is the warm-up's purpose); a warm-up itself always starts from the snapshot.
+        (RestorePolicy::EachPoint, Some(w))
+            if changed_by_warmup && w == point.workload && !point.warmup =>
+        {
+            None
+        }
+        (RestorePolicy::EachPoint, Some(w)) => {
+            Some(format!("restore = \"each-point\" and {w} ran on the data"))
+        }
+        (RestorePolicy::EachWorkload, Some(w)) if w == point.workload => None,
+        (RestorePolicy::EachWorkload, Some(w)) => Some(format!(
+            "restore = \"each-workload\" and {w} ran on the data"
+        )),
+    };
+    policy_reason.or_else(|| {
+        checksums_differ.then(|| "the point's checksum state comes from the snapshot".to_string())
+    })
+}
+
+/// Before a sweep point: puts the data directory back from the snapshot when the plan's
+/// restore policy says so, or when the point needs the other checksum state (that variant
+/// is made from the snapshot, never from what earlier points left); then records that the
+/// point's workload changes the data.
+pub async fn before_point(cx: &mut Context, p: &SweepPoint) -> Result<()> {
+    if let Some(id) = cx.journal.state.state.dataset.snapshot.clone() {
+        let checksums_differ = match p.checksums {
+            Some(want) => cx.server()?.checksums_enabled().await? != (want == Checksums::On),
+            None => false,
+        };
+        let ds = &cx.journal.state.state.dataset;
+        let reason = restore_reason(
+            cx.plan.dataset.restore,
+            ds.changed_by.as_deref(),
+            ds.changed_by_warmup,
+            p,
+            checksums_differ,
+        );
+        if let Some(reason) = reason {
+            tracing::info!(point = %p.id, snapshot = %id, why = %reason, "restoring the data directory");
+            // Checked in full when it was taken or first restored: sizes only here.
+            match restore_local(cx, &id, Hashing::Never).await {
+                Ok(_) => {}
+                Err(e) if is_corrupt(&e).is_some() => {
+                    let text = format!("{e:#}: generating the dataset again");
+                    tracing::warn!("{text}");
+                    crate::notify::status(&format!("dataset: {text}"));
+                    let dir = local::snapshot_dir(&root(cx)?, &id);
+                    if dir.exists() {
+                        std::fs::remove_dir_all(&dir)
+                            .with_context(|| format!("removing {}", dir.display()))?;
+                    }
+                    cx.journal.update(|s| {
+                        s.dataset.snapshot = None;
+                        s.dataset.spec = None;
+                        s.dataset.tpcc.clear();
+                    })?;
+                    use crate::steps::Step as _;
+                    super::Dataset.apply(cx).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let (workload, warmup) = (p.workload.clone(), p.warmup);
+    cx.journal.update(|s| {
+        s.dataset.changed_by = Some(workload);
+        s.dataset.changed_by_warmup = warmup;
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(workload: &str, warmup: bool) -> SweepPoint {
+        let plan: crate::plan::Plan = toml::from_str(&format!(
+            "[appliance]\nname = \"t\"\nplatform = \"debian12\"\n[postgres]\n[tuning]\n[dataset]\nscale = 1\n\
+             [[workloads]]\nname = \"{workload}\"\nclients = [1]\ntransactions = 10\n{}",
+            if warmup { "warmup = \"1s\"\n" } else { "" }
+        ))
+        .expect("plan");
+        let points = crate::sweep::expand(&plan, 2);
+        points
+            .into_iter()
+            .find(|p| p.warmup == warmup)
+            .expect("point")
+    }
+
+    #[test]
+    fn each_policy_restores_at_its_boundaries() {
+        use RestorePolicy::*;
+        let tpcb = point("tpcb", false);
+        let warm = point("tpcb", true);
+        // Fresh data: nothing to put back, whatever the policy.
+        for policy in [Never, EachWorkload, EachPoint] {
+            assert_eq!(restore_reason(policy, None, false, &tpcb, false), None);
+        }
+        assert_eq!(
+            restore_reason(Never, Some("other"), false, &tpcb, false),
+            None
+        );
+        assert!(restore_reason(EachPoint, Some("tpcb"), false, &tpcb, false).is_some());
+        // A warm-up and the point after it share one restore.
+        assert_eq!(
+            restore_reason(EachPoint, Some("tpcb"), true, &tpcb, false),
+            None
+        );
+        assert!(restore_reason(EachPoint, Some("ro"), true, &warm, false).is_some());
+        assert_eq!(
+            restore_reason(EachWorkload, Some("tpcb"), false, &tpcb, false),
+            None
+        );
+        assert!(
+            restore_reason(EachWorkload, Some("ro"), false, &tpcb, false)
+                .is_some_and(|r| r.contains("ro ran on the data"))
+        );
+        // The other checksum state comes from the snapshot, even with restore = "never".
+        assert!(restore_reason(Never, Some("tpcb"), false, &tpcb, true)
+            .is_some_and(|r| r.contains("checksum")));
+        assert!(restore_reason(Never, None, false, &tpcb, true).is_some());
+    }
+
+    #[test]
+    fn the_plan_says_when_a_snapshot_is_kept_and_refuses_contradictions() {
+        let text = |dataset: &str| {
+            format!(
+                "[appliance]\nname = \"t\"\nplatform = \"debian12\"\n[postgres]\n[tuning]\n[dataset]\nscale = 1\n{dataset}\n\
+                 [[workloads]]\nname = \"w\"\nclients = [1]\ntransactions = 10\n"
+            )
+        };
+        let parse = |dataset: &str| crate::plan::Plan::parse(&text(dataset)).expect("plan");
+        let problems = |dataset: &str| -> Vec<String> {
+            match crate::plan::Plan::parse(&text(dataset)) {
+                Ok(_) => Vec::new(),
+                Err(issues) => issues
+                    .into_iter()
+                    .map(|i| format!("{}: {}", i.key, i.message))
+                    .collect(),
+            }
+        };
+        assert!(!parse("").dataset.keeps_snapshot());
+        assert_eq!(parse("").dataset.restore, RestorePolicy::Never);
+        assert!(parse("restore = \"each-point\"").dataset.keeps_snapshot());
+        assert!(parse("snapshot_store = true").dataset.keeps_snapshot());
+        assert!(!parse("snapshot_store = false").dataset.keeps_snapshot());
+        assert!(parse("snapshot = true").dataset.keeps_snapshot());
+        assert_eq!(
+            parse("snapshot_store = true")
+                .dataset
+                .snapshot_store_url("s3://b/p"),
+            Some("s3://b/p".into())
+        );
+        assert_eq!(
+            parse("snapshot_store = \"s3://snaps/fleet\"")
+                .dataset
+                .snapshot_store_url("s3://b/p"),
+            Some("s3://snaps/fleet".into())
+        );
+        assert!(problems("restore = \"each-workload\"\nsnapshot_store = true").is_empty());
+        let p = problems("restore = \"each-point\"\nsnapshot = false");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("dataset.snapshot") && p.contains("restore")),
+            "{p:?}"
+        );
+        let p = problems("snapshot = false\nsnapshot_store = true");
+        assert!(
+            p.iter().any(|p| p.contains("snapshot_store shares")),
+            "{p:?}"
+        );
+        let p = problems("snapshot_store = \"s4://x\"");
+        assert!(
+            p.iter()
+                .any(|p| p.contains("dataset.snapshot_store") && p.contains("not a store URL")),
+            "{p:?}"
+        );
+        let p = problems("restore = \"always\"");
+        assert!(p.iter().any(|p| p.contains("dataset.restore")), "{p:?}");
+    }
+}
