@@ -1060,6 +1060,7 @@ fn collect_reads_a_lab_store_and_a_bucket_at_once_and_fetches_only_new_runs() {
         credentials: pgappliance::plan::Credentials::File,
         credentials_file: Some(creds.display().to_string()),
         credentials_profile: "default".into(),
+        caller: None,
     })
     .expect("open the bucket");
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -157,6 +157,7 @@ fn store_with(file: &Path, endpoint: &str, prefix: &str) -> pgappliance::upload:
         credentials: pgappliance::plan::Credentials::File,
         credentials_file: Some(file.display().to_string()),
         credentials_profile: "default".into(),
+        caller: None,
     })
     .expect("open store")
 }

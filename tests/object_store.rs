@@ -181,6 +181,8 @@ fn store_down_when_the_upload_starts_arrives_once_it_is_up() {
         w.run_command_to(&example("quick.toml"), &format!("s3://{BUCKET}/late")),
         &env,
     )
+    // This run waits for the store however long it takes to come up.
+    .args(["--upload-timeout", "1h"])
     .stdout(Stdio::null())
     .stderr(Stdio::from(std::fs::File::create(&log).expect("log")))
     .spawn()
@@ -227,6 +229,74 @@ fn store_down_when_the_upload_starts_arrives_once_it_is_up() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert_arrived(&weed.store("late"), &w);
+}
+
+/// A local run whose store never answers (a loopback port nothing listens on) finishes
+/// here: the report's paths are printed, the upload gets --upload-timeout, then the run ends
+/// (exit 4) with the cause and the `pgapplianced upload` command that stores it, which does
+/// once the store is up. object_store's retry lines stay out of the log.
+#[test]
+fn a_local_run_whose_store_does_not_answer_ends_with_its_results_and_the_command_that_stores_them()
+{
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ports = Ports::pick();
+    let keys = generate_keys();
+    let endpoint = format!("http://127.0.0.1:{}", ports.s3);
+    let w = Workdir::new("s3never");
+    let store = format!("s3://{BUCKET}/postponed");
+    let env = vec![
+        ("AWS_ACCESS_KEY_ID", keys.0.clone()),
+        ("AWS_SECRET_ACCESS_KEY", keys.1.clone()),
+    ];
+    let out = with_env(w.run_command_to(&example("quick.toml"), &store), &env)
+        .args(["--endpoint", &endpoint, "--upload-timeout", "5s"])
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run");
+    let text = describe(&out);
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let run_dir = w.run_dir();
+    for name in ["results.json", "summary.csv", "report.html"] {
+        assert!(run_dir.join(name).is_file(), "{name}: {text}");
+        assert!(
+            stdout.contains(&run_dir.join(name).display().to_string()),
+            "{name}: {text}"
+        );
+    }
+    assert!(
+        stdout.contains(&format!("not stored: {store} did not take run "))
+            && stdout.contains("within 5s")
+            // The store's own failure, or (when that had not ended by then) one connection
+            // tried to its endpoint: either way, refused.
+            && stdout.contains("connection")
+            && stdout.contains("was refused"),
+        "{text}"
+    );
+    let next = format!(
+        "pgapplianced upload --workdir {} --store {store} --endpoint {endpoint}",
+        w.path().display()
+    );
+    assert!(
+        stdout.contains(&format!(
+            "next: once the store answers, `{next}` completes the upload"
+        )),
+        "{text}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("backing off") && !stderr.contains("Encountered"),
+        "{text}"
+    );
+    assert!(w.journal().expect("journal")["finished_at"].is_null());
+
+    // The store comes up; the command printed stores the run.
+    let weed = SeaweedFs::start_on(ports, Some(keys));
+    let mut c = Command::new(harness::daemon_binary());
+    c.args(next.split(' ').skip(1));
+    let up = with_env(c, &env).output().expect("upload");
+    assert!(up.status.success(), "{}", describe(&up));
+    assert_arrived(&weed.store("postponed"), &w);
 }
 
 #[test]
@@ -431,6 +501,7 @@ fn upload_verifies_the_run_in_a_file_store_and_repairs_what_is_missing_or_differ
         credentials: pgappliance::plan::Credentials::Environment,
         credentials_file: None,
         credentials_profile: pgappliance::upload::store::DEFAULT_PROFILE.into(),
+        caller: None,
     })
     .expect("open file store");
     upload_repairs(&w, &store_url, &[], &store);

@@ -24,6 +24,7 @@ pub mod pgbench;
 pub mod plan;
 pub mod platform;
 pub mod postgres;
+pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -4,7 +4,11 @@ use std::io::IsTerminal;
 
 pub fn init() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // object_store logs each retry at info: the daemon's own lines say what the upload
+        // does (RUST_LOG=object_store=info shows them).
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("info,object_store=warn,reqwest=warn,hyper=warn")
+        });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -221,6 +221,7 @@ async fn bench(cli: BenchCollectCli) -> Result<i32> {
         credentials: Credentials::File,
         credentials_file: Some(credentials.display().to_string()),
         credentials_profile: "default".into(),
+        caller: None,
     })?;
     server.wait_for_bucket(&store).await?;
 

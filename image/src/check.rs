@@ -9,10 +9,8 @@ use pgappliance::plan::{BetweenRounds, Builtin, Checksums, Credentials, Devices,
 use pgappliance::platform::Profile;
 use pgappliance::sweep::{expand, Limit, SweepPoint};
 
-/// `pgbench -i`'s rate on the machine docs/performance.md measured (scale 50 in 8.9 s,
-/// one client-side stream, 2 vCPUs, 2026-11-30): the order of magnitude of a dataset's
-/// init. Client-side generation runs on one core, so more cores change it little.
-const INIT_SECONDS_PER_SCALE: f64 = 8.9 / 50.0;
+/// `pgbench -i`'s pace (docs/performance.md), the same figure `pgapplianced status` uses.
+const INIT_SECONDS_PER_SCALE: f64 = pgappliance::engine::status::INIT_SECONDS_PER_SCALE;
 
 /// The plan's credentials file, when it names one that exists on this machine: mode,
 /// owner and the profile, as the daemon will read it. One that is not here only warns: it

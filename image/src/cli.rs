@@ -37,7 +37,7 @@ pub enum Command {
         deny_warnings: bool,
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
-    Build(crate::build::BuildArgs),
+    Build(crate::build::BuildCommand),
     /// Build, then boot servers into the plan: Redfish BMCs mount appliance.iso as virtual
     /// media and boot it once, IPMI BMCs boot CD/DVD next; writes a launch record to the store.
     Launch(Box<crate::launch::LaunchArgs>),

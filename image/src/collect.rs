@@ -162,6 +162,7 @@ pub fn store_configs(cli: &CollectCli) -> Result<Vec<StoreConfig>, String> {
             },
             credentials_file: files[i].clone(),
             credentials_profile: profiles[i].clone().unwrap_or_else(|| "default".into()),
+            caller: None,
         });
     }
     Ok(out)
@@ -179,7 +180,17 @@ pub(crate) fn default_cache() -> Result<PathBuf> {
 
 /// `pgappliance collect`: the command line checked, then [`collect`] on a runtime.
 pub fn run(cli: CollectCli) -> Result<i32> {
-    let stores = store_configs(&cli).map_err(anyhow::Error::msg)?;
+    // Each S3 store with this machine's own keys (its --credentials-file, else the
+    // environment or ~/.aws/credentials): never an instance metadata service.
+    let stores = store_configs(&cli)
+        .map_err(anyhow::Error::msg)?
+        .into_iter()
+        .map(|cfg| {
+            let file = cfg.credentials_file.clone().map(PathBuf::from);
+            let profile = file.as_ref().map(|_| cfg.credentials_profile.clone());
+            pgappliance::upload::caller::store_here(cfg, file.as_deref(), profile.as_deref())
+        })
+        .collect::<Result<Vec<_>>>()?;
     let threshold_pct = cli
         .threshold
         .as_deref()

@@ -22,7 +22,7 @@ fn main() {
             plans,
             deny_warnings,
         } => check::run(&plans, deny_warnings),
-        cli::Command::Build(args) => build::run(args),
+        cli::Command::Build(args) => build::run(args.into_args()),
         cli::Command::Collect(args) => collect::run(args),
         cli::Command::Bench {
             command: cli::BenchCommand::Collect(args),

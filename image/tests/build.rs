@@ -95,6 +95,59 @@ fn payload_members(payload: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// `build --store` is the store the appliance writes to: the packed plan names it (and
+/// the endpoint given with it), the rest of the plan is as written, and the build says so;
+/// a store the plan checks refuse is refused naming it.
+#[test]
+fn a_store_given_to_build_is_the_one_the_packed_plan_uploads_to() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let daemon = fake_aarch64_binary(dir.path());
+    let plan = plan_with_keys(dir.path());
+    let out = dir.path().join("out");
+    let o = build(
+        &plan,
+        &out,
+        &daemon,
+        &[
+            "--store",
+            "s3://other/campaign-2",
+            "--endpoint",
+            "https://s3.lab.example:9000",
+        ],
+    );
+    let text = describe(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("store            the appliance uploads to s3://other/campaign-2 (--store; the plan's s3://pgappliance-results/altra replaced in the packed plan)"),
+        "{text}"
+    );
+    let packed = payload_members(&out.join("payload.tar.gz"))
+        .into_iter()
+        .find(|(p, _)| p == "etc/pgappliance/plan.toml")
+        .map(|(_, d)| String::from_utf8(d).expect("utf-8"))
+        .expect("the plan in the payload");
+    let written = std::fs::read_to_string(&plan).expect("plan");
+    assert_eq!(
+        packed,
+        written
+            .replace("s3://pgappliance-results/altra", "s3://other/campaign-2")
+            .replace(
+                "https://objects.lab.example:9000",
+                "https://s3.lab.example:9000"
+            )
+    );
+    let o = build(
+        &plan,
+        &dir.path().join("bad"),
+        &daemon,
+        &["--store", "ftp://x/y"],
+    );
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("ftp://x/y"), "{text}");
+    assert!(!dir.path().join("bad").exists(), "{text}");
+}
+
 /// Every file under `dir` with its content, for "nothing was touched" comparisons.
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();

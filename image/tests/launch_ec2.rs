@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 
 use launch_support::*;
 
-fn launch(dir: &Path, moto: &Moto, extra: &[&str], env: &[(&str, &str)]) -> Output {
+fn launch(dir: &Path, plan: &Path, moto: &Moto, extra: &[&str], env: &[(&str, &str)]) -> Output {
     let ami = moto.aws(&[
         "ec2",
         "describe-images",
@@ -29,7 +29,7 @@ fn launch(dir: &Path, moto: &Moto, extra: &[&str], env: &[(&str, &str)]) -> Outp
     ]);
     let mut c = Command::new(env!("CARGO_BIN_EXE_pgappliance"));
     c.arg("launch")
-        .arg(altra_plan(dir))
+        .arg(plan)
         .arg("--out")
         .arg(dir.join("out"))
         .arg("--daemon-binary")
@@ -81,6 +81,7 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
     let creds = weed.credentials_file();
     let o = launch(
         dir.path(),
+        &altra_plan(dir.path()),
         &moto,
         &[
             "--store",
@@ -90,6 +91,10 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
             "--region",
             "us-east-1",
             "--credentials-file",
+            &creds.display().to_string(),
+            // The same key pair for EC2, given separately: EC2 is never signed with the
+            // store's keys.
+            "--ec2-credentials-file",
             &creds.display().to_string(),
         ],
         &[],
@@ -285,15 +290,19 @@ fn a_wrong_secret_is_refused_and_recorded() {
     let dir = tempfile::tempdir().expect("tmp");
     let files = dir.path().join("records");
     let wrong = "wrong-Secret-5521";
+    // The record goes to a directory here: the plan's own store (a store given with
+    // --store must be one the servers reach too).
+    let plan = altra_plan(dir.path());
+    let text = read_to_string(&plan).replace(
+        "store = \"s3://pgappliance-results/altra\"",
+        &format!("store = \"file://{}\"", files.display()),
+    );
+    std::fs::write(&plan, text).expect("plan");
     let o = launch(
         dir.path(),
+        &plan,
         &moto,
-        &[
-            "--payload-url",
-            "https://files.lab/payload.tar.gz",
-            "--store",
-            &format!("file://{}", files.display()),
-        ],
+        &["--payload-url", "https://files.lab/payload.tar.gz"],
         &[
             ("AWS_ACCESS_KEY_ID", moto.access_key.as_str()),
             ("AWS_SECRET_ACCESS_KEY", wrong),
@@ -304,6 +313,14 @@ fn a_wrong_secret_is_refused_and_recorded() {
     assert!(text.contains("EC2 RunInstances at"), "{text}");
     assert!(text.contains("AuthFailure"), "{text}");
     assert!(!text.contains(wrong), "{text}");
+    // Which credentials: the key id and where it came from, never the secret.
+    assert!(
+        text.contains(&format!(
+            "refused key {} from the environment (AWS_ACCESS_KEY_ID)",
+            moto.access_key
+        )),
+        "{text}"
+    );
     let rec = read_to_string(
         &files
             .join("launches")
@@ -313,4 +330,229 @@ fn a_wrong_secret_is_refused_and_recorded() {
     let running: serde_json::Value =
         serde_json::from_str(&moto.aws(&["ec2", "describe-instances"])).expect("json");
     assert_eq!(running["Reservations"].as_array().map(Vec::len), Some(0));
+}
+
+/// A plan made for the cloud (`credentials = "instance-role"`) launched from a machine
+/// that is no instance: the plan's setting is the appliance's, this machine uses its own
+/// keys, one set for the store (`--credentials-file`) and another for EC2 (the
+/// environment's), and `--store` is the store the appliance writes to: the packed plan
+/// names it, the record says so and `wait` reads it from there.
+#[test]
+fn an_instance_role_plan_launches_with_this_machines_keys_to_the_store_given() {
+    let moto = Moto::start();
+    // The store's keys are not EC2's.
+    let weed = seaweed::SeaweedFs::start();
+    assert_ne!(weed.access_key, moto.access_key);
+    let dir = tempfile::tempdir().expect("tmp");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let plan = dir.path().join("m6gd.toml");
+    // The example's sysbench-tpcc archive from the repository's pinned copy.
+    let text = read_to_string(&workspace().join("examples/m6gd-8xlarge.toml")).replace(
+        "file:///srv/pgappliance/",
+        &format!(
+            "file://{}/",
+            workspace().join("third_party/sysbench-tpcc").display()
+        ),
+    );
+    std::fs::write(&plan, &text).expect("plan");
+    assert!(text.contains("credentials = \"instance-role\""), "{text}");
+    assert!(text.contains("store = \"s3://pgappliance-results/graviton-vs-x86\""));
+    let ami = moto.aws(&[
+        "ec2",
+        "describe-images",
+        "--owners",
+        "amazon",
+        "--query",
+        "Images[0].ImageId",
+        "--output",
+        "text",
+    ]);
+    let store = format!("s3://{}/cloud", seaweed::BUCKET);
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(&plan)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir.path()))
+        .args([
+            "--ec2",
+            "--image-id",
+            ami.trim(),
+            "--instance-type",
+            "m6g.large",
+        ])
+        .args([
+            "--ec2-endpoint",
+            &moto.endpoint(),
+            "--ec2-region",
+            "us-east-1",
+        ])
+        .args(["--ec2-wait", "60s", "--store", &store])
+        .args(["--endpoint", &weed.endpoint(), "--region", "us-east-1"])
+        .arg("--credentials-file")
+        .arg(weed.credentials_file())
+        .env("HOME", &home)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .env("AWS_ACCESS_KEY_ID", &moto.access_key)
+        .env("AWS_SECRET_ACCESS_KEY", &moto.secret_key)
+        // Were the metadata service asked, it would be here: nothing listens.
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ENDPOINT_URL_EC2")
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_PROFILE")
+        .output()
+        .expect("launch");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(!text.contains("169.254.169.254"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "store            the appliance uploads to {store} (--store; the plan's s3://pgappliance-results/graviton-vs-x86 replaced in the packed plan)"
+        )),
+        "{text}"
+    );
+    let id = launch_id(&o);
+    // What next repeats how this machine reached the store.
+    assert!(
+        text.contains(&format!(
+            "next: `pgappliance wait {id} --store {store} --endpoint {} --region us-east-1 --credentials-file {}`",
+            weed.endpoint(),
+            weed.credentials_file().display()
+        )),
+        "{text}"
+    );
+
+    // The packed plan uploads to the store given, reached at the endpoint given, with the
+    // plan's own credentials setting (the instance role) for the appliance.
+    let listing = Command::new("tar")
+        .args(["-xzOf"])
+        .arg(dir.path().join("out/payload.tar.gz"))
+        .arg("etc/pgappliance/plan.toml")
+        .output()
+        .expect("tar");
+    assert!(listing.status.success(), "{}", describe(&listing));
+    let packed = String::from_utf8_lossy(&listing.stdout).to_string();
+    assert!(packed.contains(&format!("store = \"{store}\"")), "{packed}");
+    assert!(
+        packed.contains(&format!("endpoint = \"{}\"", weed.endpoint())),
+        "{packed}"
+    );
+    assert!(
+        packed.contains("credentials = \"instance-role\""),
+        "{packed}"
+    );
+
+    // The record is in the store given and says where the target uploads.
+    let s = weed.store("cloud");
+    let bytes = runtime()
+        .block_on(async {
+            use object_store::ObjectStoreExt;
+            s.objects
+                .get(&s.path(&["launches", &format!("{id}.json")]))
+                .await?
+                .bytes()
+                .await
+        })
+        .expect("record in the store given");
+    let rec: serde_json::Value = serde_json::from_slice(&bytes).expect("record");
+    assert_eq!(rec["upload"]["store"], store, "{rec}");
+    assert_eq!(rec["upload"]["endpoint"], weed.endpoint(), "{rec}");
+    assert_eq!(rec["targets"][0]["uploads_to"], store, "{rec}");
+    assert_eq!(rec["targets"][0]["started"]["state"], "running", "{rec}");
+
+    // `wait` given only the record's copy reads the targets' store from it.
+    let copy = dir.path().join("record.json");
+    std::fs::write(&copy, &bytes).expect("copy");
+    let w = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("wait")
+        .arg(&copy)
+        .arg("--credentials-file")
+        .arg(weed.credentials_file())
+        .args(["--interval", "1s", "--timeout", "1s"])
+        .env("HOME", &home)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .expect("wait");
+    let text = describe(&w);
+    assert_eq!(w.status.code(), Some(1), "{text}");
+    assert!(text.contains(&format!("watching {store}")), "{text}");
+    assert!(text.contains("TIMED OUT after 1s"), "{text}");
+}
+
+/// A store that refuses the keys is one line: the store's code and message read from its
+/// answer (not the XML, not repeated), which keys (id and where they came from, never the
+/// secret) and the fix.
+#[test]
+fn a_store_refusing_the_keys_says_so_in_one_line_naming_them() {
+    let weed = seaweed::SeaweedFs::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let wrong = dir.path().join("wrong.credentials");
+    std::fs::write(
+        &wrong,
+        format!(
+            "access_key_id = {}\nsecret_access_key = Wrong-Secret-7731\n",
+            weed.access_key
+        ),
+    )
+    .expect("write");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
+        .arg("launch")
+        .arg(altra_plan(dir.path()))
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir.path()))
+        .args([
+            "--ec2",
+            "--image-id",
+            "ami-1",
+            "--instance-type",
+            "m6g.large",
+        ])
+        // Never reached: the payload's upload fails first.
+        .args([
+            "--ec2-endpoint",
+            "http://127.0.0.1:9",
+            "--ec2-region",
+            "us-east-1",
+        ])
+        .args(["--store", &format!("s3://{}/lab", seaweed::BUCKET)])
+        .args(["--endpoint", &weed.endpoint(), "--region", "us-east-1"])
+        .arg("--credentials-file")
+        .arg(&wrong)
+        .env("AWS_ACCESS_KEY_ID", "AKIAEC2ONLY")
+        .env("AWS_SECRET_ACCESS_KEY", "ec2-secret")
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .expect("launch");
+    let text = describe(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(!text.contains("Wrong-Secret-7731"), "{text}");
+    assert!(
+        !text.contains("<?xml") && !text.contains("<Code>"),
+        "{text}"
+    );
+    let keys = format!(
+        "refused key {} from --credentials-file {}",
+        weed.access_key,
+        wrong.display()
+    );
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("SignatureDoesNotMatch"))
+        .collect();
+    assert!(!lines.is_empty(), "{text}");
+    for l in &lines {
+        assert_eq!(l.matches("SignatureDoesNotMatch").count(), 1, "{l}");
+        assert!(l.contains("403") && l.contains(&keys), "{l}");
+        assert!(l.contains("check the secret"), "{l}");
+    }
 }

@@ -244,11 +244,23 @@ fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
     );
     let cache = dir.path().join("cache");
     let started = Instant::now();
-    let o = wait_cmd("tiny-2", &store, &["--timeout", "3s"], &cache)
-        .output()
-        .expect("wait");
+    let o = wait_cmd(
+        "tiny-2",
+        &store,
+        &["--timeout", "3s", "--heartbeat", "1s"],
+        &cache,
+    )
+    .output()
+    .expect("wait");
     let text = describe(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
+    // Its output is a pipe: a heartbeat line says it is still at work, and since when (the
+    // polls are at least --interval apart, so one passes --heartbeat before the timeout).
+    assert!(
+        text.lines().any(|l| l.starts_with("wait: ")
+            && l.contains(" elapsed of 3s; 127.0.0.1:1: no status object yet")),
+        "{text}"
+    );
     // A guard against waiting past --timeout (a wait that ignored it would last hours), not
     // a timing: any slowness of the machine fits in it.
     assert!(started.elapsed() < Duration::from_secs(300), "{text}");
@@ -407,6 +419,12 @@ fn a_redfish_launch_records_the_system_uuid_and_teardown_ejects_and_powers_off()
         .expect("launch");
     // 2: sushy's fake driver keeps the boot override Continuous (docs/launch.md).
     assert_eq!(o.status.code(), Some(2), "{}", describe(&o));
+    // The store given is the one the appliance writes to; a file:// one only when shared.
+    assert!(
+        describe(&o).contains(&format!("warning: --store {store}: the servers write their runs to that directory on their own disks")),
+        "{}",
+        describe(&o)
+    );
     let id = String::from_utf8_lossy(&o.stdout)
         .lines()
         .find_map(|l| l.strip_prefix("launch "))

@@ -176,6 +176,7 @@ impl SeaweedFs {
             credentials: pgappliance::plan::Credentials::File,
             credentials_file: Some(self.credentials_file().display().to_string()),
             credentials_profile: pgappliance::upload::store::DEFAULT_PROFILE.into(),
+            caller: None,
         })
         .expect("open store")
     }

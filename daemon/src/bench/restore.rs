@@ -250,6 +250,7 @@ impl Seaweed {
             credentials: crate::plan::Credentials::File,
             credentials_file: Some(cred.display().to_string()),
             credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
+            caller: None,
         })
     }
 }
@@ -539,6 +540,7 @@ pub async fn run(
             credentials: crate::plan::Credentials::Environment,
             credentials_file: None,
             credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
+            caller: None,
         })?,
         None => {
             on_event(&RestoreEvent::Note(

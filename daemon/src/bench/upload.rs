@@ -144,6 +144,7 @@ pub async fn child(dir: &Path, store: &str, part_size_mib: u32, tag: &str) -> Re
         credentials: crate::plan::Credentials::Environment,
         credentials_file: None,
         credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
+        caller: None,
     })?;
     let part = (part_size_mib as usize) << 20;
     let key = RunKey {

@@ -59,6 +59,12 @@ pub struct LiveStatus {
     pub stored_as: Option<String>,
     /// What identifies the machine to whoever launched it (after the inventory step).
     pub identity: Option<Identity>,
+    /// Seconds left in the sweep by the run's own estimate (`pgapplianced status`'s), when
+    /// it has one; points whose time is not known yet are in `left_unknown_points`.
+    #[serde(default)]
+    pub left_s: Option<f64>,
+    #[serde(default)]
+    pub left_unknown_points: usize,
 }
 
 /// How a launcher recognises its target: the EC2 instance id, or the system UUID and serial
@@ -96,7 +102,10 @@ impl LiveStatus {
             .map(|p| p.step)
             .or(journal.failure.as_ref().map(|f| f.step))
             .map(|s| s.as_str().to_string());
+        let estimate = super::status::estimate(journal, run_dir);
         LiveStatus {
+            left_s: estimate.as_ref().map(|e| e.total_s()),
+            left_unknown_points: estimate.as_ref().map_or(0, |e| e.unknown_points),
             schema_version: LIVE_STATUS_SCHEMA_VERSION,
             appliance: key.appliance.clone(),
             machine_id: key.machine_id.clone(),
@@ -208,6 +217,11 @@ impl Live {
     /// Publishes soon (a step begins or ends).
     pub fn poke(&self) {
         self.wake.notify_one();
+    }
+
+    /// Stops the background task without a last word (the store is not answering).
+    pub fn abandon(self) {
+        self.task.abort();
     }
 
     /// Stops the background task and publishes the final state (bounded in time).

@@ -217,6 +217,17 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
                 .await?;
             Ok(out)
         }
+        Err(e) if e.chain().any(|c| c.is::<crate::upload::UploadPostponed>()) => {
+            // The run is complete here; only the store did not take it in the time given.
+            // No failure bundle: nothing failed that the store should learn about later
+            // than the run itself, which `pgapplianced upload` stores.
+            // Not `host.finish`: the run is not stored, so the appliance's done marker
+            // must not be written (only a local run gives the upload a bound).
+            if let Some(live) = live {
+                live.abandon();
+            }
+            Err(e)
+        }
         Err(e) => {
             if cx.journal.state.failure.is_none() {
                 // Failed outside a step (stopping the server, writing the journal).

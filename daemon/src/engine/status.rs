@@ -36,6 +36,48 @@ pub struct Estimate {
     /// Points left whose time cannot be estimated yet (`-t` points of a workload none of
     /// whose points has finished).
     pub unknown_points: usize,
+    /// Seconds for the dataset's generation still to come (0 once the dataset step is
+    /// done), at [`INIT_SECONDS_PER_SCALE`].
+    pub dataset_s: f64,
+    /// sysbench-tpcc prepares still to come (each at least [`TPCC_PREPARE_MIN_S`]).
+    pub prepares_left: usize,
+}
+
+impl Estimate {
+    /// Seconds left in all: the dataset, the prepares at their least, the points known.
+    pub fn total_s(&self) -> f64 {
+        self.seconds + self.dataset_s + self.prepares_left as f64 * TPCC_PREPARE_MIN_S
+    }
+}
+
+/// `pgbench -i`'s pace on the machine docs/performance.md measured (scale 50 in 8.9 s, one
+/// client-side stream, 2 vCPUs, 2026-11-30): the order of magnitude of a dataset's
+/// generation. Client-side generation runs on one core, so more cores change it little.
+pub const INIT_SECONDS_PER_SCALE: f64 = 8.9 / 50.0;
+
+/// The least a sysbench-tpcc prepare takes: the script's fixed wait.
+pub const TPCC_PREPARE_MIN_S: f64 = 30.0;
+
+/// What is left before the sweep (pure): the pgbench dataset's generation unless its step
+/// is done, and the sysbench-tpcc prepares not done yet.
+pub fn before_sweep(plan: &crate::plan::Plan, journal: &Journal) -> (f64, usize) {
+    let done = journal
+        .steps
+        .get(&crate::journal::StepName::Dataset)
+        .is_some_and(|r| r.finished_at.is_some());
+    if done {
+        return (0.0, 0);
+    }
+    let dataset_s = if plan.has_pgbench() {
+        f64::from(plan.dataset.scale) * INIT_SECONDS_PER_SCALE
+    } else {
+        0.0
+    };
+    let prepared = journal.state.dataset.tpcc.len();
+    (
+        dataset_s,
+        plan.tpcc_datasets().len().saturating_sub(prepared),
+    )
 }
 
 /// Per point, besides its `-T`: the checkpoint, statistics and parsing around it.
@@ -66,8 +108,9 @@ pub fn read(workdir: &Path) -> Result<RunStatus> {
     })
 }
 
-/// Whether `pid` is a live pgapplianced (a recycled pid is some other program).
-fn estimate(journal: &Journal, run_dir: &Path) -> Option<Estimate> {
+/// Time left in the sweep from the plan kept in the run directory, its inventory and the
+/// points finished (None before the inventory).
+pub(crate) fn estimate(journal: &Journal, run_dir: &Path) -> Option<Estimate> {
     let plan_text = std::fs::read_to_string(run_dir.join(PLAN_COPY)).ok()?;
     let plan = crate::plan::Plan::parse(&plan_text).ok()?;
     let cpus = std::fs::read_to_string(run_dir.join("inventory.json"))
@@ -88,10 +131,13 @@ fn estimate(journal: &Journal, run_dir: &Path) -> Option<Estimate> {
         e.0 += p.wall_s;
         e.1 += 1;
     }
+    let (dataset_s, prepares_left) = before_sweep(&plan, journal);
     let mut est = Estimate {
         points_left: 0,
         seconds: 0.0,
         unknown_points: 0,
+        dataset_s,
+        prepares_left,
     };
     for p in points
         .iter()
@@ -110,6 +156,41 @@ fn estimate(journal: &Journal, run_dir: &Path) -> Option<Estimate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_time_left_counts_the_dataset_and_the_prepares_until_the_dataset_step_is_done() {
+        let plan = crate::plan::Plan::parse(
+            "[appliance]\nname = \"t\"\nplatform = \"debian12\"\n[postgres]\n[dataset]\nscale = 50\n[[workloads]]\nname = \"rw\"\nclients = [1]\nduration = \"10s\"\n",
+        )
+        .expect("plan");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut journal = crate::journal::JournalFile::open_or_create(
+            &journal_path(dir.path()),
+            "aaaa",
+            "run-1".into(),
+        )
+        .expect("journal")
+        .state;
+        let (dataset_s, prepares) = before_sweep(&plan, &journal);
+        assert!((dataset_s - 8.9).abs() < 1e-9, "{dataset_s}");
+        assert_eq!(prepares, 0);
+        let est = Estimate {
+            points_left: 1,
+            seconds: 15.0,
+            unknown_points: 0,
+            dataset_s,
+            prepares_left: 2,
+        };
+        assert!((est.total_s() - (15.0 + 8.9 + 60.0)).abs() < 1e-9);
+        journal.steps.insert(
+            crate::journal::StepName::Dataset,
+            serde_json::from_value(serde_json::json!(
+                {"started_at": "t", "finished_at": "t", "duration_s": 1.0, "attempts": 1}
+            ))
+            .expect("record"),
+        );
+        assert_eq!(before_sweep(&plan, &journal), (0.0, 0));
+    }
 
     #[test]
     fn a_directory_without_a_run_says_so() {

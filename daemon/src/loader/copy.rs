@@ -11,6 +11,7 @@ use super::ACCOUNTS_PER_SCALE;
 const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0";
 
 pub struct AccountsEncoder {
+    first: u64,
     next: u64,
     last: u64,
     bigint: bool,
@@ -22,6 +23,7 @@ impl AccountsEncoder {
     /// Rows with aid in `from..=to`.
     pub fn new(from: u64, to: u64, bigint: bool) -> Self {
         AccountsEncoder {
+            first: from,
             next: from,
             last: to,
             bigint,
@@ -31,6 +33,11 @@ impl AccountsEncoder {
     }
 
     /// The next piece of the COPY stream, about `target` bytes; `None` after the trailer.
+    /// Rows encoded so far.
+    pub fn rows_encoded(&self) -> u64 {
+        self.next - self.first
+    }
+
     pub fn next_chunk(&mut self, target: usize) -> Option<Bytes> {
         if self.done {
             return None;

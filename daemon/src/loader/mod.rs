@@ -222,12 +222,20 @@ pub async fn parallel_init(
 
     let total = scale64 * ACCOUNTS_PER_SCALE;
     let bigint = scale >= BIGINT_SCALE;
+    // Rows sent by every stream, for the progress line.
+    let loaded = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let progress = crate::progress::Progress::start(
+        format!("dataset: parallel load of pgbench_accounts over {degree} connections"),
+        None,
+        Some(crate::progress::Detail::Rows(loaded.clone(), total)),
+    );
     let mut loaders = Vec::new();
     for w in 0..u64::from(degree) {
         let from = total * w / u64::from(degree) + 1;
         let to = total * (w + 1) / u64::from(degree);
         let create = (degree == 1).then(|| tables[2].clone());
         let session = connect(c, db).await?;
+        let loaded = loaded.clone();
         loaders.push(async move {
             let client = session.client();
             client.batch_execute("begin").await?;
@@ -245,17 +253,21 @@ pub async fn parallel_init(
             futures::pin_mut!(sink);
             // Rows are encoded on a thread of their own per stream (the daemon's async
             // runtime is single-threaded), a few chunks ahead of the socket.
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<(bytes::Bytes, u64)>(4);
             let encoder = tokio::task::spawn_blocking(move || {
                 let mut encoder = copy::AccountsEncoder::new(from, to, bigint);
+                let mut before = encoder.rows_encoded();
                 while let Some(chunk) = encoder.next_chunk(1 << 20) {
-                    if tx.blocking_send(chunk).is_err() {
+                    let rows = encoder.rows_encoded() - before;
+                    before = encoder.rows_encoded();
+                    if tx.blocking_send((chunk, rows)).is_err() {
                         break;
                     }
                 }
             });
-            while let Some(chunk) = rx.recv().await {
+            while let Some((chunk, rows)) = rx.recv().await {
                 sink.send(chunk).await?;
+                loaded.fetch_add(rows, std::sync::atomic::Ordering::Relaxed);
                 crate::faults::point("loader-chunk-sent");
             }
             encoder.await.context("the row encoder thread failed")?;
@@ -267,9 +279,9 @@ pub async fn parallel_init(
             Ok::<_, anyhow::Error>(())
         });
     }
-    futures::future::try_join_all(loaders)
-        .await
-        .context("loading pgbench_accounts")?;
+    let done = futures::future::try_join_all(loaders).await;
+    drop(progress);
+    done.context("loading pgbench_accounts")?;
     if degree > 1 {
         s.execute(DROP_LOAD_DEFAULTS).await?;
     }

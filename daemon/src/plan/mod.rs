@@ -6,6 +6,7 @@
 //! the key or value at fault (see [`PlanError`]).
 
 mod location;
+pub mod rewrite;
 pub mod tuning;
 mod type_errors;
 pub mod units;

@@ -1326,6 +1326,7 @@ mod tests {
             credentials: crate::plan::Credentials::Environment,
             credentials_file: None,
             credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
+            caller: None,
         };
         let err = crate::upload::Store::open(&cfg).err().expect("refused");
         assert!(err.to_string().contains("means"), "{err}");

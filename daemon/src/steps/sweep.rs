@@ -133,16 +133,17 @@ impl Step for Sweep {
             if cx.plan.sweep.order == SweepOrder::Rounds && p.repeat > 1 {
                 between_rounds(cx, between, p.repeat).await?;
             }
-            crate::notify::status(&format!(
+            let label = format!(
                 "sweep {}/{total}: {} clients ({}{})",
                 n + 1,
                 p.clients,
                 p.workload,
                 if p.warmup { ", warm-up" } else { "" }
-            ));
+            );
+            crate::notify::status(&label);
             crate::steps::dataset::snapshot::before_point(cx, p).await?;
             ensure_checksums(cx, p.checksums).await?;
-            let result = run_point(cx, p).await?;
+            let result = run_point(cx, p, label).await?;
             if result.status == PointStatus::Failed {
                 tracing::warn!(
                     point = %p.id,
@@ -262,14 +263,29 @@ async fn ensure_checksums(cx: &mut Context, want: Option<Checksums>) -> Result<(
     Ok(())
 }
 
-async fn run_point(cx: &mut Context, p: &SweepPoint) -> Result<PointResult> {
+async fn run_point(cx: &mut Context, p: &SweepPoint, label: String) -> Result<PointResult> {
     let attempt = cx.journal.begin_point(&p.id)?;
     let raw = cx
         .raw()
         .join("points")
         .join(&p.id)
         .join(format!("attempt-{attempt}"));
-    let result = measure_point(cx, p, &raw, attempt).await?;
+    // The point's elapsed time of its -T, with pgbench's own --progress line (stderr) or
+    // sysbench's per-interval line (stdout).
+    let total = match p.limit {
+        crate::sweep::Limit::DurationS(s) => Some(std::time::Duration::from_secs(s)),
+        crate::sweep::Limit::Transactions(_) => None,
+    };
+    let tail = raw.join(if p.tpcc.is_some() {
+        "stdout.txt"
+    } else {
+        "stderr.txt"
+    });
+    let progress =
+        crate::progress::Progress::start(label, total, Some(crate::progress::Detail::Tail(tail)));
+    let result = measure_point(cx, p, &raw, attempt).await;
+    drop(progress);
+    let result = result?;
     let rel = format!("points/{}.json", p.id);
     crate::fsutil::write_json(&cx.run_dir.join(&rel), &result)?;
     cx.journal.finish_point(&p.id, &rel)?;

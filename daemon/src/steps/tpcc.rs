@@ -208,7 +208,13 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
         .user(cx.host.bench_user())
         .output_files(&out, &err);
     let t0 = Instant::now();
+    let progress = crate::progress::Progress::start(
+        format!("dataset: sysbench-tpcc prepare of {db}"),
+        None,
+        Some(crate::progress::Detail::Tail(out.clone())),
+    );
     cx.runner.run(&spec).await?;
+    drop(progress);
     let prepare_s = t0.elapsed().as_secs_f64();
     loader::restore_settings(&c, cores, ram, cx.settings()?).await?;
     cx.journal.update(|s| s.dataset.tpcc_preparing = None)?;

@@ -25,6 +25,8 @@
 //!   credentials in FILE expired at T; put fresh ones there" and the upload retries, taking
 //!   the fresh keys from the file as soon as they are there. Local files are never removed.
 
+pub mod aws_error;
+pub mod caller;
 pub mod overrides;
 pub mod store;
 pub mod sts;
@@ -58,6 +60,23 @@ pub struct UploadOptions {
     pub max_retry_interval: Duration,
     /// Parts in flight at once (memory is bounded by this × part_size).
     pub parallel_parts: usize,
+    /// How long a store that does not take the run is tried before the upload ends with
+    /// [`UploadPostponed`] (a local run: its results are complete where they are, and
+    /// `pgapplianced upload` completes the upload); None: until it takes it (the appliance).
+    pub give_up_after: Option<Duration>,
+}
+
+/// The store did not take the run within [`UploadOptions::give_up_after`]: the run is
+/// complete locally and `pgapplianced upload` completes the upload.
+#[derive(Debug, thiserror::Error)]
+#[error("the store {store} did not take run {run_id} within {}: {last}; the results stay in {}", humantime::format_duration(*.waited), .run_dir.display())]
+pub struct UploadPostponed {
+    pub store: String,
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub waited: Duration,
+    /// The last failure, in one line.
+    pub last: String,
 }
 
 impl Default for UploadOptions {
@@ -67,6 +86,7 @@ impl Default for UploadOptions {
             multipart_threshold: 16 << 20,
             max_retry_interval: Duration::from_secs(60),
             parallel_parts: 4,
+            give_up_after: None,
         }
     }
 }
@@ -1003,8 +1023,23 @@ pub async fn upload_run(
         repaired: BTreeMap::new(),
     };
     let mut wait = Duration::from_secs(1);
+    let started = std::time::Instant::now();
     loop {
-        let e = match up.run().await {
+        let attempt = up.run();
+        let outcome = match options.give_up_after {
+            Some(limit) => {
+                match tokio::time::timeout(limit.saturating_sub(started.elapsed()), attempt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(UploadError {
+                        permanent: false,
+                        credentials_refused: false,
+                        error: anyhow!("{}", store::probe(store).await),
+                    }),
+                }
+            }
+            None => attempt.await,
+        };
+        let e = match outcome {
             Ok(m) => return Ok(m),
             Err(e) => e,
         };
@@ -1031,8 +1066,28 @@ pub async fn upload_run(
                     run_dir.display()
                 )))
             }
-            None => format!("upload: store {} unreachable or failing ({e})", store.url),
+            None => format!(
+                "upload: {}",
+                aws_error::one_line(
+                    &format!("store {} unreachable or failing", store.url),
+                    &format!("{e}"),
+                    "store",
+                    store.keys.as_deref(),
+                    "the plan's [upload] credentials"
+                )
+            ),
         };
+        if let Some(limit) = options.give_up_after {
+            if started.elapsed() + wait >= limit {
+                return Err(anyhow::Error::new(UploadPostponed {
+                    store: store.url.clone(),
+                    run_id: key.run_id.clone(),
+                    run_dir: run_dir.to_path_buf(),
+                    waited: limit,
+                    last: status.trim_start_matches("upload: ").to_string(),
+                }));
+            }
+        }
         crate::notify::status(&format!(
             "{status}; results kept in {}; retrying in {}s",
             run_dir.display(),
@@ -1065,6 +1120,7 @@ mod tests {
             credentials: crate::plan::Credentials::Environment,
             credentials_file: None,
             credentials_profile: store::DEFAULT_PROFILE.into(),
+            caller: None,
         })
         .expect("store");
         let key = RunKey {

@@ -33,6 +33,9 @@ pub struct StoreConfig {
     pub credentials_file: Option<String>,
     /// The profile of `credentials_file` to use.
     pub credentials_profile: String,
+    /// Keys this machine found for itself ([`super::caller`]): when set, they are used
+    /// instead of `credentials` (the plan's, which is how the appliance reaches the store).
+    pub caller: Option<super::caller::CallerKeys>,
 }
 
 impl StoreConfig {
@@ -44,6 +47,7 @@ impl StoreConfig {
             credentials: upload.credentials,
             credentials_file: upload.credentials_file.clone(),
             credentials_profile: upload.profile().to_string(),
+            caller: None,
         }
     }
 
@@ -55,7 +59,10 @@ impl StoreConfig {
         if let Some(dir) = self.url.strip_prefix("file://") {
             check_file_store_dir(Path::new(dir)).with_context(|| format!("store {}", self.url))?;
         }
-        if self.url.starts_with("s3://") && self.credentials == Credentials::File {
+        if self.url.starts_with("s3://")
+            && self.caller.is_none()
+            && self.credentials == Credentials::File
+        {
             let file = self
                 .credentials_file
                 .as_deref()
@@ -115,6 +122,11 @@ pub struct Store {
     pub prefix: Vec<String>,
     /// The credentials file the S3 client reads its keys from (`credentials = "file"`).
     pub credentials_file: Option<Arc<FileCredentials>>,
+    /// Which keys the store is reached with, for messages: "key AKIA… from …" (never the
+    /// secret); None for a file store.
+    pub keys: Option<String>,
+    /// The S3 endpoint given (plan, command line or AWS_ENDPOINT_URL), for messages.
+    pub endpoint: Option<String>,
 }
 
 impl Store {
@@ -149,6 +161,8 @@ impl Store {
                 signer: None,
                 prefix: Vec::new(),
                 credentials_file: None,
+                keys: None,
+                endpoint: None,
             });
         }
         let Some(rest) = cfg.url.strip_prefix("s3://") else {
@@ -161,9 +175,10 @@ impl Store {
         if bucket.is_empty() {
             bail!("store URL \"{}\" names no bucket", cfg.url);
         }
-        let mut b = match cfg.credentials {
-            Credentials::Environment => AmazonS3Builder::from_env(),
-            Credentials::InstanceRole | Credentials::File => AmazonS3Builder::new(),
+        let mut b = match (&cfg.caller, cfg.credentials) {
+            (Some(_), _) => AmazonS3Builder::new(),
+            (None, Credentials::Environment) => AmazonS3Builder::from_env(),
+            (None, Credentials::InstanceRole | Credentials::File) => AmazonS3Builder::new(),
         };
         b = b
             .with_bucket_name(bucket)
@@ -183,11 +198,11 @@ impl Store {
                     .with_timeout(Duration::from_secs(120))
                     .with_connect_timeout(Duration::from_secs(5)),
             );
-        if let Some(endpoint) = cfg
+        let endpoint_given = cfg
             .endpoint
             .clone()
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-        {
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+        if let Some(endpoint) = endpoint_given.clone() {
             // From the plan, a command line or AWS_ENDPOINT_URL: no credentials in it.
             crate::url::refuse_credentials(&endpoint)
                 .map_err(|why| anyhow::anyhow!("the S3 endpoint {why}"))?;
@@ -196,14 +211,33 @@ impl Store {
                 .with_endpoint(endpoint);
         }
         let mut file_source = None;
-        if cfg.credentials == Credentials::File {
+        let mut keys = match cfg.credentials {
+            Credentials::InstanceRole => Some("the instance role".to_string()),
+            Credentials::Environment => Some(match std::env::var("AWS_ACCESS_KEY_ID") {
+                Ok(k) if !k.is_empty() => {
+                    format!("key {k} from the environment (AWS_ACCESS_KEY_ID)")
+                }
+                _ => "the environment's keys (none set: the instance role)".to_string(),
+            }),
+            Credentials::File => None,
+        };
+        if let Some(caller) = &cfg.caller {
+            b = b.with_credentials(Arc::new(object_store::StaticCredentialProvider::new(
+                caller.credential(),
+            )));
+            keys = Some(caller.describe());
+        } else if cfg.credentials == Credentials::File {
             let file = cfg
                 .credentials_file
                 .as_deref()
                 .context("credentials = \"file\" needs credentials_file")?;
             let source = Arc::new(FileCredentials::new(file, &cfg.credentials_profile));
             // Read now, so a file that cannot be used stops the opening with its reason.
-            source.current()?;
+            let (now, _) = source.current()?;
+            keys = Some(format!(
+                "key {} from {file} (profile \"{}\")",
+                now.key_id, cfg.credentials_profile
+            ));
             b = b.with_credentials(source.clone());
             file_source = Some(source);
         }
@@ -222,6 +256,8 @@ impl Store {
                 .map(str::to_string)
                 .collect(),
             credentials_file: file_source,
+            keys,
+            endpoint: endpoint_given,
         })
     }
 
@@ -241,6 +277,29 @@ impl Store {
                 "the store credentials from the environment expired (the store answered ExpiredToken); restart the daemon with fresh ones".to_string()
             }),
         }
+    }
+}
+
+/// Why a store gave no answer in time, from one connection to its endpoint (bounded to a
+/// few seconds): refused, not resolved, silent, or it accepts connections and is slow.
+pub async fn probe(store: &Store) -> String {
+    let Some(endpoint) = store.endpoint.as_deref() else {
+        return "no answer in time".into();
+    };
+    let Ok(url) = reqwest::Url::parse(endpoint) else {
+        return "no answer in time".into();
+    };
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return "no answer in time".into();
+    };
+    let connect = tokio::net::TcpStream::connect((host, port));
+    match tokio::time::timeout(Duration::from_secs(3), connect).await {
+        Ok(Ok(_)) => format!("{host}:{port} accepts connections but answered no request in time"),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            format!("the connection to {host}:{port} was refused (nothing listens there)")
+        }
+        Ok(Err(e)) => format!("connecting to {host}:{port}: {e}"),
+        Err(_) => format!("{host}:{port} did not answer a connection within 3 s"),
     }
 }
 
@@ -558,6 +617,7 @@ mod tests {
             credentials: Credentials::Environment,
             credentials_file: None,
             credentials_profile: DEFAULT_PROFILE.into(),
+            caller: None,
         };
         for (path, words) in [
             (file.clone(), "is not a directory"),
@@ -727,6 +787,8 @@ mod tests {
                 &p.display().to_string(),
                 DEFAULT_PROFILE,
             ))),
+            keys: None,
+            endpoint: None,
         };
         let want = format!(
             "the store credentials in {} expired at 2020-01-01T00:00:00Z; put fresh ones there",
@@ -779,6 +841,8 @@ mod tests {
             signer: None,
             prefix: vec!["p".into(), "q".into()],
             credentials_file: None,
+            keys: None,
+            endpoint: None,
         };
         assert_eq!(s.path(&["a", "raw/x.txt"]).as_ref(), "p/q/a/raw/x.txt");
     }

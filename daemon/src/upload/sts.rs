@@ -167,20 +167,19 @@ pub fn session_name(appliance: &str) -> String {
     clean
 }
 
-/// The operator's own keys from the environment (`AWS_ACCESS_KEY_ID`,
-/// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` when they are session keys).
-pub fn operator_credentials_from_env() -> Result<AwsCredential> {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    match (get("AWS_ACCESS_KEY_ID"), get("AWS_SECRET_ACCESS_KEY")) {
-        (Some(key_id), Some(secret_key)) => Ok(AwsCredential {
-            key_id,
-            secret_key,
-            token: get("AWS_SESSION_TOKEN"),
-        }),
-        _ => bail!(
-            "minting store credentials needs your own AWS keys in the environment: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for session keys)"
-        ),
+/// The operator's own keys, by this machine's chain ([`super::caller`]): the environment
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` for session keys),
+/// else the `AWS_PROFILE` (or `default`) profile of `~/.aws/credentials`.
+pub fn operator_credentials() -> Result<AwsCredential> {
+    super::caller::Chain {
+        purpose: "minting store credentials (your own keys)",
+        file: None,
+        profile: None,
+        file_flag: "",
+        profile_flag: "",
     }
+    .resolve()
+    .map(|k| k.credential())
 }
 
 /// Checks a request before anything is sent: the duration within the method's limits,
@@ -295,11 +294,28 @@ pub async fn query(
         .with_context(|| format!("reading the answer of {action} at {endpoint}"))?;
     if !(200..300).contains(&status) {
         let e = parse_error(status, &text);
+        if e.code == "(no AWS error)" {
+            bail!(
+                "{action} at {endpoint} was refused: {} with no AWS error in the answer: {}",
+                e.status,
+                e.message
+            );
+        }
+        let f = super::aws_error::Failure {
+            status: Some(e.status),
+            code: Some(e.code.clone()),
+            message: Some(e.message.clone()).filter(|m| !m.is_empty()),
+            connection: None,
+        };
         bail!(
-            "{action} at {endpoint} was refused: {} {}: {}",
-            e.status,
-            e.code,
-            e.message
+            "{action} at {endpoint} was refused: {}; {}",
+            super::aws_error::cause(&f).unwrap_or_default(),
+            super::aws_error::fix(
+                &f,
+                service,
+                Some(&format!("key {}", credential.key_id)),
+                "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (your own keys)"
+            )
         );
     }
     Ok(text)
@@ -337,10 +353,23 @@ pub fn parse_error(status: u16, xml: &str) -> QueryError {
             code: e.code,
             message: e.message,
         },
-        None => QueryError {
-            status,
-            code: "(no AWS error)".into(),
-            message: xml.chars().take(200).collect(),
+        // An S3-style answer (`<Error>` at the root, what S3-compatible stores' STS give)
+        // or any other body holding a Code.
+        None => match super::aws_error::read(xml) {
+            super::aws_error::Failure {
+                code: Some(code),
+                message,
+                ..
+            } => QueryError {
+                status,
+                code,
+                message: message.unwrap_or_default(),
+            },
+            _ => QueryError {
+                status,
+                code: "(no AWS error)".into(),
+                message: xml.chars().take(200).collect(),
+            },
         },
     }
 }
@@ -643,6 +672,16 @@ mod tests {
         assert!(e.message.contains("invalid"), "{}", e.message);
         let e = parse_error(502, "<html>bad gateway</html>");
         assert_eq!(e.code, "(no AWS error)");
+        // S3-compatible stores answer with `<Error>` at the root: its Code and Message are
+        // read, not "(no AWS error)" over the XML.
+        let e = parse_error(
+            403,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied.</Message><RequestId>1</RequestId></Error>",
+        );
+        assert_eq!(
+            (e.code.as_str(), e.message.as_str()),
+            ("AccessDenied", "Access Denied.")
+        );
         assert!(parse_credentials_response("<html/>").is_err());
         assert!(
             parse_credentials_response(&fixture("error-access-denied-aws-doc.composed.xml"))

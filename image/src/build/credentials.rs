@@ -135,7 +135,7 @@ fn mint(plan: &Plan, args: &CredentialArgs) -> Result<sts::Minted> {
     let Some(ttl) = args.credentials_ttl else {
         bail!("--mint-credentials needs --credentials-ttl");
     };
-    let operator = sts::operator_credentials_from_env()?;
+    let operator = sts::operator_credentials()?;
     let request = sts::MintRequest {
         method: match &args.role_arn {
             Some(role_arn) => sts::Method::AssumeRole {

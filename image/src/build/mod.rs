@@ -52,6 +52,41 @@ pub struct BuildArgs {
     /// Set by `launch`, which goes on itself: no next steps printed.
     #[arg(skip)]
     pub for_launch: bool,
+    /// The store the appliance writes to instead of the plan's (`build --store`, `launch
+    /// --store`): written into the packed plan.
+    #[arg(skip)]
+    pub store: Option<pgappliance::plan::rewrite::StoreChange>,
+}
+
+/// `pgappliance build`: the build's inputs and the store the appliance writes to.
+#[derive(Debug, clap::Args)]
+pub struct BuildCommand {
+    #[command(flatten)]
+    pub build: BuildArgs,
+    /// The store the appliance writes to instead of the plan's upload.store (s3://bucket/prefix
+    /// or file:///dir): written into the packed plan, so the run lands where you will look.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// With --store: the S3 endpoint the appliance reaches it at, written into the packed plan.
+    #[arg(long, value_name = "URL", requires = "store")]
+    pub endpoint: Option<String>,
+    /// With --store: its region, written into the packed plan.
+    #[arg(long, requires = "store")]
+    pub region: Option<String>,
+}
+
+impl BuildCommand {
+    pub fn into_args(self) -> BuildArgs {
+        let mut args = self.build;
+        args.store = self
+            .store
+            .map(|store| pgappliance::plan::rewrite::StoreChange {
+                store,
+                endpoint: self.endpoint,
+                region: self.region,
+            });
+        args
+    }
 }
 
 /// A payload member's path: where the appliance has the file, relative to `/`.
@@ -135,7 +170,12 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(url) = &args.payload_url {
         render::check_payload_url(url)?;
     }
-    let plan_text = Plan::read_text(&args.plan)?;
+    let mut plan_text = Plan::read_text(&args.plan)?;
+    let plans_store = Plan::examine(&plan_text).plan.map(|p| p.upload.store);
+    if let Some(change) = &args.store {
+        plan_text = pgappliance::plan::rewrite::with_store(&plan_text, change)
+            .map_err(|why| anyhow::anyhow!("--store {}: {why}", change.store))?;
+    }
     let found = Plan::examine(&plan_text);
     let Some(plan) = found.plan else {
         return Err(PlanError::Invalid {
@@ -304,6 +344,13 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     let replaced = matches!(out.previous, outdir::Previous::Earlier(_));
     outdir::install(tmp, &out)?;
     pgappliance::outln!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
+    match (&args.store, &plans_store) {
+        (Some(c), Some(was)) if *was != c.store => pgappliance::outln!(
+            "store            the appliance uploads to {} (--store; the plan's {was} replaced in the packed plan)",
+            c.store
+        ),
+        _ => pgappliance::outln!("store            the appliance uploads to {}", plan.upload.store),
+    }
     match &plan.install {
         Some(install) => pgappliance::outln!(
             "ks.cfg           Rocky 8 {} kickstart, OS on {}",

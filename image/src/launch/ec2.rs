@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use base64::Engine;
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::client::HttpRequestBody;
+use pgappliance::upload::caller::CallerKeys;
 
 pub const API_VERSION: &str = "2016-11-15";
 
@@ -124,15 +125,18 @@ pub struct Ec2Client {
     endpoint: String,
     region: String,
     credential: AwsCredential,
+    /// "key AKIA… from …", for the messages.
+    keys: String,
     client: reqwest::Client,
 }
 
 impl Ec2Client {
-    pub fn new(endpoint: String, region: String, credential: AwsCredential) -> Result<Self> {
+    pub fn new(endpoint: String, region: String, keys: CallerKeys) -> Result<Self> {
         Ok(Ec2Client {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             region,
-            credential,
+            credential: keys.credential(),
+            keys: keys.describe(),
             client: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(5))
                 .timeout(Duration::from_secs(60))
@@ -174,21 +178,50 @@ impl Ec2Client {
         for (k, v) in req.headers() {
             r = r.header(k.as_str(), v.as_bytes());
         }
-        let resp = r
-            .send()
-            .await
-            .with_context(|| format!("EC2 {action} at {}", self.endpoint))?;
+        let how = super::ec2_chain(None, None).how();
+        let resp = match r.send().await {
+            Ok(resp) => resp,
+            Err(e) => bail!(pgappliance::upload::aws_error::one_line(
+                &format!("EC2 {action} at {}", self.endpoint),
+                &error_chain(&e),
+                "EC2",
+                Some(&self.keys),
+                &how,
+            )),
+        };
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
         if !status.is_success() {
-            bail!(
-                "EC2 {action} at {}: {status}: {}",
-                self.endpoint,
-                parse_error(&text).unwrap_or_else(|| text.chars().take(300).collect())
-            );
+            if parse_error(&text).is_none() {
+                bail!(
+                    "EC2 {action} at {} ({}): {status}: {}",
+                    self.endpoint,
+                    self.keys,
+                    text.chars().take(300).collect::<String>()
+                );
+            }
+            bail!(pgappliance::upload::aws_error::one_line(
+                &format!("EC2 {action} at {}", self.endpoint),
+                &format!("status code: {} {text}", status.as_u16()),
+                "EC2",
+                Some(&self.keys),
+                &how,
+            ));
         }
         Ok(text)
     }
+}
+
+/// An error and its sources, as one text.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// What an EC2 launch did.

@@ -16,11 +16,12 @@ pub mod record;
 pub mod redfish;
 pub mod wait;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
-use pgappliance::plan::{Credentials, Plan};
+use pgappliance::plan::Plan;
+use pgappliance::upload::caller::{CallerKeys, Chain};
 use pgappliance::upload::StoreConfig;
 use sha2::{Digest, Sha256};
 
@@ -145,14 +146,21 @@ pub struct Ec2Args {
     /// https://ec2.REGION.amazonaws.com.
     #[arg(long)]
     pub ec2_endpoint: Option<String>,
+    /// A 0600 credentials file with this machine's keys for EC2; default: --ec2-profile,
+    /// else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials
+    /// (AWS_PROFILE). Never the store's keys or the plan's `credentials`.
+    #[arg(long, value_name = "FILE", requires = "ec2")]
+    pub ec2_credentials_file: Option<PathBuf>,
+    /// The profile of --ec2-credentials-file, or of ~/.aws/credentials, for EC2.
+    #[arg(long, value_name = "NAME", requires = "ec2")]
+    pub ec2_profile: Option<String>,
     /// How long to wait for every instance to be running.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub ec2_wait: Duration,
 }
 
 impl Ec2Args {
-    /// The EC2 client: the S3 store's credentials file when it has one, else the
-    /// environment's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN).
+    /// The EC2 client, with this machine's keys for EC2 ([`ec2_keys`]).
     fn client(&self, store: &StoreConfig) -> Result<ec2::Ec2Client> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let region = self
@@ -166,8 +174,11 @@ impl Ec2Args {
             .or_else(|| env("AWS_ENDPOINT_URL_EC2"))
             .or_else(|| env("AWS_ENDPOINT_URL"))
             .unwrap_or_else(|| format!("https://ec2.{region}.amazonaws.com"));
-        let credential = ec2_credential(store)?;
-        ec2::Ec2Client::new(endpoint, region, credential)
+        let keys = ec2_keys(
+            self.ec2_credentials_file.as_deref(),
+            self.ec2_profile.as_deref(),
+        )?;
+        ec2::Ec2Client::new(endpoint, region, keys)
     }
 
     fn request(&self, plan: &str, launch_id: &str, user_data: String) -> Result<ec2::Ec2Request> {
@@ -192,35 +203,38 @@ impl Ec2Args {
     }
 }
 
-/// EC2 credentials: the S3 store's credentials file when it has one, else the environment's
-/// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN).
-pub fn ec2_credential(store: &StoreConfig) -> Result<object_store::aws::AwsCredential> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let s3_file = match (store.credentials, &store.credentials_file) {
-        (Credentials::File, Some(f)) if store.url.starts_with("s3://") => Some(f),
-        _ => None,
-    };
-    match s3_file {
-        Some(f) => {
-            let k = pgappliance::upload::store::read_credentials_file(
-                std::path::Path::new(f),
-                &store.credentials_profile,
-            )?;
-            Ok(object_store::aws::AwsCredential {
-                key_id: k.access_key_id,
-                secret_key: k.secret_access_key,
-                token: k.session_token,
-            })
-        }
-        None => match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
-            (Some(key_id), Some(secret_key)) => Ok(object_store::aws::AwsCredential {
-                key_id,
-                secret_key,
-                token: env("AWS_SESSION_TOKEN"),
-            }),
-            _ => bail!("EC2 needs AWS credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --credentials-file"),
-        },
+/// The chain of this machine's keys for EC2 (`--ec2-credentials-file`, `--ec2-profile`, the
+/// environment, `~/.aws/credentials`): never the store's keys, never the plan's setting.
+pub fn ec2_chain<'a>(file: Option<&'a Path>, profile: Option<&'a str>) -> Chain<'a> {
+    Chain {
+        purpose: "EC2",
+        file,
+        profile,
+        file_flag: "--ec2-credentials-file",
+        profile_flag: "--ec2-profile",
     }
+}
+
+/// This machine's keys for EC2 ([`ec2_chain`]).
+pub fn ec2_keys(file: Option<&Path>, profile: Option<&str>) -> Result<CallerKeys> {
+    ec2_chain(file, profile).resolve()
+}
+
+pub use pgappliance::upload::caller::{store_chain, store_here};
+
+/// One line for a store request that failed: the cause and the fix, with the keys used.
+pub fn store_failure(
+    store: &pgappliance::upload::Store,
+    doing: &str,
+    e: &dyn std::fmt::Display,
+) -> anyhow::Error {
+    anyhow::anyhow!(pgappliance::upload::aws_error::one_line(
+        doing,
+        &format!("{e:#}"),
+        "store",
+        store.keys.as_deref(),
+        &store_chain(None, None).how(),
+    ))
 }
 
 #[derive(Debug, clap::Args)]
@@ -258,6 +272,39 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     inputs.extend(args.build.iso.as_deref().map(|i| ("the ISO", i)));
     crate::outdir::check(&args.build.out, &inputs, crate::outdir::Kind::Build)?;
     let plan = Plan::load(&args.build.plan)?;
+    let store_change = match &args.store.store {
+        Some(url) if *url == plan.upload.store => None,
+        Some(url) => Some(pgappliance::plan::rewrite::StoreChange {
+            store: url.clone(),
+            endpoint: args.store.endpoint.clone(),
+            region: args.store.region.clone(),
+        }),
+        None => None,
+    };
+    if let Some(url) = store_change
+        .as_ref()
+        .map(|c| c.store.as_str())
+        .filter(|u| u.starts_with("file://"))
+    {
+        eprintln!(
+            "warning: --store {url}: the servers write their runs to that directory on their own disks; `wait` and `collect` here see them only when it is shared with this machine (an s3:// store both reach is the usual choice)"
+        );
+    }
+    let upload = match &store_change {
+        Some(c) => record::UploadRef {
+            store: c.store.clone(),
+            endpoint: c.endpoint.clone().or_else(|| plan.upload.endpoint.clone()),
+            region: c
+                .region
+                .clone()
+                .unwrap_or_else(|| plan.upload.region.clone()),
+        },
+        None => record::UploadRef {
+            store: plan.upload.store.clone(),
+            endpoint: plan.upload.endpoint.clone(),
+            region: plan.upload.region.clone(),
+        },
+    };
     if !args.ipmis.is_empty() && plan.install.is_none() {
         bail!(
             "--ipmi boots the server from the CD mounted on it, and only a bare-metal plan's ISO installs anything: {} has no [install] table (os_disk and a way in, docs/plan.md), so the CD would boot no kickstart; add [install] and build the ISO with --iso, or launch EC2 instances with --ec2",
@@ -286,7 +333,11 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
     };
     let plan_bytes = pgappliance::fsutil::read_regular(&args.build.plan)
         .with_context(|| format!("reading {}", args.build.plan.display()))?;
-    let store_cfg = args.store.config(&plan.upload);
+    let store_cfg = store_here(
+        args.store.config(&plan.upload),
+        args.store.credentials_file.as_deref().map(Path::new),
+        args.store.credentials_profile.as_deref(),
+    )?;
     store_cfg.preflight()?;
     let store = pgappliance::upload::Store::open(&store_cfg)?;
     if !bmcs.is_empty() && args.iso_url.is_none() && store.signer.is_none() {
@@ -318,6 +369,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         url_lifetime,
         power_wait,
         ec2: ec2_args,
+        store: store_options,
         ..
     } = args;
     let rt = runtime()?;
@@ -358,6 +410,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         };
     let payload_url = build.payload_url.clone();
     build.for_launch = true;
+    build.store = store_change;
     crate::build::run(build)?;
 
     rt.block_on(async {
@@ -449,10 +502,29 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             iso_object,
             payload_object,
             failure_object,
-            targets,
+            targets: targets
+                .into_iter()
+                .map(|t| record::Target {
+                    uploads_to: Some(upload.store.clone()),
+                    ..t
+                })
+                .collect(),
+            upload: Some(upload),
         };
         let key = record::write(&store, &rec).await?;
-        Ok(summarize(&rec, &key, &store.url))
+        // The wait command repeats how this machine reached the store.
+        let mut store_flags = store.url.clone();
+        for (flag, value) in [
+            ("--endpoint", &store_options.endpoint),
+            ("--region", &store_options.region),
+            ("--credentials-file", &store_options.credentials_file),
+            ("--credentials-profile", &store_options.credentials_profile),
+        ] {
+            if let Some(v) = value {
+                store_flags.push_str(&format!(" {flag} {v}"));
+            }
+        }
+        Ok(summarize(&rec, &key, &store_flags))
     })
 }
 
@@ -469,6 +541,7 @@ fn record_target(
             at,
             started: Some(s),
             error: None,
+            uploads_to: None,
         },
         Err(e) => {
             eprintln!("{address}: not started: {e:#}");
@@ -478,6 +551,7 @@ fn record_target(
                 at,
                 started: None,
                 error: Some(format!("{e:#}")),
+                uploads_to: None,
             }
         }
     }

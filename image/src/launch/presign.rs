@@ -48,11 +48,17 @@ pub async fn presign_method(
 /// Uploads `file` to `parts` under the store's prefix (multipart).
 pub async fn upload(store: &pgappliance::upload::Store, file: &Path, parts: &[&str]) -> Result<()> {
     let path = store.path(parts);
-    let upload = store
-        .objects
-        .put_multipart(&path)
-        .await
-        .with_context(|| format!("starting the upload of {} to {path}", file.display()))?;
+    let upload = store.objects.put_multipart(&path).await.map_err(|e| {
+        super::store_failure(
+            store,
+            &format!(
+                "starting the upload of {} to {path} in {}",
+                file.display(),
+                store.url
+            ),
+            &e,
+        )
+    })?;
     let mut w = WriteMultipart::new_with_chunk_size(upload, CHUNK);
     let mut f = tokio::fs::File::open(file)
         .await
@@ -66,13 +72,21 @@ pub async fn upload(store: &pgappliance::upload::Store, file: &Path, parts: &[&s
         if n == 0 {
             break;
         }
-        w.wait_for_capacity(4)
-            .await
-            .with_context(|| format!("uploading {} to {path}", file.display()))?;
+        w.wait_for_capacity(4).await.map_err(|e| {
+            super::store_failure(
+                store,
+                &format!("uploading {} to {path} in {}", file.display(), store.url),
+                &e,
+            )
+        })?;
         w.write(&buf[..n]);
     }
-    w.finish()
-        .await
-        .with_context(|| format!("uploading {} to {path}", file.display()))?;
+    w.finish().await.map_err(|e| {
+        super::store_failure(
+            store,
+            &format!("uploading {} to {path} in {}", file.display(), store.url),
+            &e,
+        )
+    })?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +29,20 @@ pub struct LaunchRecord {
     /// PUTs its report, through a presigned URL in the user-data.
     #[serde(default)]
     pub failure_object: Option<String>,
+    /// Where the targets' appliances upload their runs and status objects: the store of the
+    /// plan packed into their payload (`launch --store` replaces the plan's). `wait` reads
+    /// them there. None in records written before it was kept.
+    #[serde(default)]
+    pub upload: Option<UploadRef>,
     pub targets: Vec<Target>,
+}
+
+/// A store as the appliances reach it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadRef {
+    pub store: String,
+    pub endpoint: Option<String>,
+    pub region: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -56,6 +69,9 @@ pub struct Target {
     pub at: String,
     pub started: Option<Started>,
     pub error: Option<String>,
+    /// The store this target's appliance uploads to (the record's `upload.store`).
+    #[serde(default)]
+    pub uploads_to: Option<String>,
 }
 
 /// RFC 3339 UTC, seconds.
@@ -77,11 +93,13 @@ pub use pgappliance::url::without_query;
 pub async fn write(store: &pgappliance::upload::Store, record: &LaunchRecord) -> Result<String> {
     let path = store.path(&["launches", &format!("{}.json", record.launch_id)]);
     let body = serde_json::to_vec_pretty(record)?;
-    store
-        .objects
-        .put(&path, body.into())
-        .await
-        .with_context(|| format!("writing the launch record {path} to {}", store.url))?;
+    store.objects.put(&path, body.into()).await.map_err(|e| {
+        super::store_failure(
+            store,
+            &format!("writing the launch record {path} to {}", store.url),
+            &e,
+        )
+    })?;
     Ok(path.to_string())
 }
 

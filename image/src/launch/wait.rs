@@ -22,7 +22,7 @@ use pgappliance::engine::live::LiveStatus;
 use pgappliance::plan::Credentials;
 use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
 
-use super::record::{LaunchRecord, Started, SCHEMA};
+use super::record::{LaunchRecord, Started, UploadRef, SCHEMA};
 
 /// Exit statuses of `wait`, shown in its `--help`.
 pub const WAIT_EXIT_CODES: &str = "\
@@ -38,21 +38,22 @@ pub struct WaitArgs {
     /// a local copy of a launch record.
     #[arg(value_name = "LAUNCH_ID_OR_RECORD")]
     pub launch: String,
-    /// The store the appliances upload to: s3://bucket/prefix or file:///dir.
+    /// The store the launch wrote its record to (s3://bucket/prefix or file:///dir); the
+    /// targets' runs are read where the record says they upload. Not needed with a record file.
     #[arg(long, value_name = "URL")]
-    pub store: String,
-    /// S3 endpoint (path-style); default: AWS_ENDPOINT_URL, else AWS.
+    pub store: Option<String>,
+    /// S3 endpoint (path-style); default: the record's, else AWS_ENDPOINT_URL, else AWS.
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
-    /// S3 region.
-    #[arg(long, default_value = "us-east-1")]
-    pub region: String,
-    /// A 0600 file with access_key_id/secret_access_key; default: the environment. EC2
-    /// teardown uses the same keys.
+    /// S3 region [default: the record's, else us-east-1].
+    #[arg(long)]
+    pub region: Option<String>,
+    /// A 0600 file with this machine's keys for the store; default: --credentials-profile,
+    /// else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials (AWS_PROFILE).
     #[arg(long, value_name = "FILE")]
     pub credentials_file: Option<PathBuf>,
-    /// The profile (`[name]` section) of the credentials file.
-    #[arg(long, value_name = "NAME", requires = "credentials_file")]
+    /// The profile of --credentials-file, or of ~/.aws/credentials, for the store.
+    #[arg(long, value_name = "NAME")]
     pub credentials_profile: Option<String>,
     /// How long to wait for every target, from when `wait` starts.
     #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
@@ -60,6 +61,11 @@ pub struct WaitArgs {
     /// How often the store is read.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
+    /// When the output is not a terminal: a `wait:` line with the time elapsed and each
+    /// target's last status age and time left at least this often (a terminal shows them
+    /// on the targets' lines).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub heartbeat: Duration,
     /// When the wait ends: terminate the EC2 instances, eject and power off (ForceOff) the
     /// Redfish servers, power off the IPMI servers, then collect the store into --out.
     #[arg(long)]
@@ -83,28 +89,48 @@ pub struct WaitArgs {
     /// EC2 endpoint for the teardown; default: the one the launch used (in its record).
     #[arg(long, value_name = "URL")]
     pub ec2_endpoint: Option<String>,
+    /// A 0600 credentials file with this machine's keys for EC2 (the teardown); default:
+    /// --ec2-profile, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else
+    /// ~/.aws/credentials (AWS_PROFILE).
+    #[arg(long, value_name = "FILE")]
+    pub ec2_credentials_file: Option<PathBuf>,
+    /// The profile of --ec2-credentials-file, or of ~/.aws/credentials, for EC2.
+    #[arg(long, value_name = "NAME")]
+    pub ec2_profile: Option<String>,
 }
 
 impl WaitArgs {
-    fn store_config(&self) -> StoreConfig {
-        StoreConfig {
-            url: self.store.clone(),
-            endpoint: self.endpoint.clone(),
-            region: self.region.clone(),
-            credentials: if self.credentials_file.is_some() {
-                Credentials::File
-            } else {
-                Credentials::Environment
+    /// The store as this machine reaches it: `url` (the record's store or where its targets
+    /// upload), with this machine's keys for an S3 store.
+    fn store_config(&self, url: &str, upload: Option<&UploadRef>) -> Result<StoreConfig> {
+        let recorded = upload.filter(|u| u.store == url);
+        super::store_here(
+            StoreConfig {
+                url: url.to_string(),
+                endpoint: self
+                    .endpoint
+                    .clone()
+                    .or_else(|| recorded.and_then(|u| u.endpoint.clone())),
+                region: self
+                    .region
+                    .clone()
+                    .or_else(|| recorded.map(|u| u.region.clone()))
+                    .unwrap_or_else(|| "us-east-1".into()),
+                credentials: Credentials::Environment,
+                credentials_file: None,
+                credentials_profile: pgappliance::upload::store::DEFAULT_PROFILE.into(),
+                caller: None,
             },
-            credentials_file: self
-                .credentials_file
-                .as_ref()
-                .map(|p| p.display().to_string()),
-            credentials_profile: self
-                .credentials_profile
-                .clone()
-                .unwrap_or_else(|| pgappliance::upload::store::DEFAULT_PROFILE.into()),
-        }
+            self.credentials_file.as_deref(),
+            self.credentials_profile.as_deref(),
+        )
+    }
+
+    fn ec2_keys(&self) -> Result<pgappliance::upload::caller::CallerKeys> {
+        super::ec2_keys(
+            self.ec2_credentials_file.as_deref(),
+            self.ec2_profile.as_deref(),
+        )
     }
 }
 
@@ -353,6 +379,74 @@ pub fn failure(s: &LiveStatus) -> String {
     }
 }
 
+/// A duration to the second, for people ("12m 3s").
+fn short(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// How old a status object is and the time its run says is left (pure): "last status 40s
+/// ago, about 25m left".
+pub fn freshness(s: &LiveStatus, now: SystemTime) -> String {
+    let mut parts = Vec::new();
+    if let Some(age) = parse_time(&s.updated_at, "updated_at")
+        .ok()
+        .map(|t| now.duration_since(t).unwrap_or_default())
+    {
+        parts.push(format!("last status {} ago", short(age)));
+    }
+    if matches!(s.state.as_str(), "running") {
+        if let Some(left) = s.left_s.filter(|l| l.is_finite() && *l >= 0.0) {
+            let left = short(Duration::from_secs_f64(left));
+            parts.push(match s.left_unknown_points {
+                0 => format!("about {left} left in the sweep"),
+                n => format!("at least {left} left in the sweep ({n} points not estimated yet)"),
+            });
+        }
+    }
+    parts.join(", ")
+}
+
+/// The line `wait` prints now and then when its output is not a terminal (pure): the time
+/// elapsed, then each target still out with what it last said, its age and time left.
+pub fn heartbeat(
+    elapsed: Duration,
+    timeout: Duration,
+    units: &[Unit],
+    views: &[View],
+    latest: &[Option<LiveStatus>],
+    now: SystemTime,
+) -> String {
+    let mut line = format!(
+        "wait: {} elapsed of {}",
+        short(elapsed),
+        humantime::format_duration(timeout)
+    );
+    for (i, u) in units.iter().enumerate() {
+        if views[i].is_final() {
+            continue;
+        }
+        let what = match &latest[i] {
+            Some(s) => {
+                let mut w = s.state.clone();
+                if let Some(step) = &s.step {
+                    w.push_str(&format!(" at step {step}"));
+                }
+                if s.points_total > 0 {
+                    w.push_str(&format!(", point {}/{}", s.points_done, s.points_total));
+                }
+                let f = freshness(s, now);
+                if !f.is_empty() {
+                    w.push_str(&format!(", {f}"));
+                }
+                w
+            }
+            None => views[i].describe(),
+        };
+        line.push_str(&format!("; {}: {what}", u.label));
+    }
+    line
+}
+
 /// Parses an RFC 3339 time as the records and status objects write it.
 fn parse_time(text: &str, what: &str) -> Result<SystemTime> {
     humantime::parse_rfc3339_weak(text.trim_end_matches('Z'))
@@ -362,7 +456,7 @@ fn parse_time(text: &str, what: &str) -> Result<SystemTime> {
 
 /// Reads the launch record: a local file when `arg` names one, else
 /// `<prefix>/launches/<arg>.json` in the store.
-pub async fn load_record(store: &Store, arg: &str) -> Result<LaunchRecord> {
+pub async fn load_record(store: Option<&Store>, arg: &str) -> Result<LaunchRecord> {
     let (text, source) = if Path::new(arg).is_file() {
         (
             pgappliance::fsutil::read_regular(Path::new(arg))
@@ -377,6 +471,9 @@ pub async fn load_record(store: &Store, arg: &str) -> Result<LaunchRecord> {
         {
             bail!("\"{arg}\" is neither a launch record file nor a launch id (letters, digits, - _ .)");
         }
+        let Some(store) = store else {
+            bail!("launch {arg}: give --store, the store the launch wrote its record to (its `next:` line names it)");
+        };
         let path = store.path(&["launches", &format!("{arg}.json")]);
         let bytes = match store.objects.get(&path).await {
             Ok(r) => r
@@ -387,7 +484,13 @@ pub async fn load_record(store: &Store, arg: &str) -> Result<LaunchRecord> {
                 "no launch {arg} in {}: {path} is not there (is it the store the launch wrote to?)",
                 store.url
             ),
-            Err(e) => return Err(e).with_context(|| format!("reading {path} from {}", store.url)),
+            Err(e) => {
+                return Err(super::store_failure(
+                    store,
+                    &format!("reading {path} from {}", store.url),
+                    &e,
+                ))
+            }
         };
         (
             bytes.to_vec(),
@@ -522,11 +625,37 @@ pub fn run(args: WaitArgs) -> Result<i32> {
     if args.interval.is_zero() {
         bail!("--interval must be above 0");
     }
-    let cfg = args.store_config();
-    cfg.preflight()?;
-    let store = Store::open(&cfg)?;
+    let record_store = match &args.store {
+        Some(url) => {
+            let cfg = args.store_config(url, None)?;
+            cfg.preflight()?;
+            Some(Store::open(&cfg)?)
+        }
+        None => None,
+    };
     super::runtime()?.block_on(async {
-        let record = load_record(&store, &args.launch).await?;
+        let record = load_record(record_store.as_ref(), &args.launch).await?;
+        // The targets upload where the record says (the plan packed into their payload);
+        // a record from before it said so: --store.
+        let watched = match (&record.upload, &args.store) {
+            (Some(u), Some(s)) if u.store != *s => {
+                pgappliance::outln!(
+                    "launch {}: its targets upload to {} (the launch record says so), not to --store {s}: watching there",
+                    record.launch_id,
+                    u.store
+                );
+                u.store.clone()
+            }
+            (Some(u), _) => u.store.clone(),
+            (None, Some(s)) => s.clone(),
+            (None, None) => bail!(
+                "the launch record {} does not say where its targets upload: give --store (the plan's upload.store)",
+                args.launch
+            ),
+        };
+        let cfg = args.store_config(&watched, record.upload.as_ref())?;
+        cfg.preflight()?;
+        let store = Store::open(&cfg)?;
         let created = parse_time(&record.created_at, "the launch record's created_at")?;
         let units = units(&record);
         let out = args
@@ -540,7 +669,7 @@ pub fn run(args: WaitArgs) -> Result<i32> {
                 std::slice::from_ref(&cfg),
                 &crate::collect::default_cache()?,
             )?;
-            teardown_preflight(&record, &args, &cfg)?;
+            teardown_preflight(&record, &args)?;
         }
         pgappliance::outln!(
             "launch {} of plan {} ({} targets, created {}): watching {}",
@@ -577,7 +706,7 @@ pub fn run(args: WaitArgs) -> Result<i32> {
         );
         let mut ok = arrived == units.len();
         if args.teardown {
-            ok &= teardown(&record, &args, &cfg).await;
+            ok &= teardown(&record, &args).await;
             ok &= collect(&cfg, &out).await;
         }
         Ok(if ok { 0 } else { 1 })
@@ -622,6 +751,37 @@ impl Display {
             Display::Lines => pgappliance::outln!("{line}"),
             Display::Live { bars, .. } if view.is_final() => bars[i].finish_with_message(line),
             Display::Live { bars, .. } => bars[i].set_message(line),
+        }
+    }
+
+    /// On a terminal: each target still out with its status's age and time left, and the
+    /// time elapsed (redrawn at every poll).
+    fn refresh(
+        &self,
+        units: &[Unit],
+        views: &[View],
+        latest: &[Option<LiveStatus>],
+        elapsed: Duration,
+    ) {
+        let Display::Live { bars, .. } = self else {
+            return;
+        };
+        for (i, u) in units.iter().enumerate() {
+            if views[i].is_final() {
+                continue;
+            }
+            let extra = latest[i]
+                .as_ref()
+                .map(|s| freshness(s, SystemTime::now()))
+                .filter(|f| !f.is_empty())
+                .map(|f| format!("; {f}"))
+                .unwrap_or_default();
+            bars[i].set_message(format!(
+                "{}: {}{extra} [{} elapsed]",
+                u.label,
+                views[i].describe(),
+                short(elapsed)
+            ));
         }
     }
 
@@ -676,9 +836,12 @@ async fn poll(
     mut views: Vec<View>,
     display: &Display,
 ) -> Vec<View> {
-    let deadline = Instant::now() + args.timeout;
+    let began = Instant::now();
+    let deadline = began + args.timeout;
     let mut claims = BTreeMap::new();
     let mut reported: Vec<String> = Vec::new();
+    let mut latest: Vec<Option<LiveStatus>> = vec![None; units.len()];
+    let mut last_beat = began;
     loop {
         if views.iter().all(View::is_final) {
             return views;
@@ -692,6 +855,7 @@ async fn poll(
                         continue;
                     }
                     let Some(s) = s else { continue };
+                    latest[i] = Some(s.clone());
                     let v = view_of(store, s).await;
                     if v != views[i] {
                         display.show(i, &units[i], &v);
@@ -699,7 +863,14 @@ async fn poll(
                     }
                 }
             }
-            Err(e) => problems.push(format!("{e:#} (trying again)")),
+            Err(e) => problems.push(format!(
+                "{} (trying again)",
+                super::store_failure(
+                    store,
+                    &format!("reading the status objects in {}", store.url),
+                    &e
+                )
+            )),
         }
         install_failure(store, record, units, &mut views, display, &mut problems).await;
         for p in problems {
@@ -712,6 +883,21 @@ async fn poll(
             return views;
         }
         let now = Instant::now();
+        display.refresh(units, &views, &latest, began.elapsed());
+        if matches!(display, Display::Lines) && now.duration_since(last_beat) >= args.heartbeat {
+            pgappliance::outln!(
+                "{}",
+                heartbeat(
+                    began.elapsed(),
+                    args.timeout,
+                    units,
+                    &views,
+                    &latest,
+                    SystemTime::now()
+                )
+            );
+            last_beat = now;
+        }
         if now >= deadline {
             return views;
         }
@@ -764,7 +950,7 @@ async fn install_failure(
 /// What the teardown will need, checked before the wait rather than after it: BMC
 /// credentials for Redfish and IPMI targets, `--bmc-ca` or `--insecure` (and https, or
 /// `--insecure`) for Redfish BMCs, AWS keys for EC2 instances. Nothing is contacted.
-fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> Result<()> {
+fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs) -> Result<()> {
     let started: Vec<(&str, &Started)> = record
         .targets
         .iter()
@@ -800,7 +986,7 @@ fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig)
                 }
             }
             Started::Ec2(_) => {
-                super::ec2_credential(cfg).with_context(|| {
+                args.ec2_keys().with_context(|| {
                     format!(
                         "--teardown terminates the EC2 instances of {address} when the wait ends"
                     )
@@ -814,7 +1000,7 @@ fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig)
 
 /// Terminates, ejects and powers off every started target; says what it did for each.
 /// True when every teardown succeeded.
-async fn teardown(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> bool {
+async fn teardown(record: &LaunchRecord, args: &WaitArgs) -> bool {
     let needs_bmc = record.targets.iter().any(|t| {
         matches!(
             t.started,
@@ -847,11 +1033,8 @@ async fn teardown(record: &LaunchRecord, args: &WaitArgs, cfg: &StoreConfig) -> 
                         .ec2_endpoint
                         .clone()
                         .unwrap_or_else(|| e.endpoint.clone());
-                    let client = super::ec2::Ec2Client::new(
-                        endpoint,
-                        e.region.clone(),
-                        super::ec2_credential(cfg)?,
-                    )?;
+                    let client =
+                        super::ec2::Ec2Client::new(endpoint, e.region.clone(), args.ec2_keys()?)?;
                     let states = super::ec2::terminate(&client, &e.instances).await?;
                     Ok(states
                         .iter()
@@ -948,6 +1131,8 @@ mod tests {
             updated_at: started.into(),
             stored_as: None,
             identity,
+            left_s: None,
+            left_unknown_points: 0,
         }
     }
 
@@ -1064,6 +1249,48 @@ mod tests {
         });
         let f = failure(&s);
         assert!(f.starts_with("failed at step tuning: invalid value"), "{f}");
+    }
+
+    #[test]
+    fn the_heartbeat_says_the_time_elapsed_and_each_targets_age_and_time_left() {
+        let mut s = status("m", "r", "2026-12-01T10:00:05Z", None);
+        s.updated_at = "2026-12-01T10:20:00Z".into();
+        s.left_s = Some(1530.4);
+        let now = parse_time("2026-12-01T10:20:40Z", "now").expect("now");
+        assert_eq!(
+            freshness(&s, now),
+            "last status 40s ago, about 25m 30s left in the sweep"
+        );
+        s.left_unknown_points = 2;
+        assert_eq!(
+            freshness(&s, now),
+            "last status 40s ago, at least 25m 30s left in the sweep (2 points not estimated yet)"
+        );
+        let units = vec![
+            unit("i-1", Matcher::Instance("i-1".into())),
+            unit("bmc", Matcher::Unclaimed),
+            unit("done", Matcher::Unclaimed),
+        ];
+        let views = vec![
+            View::Working(progress(&s)),
+            View::NoStatus,
+            View::Arrived {
+                stored_as: "k".into(),
+                objects: 3,
+            },
+        ];
+        let line = heartbeat(
+            Duration::from_secs(723),
+            Duration::from_secs(6 * 3600),
+            &units,
+            &views,
+            &[Some(s), None, None],
+            now,
+        );
+        assert_eq!(
+            line,
+            "wait: 12m 3s elapsed of 6h; i-1: running at step dataset, point 1/4, last status 40s ago, at least 25m 30s left in the sweep (2 points not estimated yet); bmc: no status object yet"
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@ const EXIT_CODES: &str = "Exit status:
   0  done (run: every point ok)
   1  an error (the message names what is wrong)
   2  run: finished, but some points failed (listed)
-  3  run: refused; the plan or the machine must change (then `pgapplianced reset`)";
+  3  run: refused; the plan or the machine must change (then `pgapplianced reset`)
+  4  run --local: finished here, but the store did not take the run within --upload-timeout
+     (the results are where it says; `pgapplianced upload` stores them)";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -127,6 +129,11 @@ pub struct RunArgs {
     /// Leave the cluster running at the end (local mode).
     #[arg(long)]
     pub keep_running: bool,
+    /// Local mode: how long the upload at the end may try a store that does not take the
+    /// run; then the run ends (exit 4) with its results here, and `pgapplianced upload`
+    /// completes it. The appliance tries until the store takes it.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    pub upload_timeout: std::time::Duration,
     #[command(flatten)]
     pub store: StoreOverrides,
     #[command(flatten)]
@@ -451,6 +458,45 @@ async fn stopped_by(
     Ok(128 + number)
 }
 
+/// Exit status of a local run that finished but whose store did not take it in time.
+pub const EXIT_UPLOAD_POSTPONED: i32 = 4;
+
+/// A local run complete here whose store did not take it: where its results are, why, and
+/// the command that stores them.
+fn upload_postponed(
+    p: &pgappliance::upload::UploadPostponed,
+    workdir: &std::path::Path,
+    store: &StoreOverrides,
+) -> i32 {
+    pgappliance::outln!("results: {}", p.run_dir.join("results.json").display());
+    pgappliance::outln!("summary: {}", p.run_dir.join("summary.csv").display());
+    pgappliance::outln!("report:  {}", p.run_dir.join("report.html").display());
+    pgappliance::outln!(
+        "not stored: {} did not take run {} within {}: {}",
+        p.store,
+        p.run_id,
+        humantime::format_duration(p.waited),
+        p.last
+    );
+    let mut flags = String::new();
+    for (flag, value) in [
+        ("--store", &store.store),
+        ("--endpoint", &store.endpoint),
+        ("--region", &store.region),
+        ("--credentials-file", &store.credentials_file),
+        ("--credentials-profile", &store.credentials_profile),
+    ] {
+        if let Some(v) = value {
+            flags.push_str(&format!(" {flag} {v}"));
+        }
+    }
+    pgappliance::outln!(
+        "next: once the store answers, `pgapplianced upload --workdir {}{flags}` completes the upload (nothing is uploaded twice)",
+        workdir.display()
+    );
+    EXIT_UPLOAD_POSTPONED
+}
+
 /// Exit status of a run that refuses to go on until a person changes the plan or the
 /// machine (the unit's `RestartPreventExitStatus=`).
 pub const EXIT_REFUSED: i32 = 3;
@@ -514,12 +560,17 @@ async fn run(args: RunArgs) -> Result<i32> {
             ..
         }
     );
+    let mut upload = args.parts.options();
+    if !appliance {
+        upload.give_up_after = Some(args.upload_timeout);
+    }
+    let store_flags = args.store.clone();
     let options = RunOptions {
         plan_path: args.plan.path(),
         workdir: workdir.clone(),
         mode,
         store: args.store,
-        upload: args.parts.options(),
+        upload,
     };
     let result = if appliance {
         // systemd stops the appliance's run with SIGTERM and starts it again: it resumes.
@@ -539,7 +590,15 @@ async fn run(args: RunArgs) -> Result<i32> {
             pgappliance::notify::status(&format!("refused: {}", e.root_cause()));
             return Ok(EXIT_REFUSED);
         }
-        Err(e) => return Err(e),
+        Err(e) => {
+            if let Some(p) = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<pgappliance::upload::UploadPostponed>())
+            {
+                return Ok(upload_postponed(p, &workdir, &store_flags));
+            }
+            return Err(e);
+        }
     };
     if outcome.already_complete {
         pgappliance::outln!("run {} was already complete", outcome.run_id);

@@ -204,6 +204,26 @@ pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
                     "{} point(s) of unknown length (-t, none of their workload finished yet)",
                     e.unknown_points
                 );
+                let mut before = Vec::new();
+                if e.dataset_s > 0.0 {
+                    before.push(format!(
+                        "about {} for the dataset's generation (at pgbench -i's pace on a 2-vCPU VM; the log shows its own progress)",
+                        duration(e.dataset_s)
+                    ));
+                }
+                if e.prepares_left > 0 {
+                    before.push(format!(
+                        "at least {} for {} sysbench-tpcc prepare(s)",
+                        duration(
+                            e.prepares_left as f64
+                                * pgappliance::engine::status::TPCC_PREPARE_MIN_S
+                        ),
+                        e.prepares_left
+                    ));
+                }
+                if !before.is_empty() {
+                    pgappliance::outln!("before the sweep: {}", before.join(", "));
+                }
                 match (known, e.unknown_points) {
                     (0, 0) => {}
                     (0, _) => pgappliance::outln!("time left: {unknown}"),

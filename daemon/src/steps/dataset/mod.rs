@@ -332,7 +332,14 @@ async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
         .user(cx.host.bench_user())
         .output_files(&out, &err);
     let started = Instant::now();
+    // pgbench -i reports its own progress on stderr ("… of … tuples (40%) done").
+    let progress = crate::progress::Progress::start(
+        format!("dataset: pgbench -i -s {}", d.scale),
+        None,
+        Some(crate::progress::Detail::Tail(err.clone())),
+    );
     cx.runner.run(&spec).await?;
+    drop(progress);
     let wall_s = started.elapsed().as_secs_f64();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     let breakdown = parse_init(&stderr).with_context(|| format!("reading {}", err.display()))?;
