@@ -1112,6 +1112,15 @@ fn collect_reads_a_lab_store_and_a_bucket_at_once_and_fetches_only_new_runs() {
         stdout.contains("collected 3 run(s), skipped 0; showing 2 (the latest run of each machine); fetched 3, 0 from the cache"),
         "{stdout}"
     );
+    // The files it names are where --out put them, not the staging directory they were
+    // written in.
+    assert!(
+        stdout.contains(&format!(
+            "wrote {}, ",
+            out_dir.path().join("index.html").display()
+        )),
+        "{stdout}"
+    );
     let csv = read_csv(&std::fs::read_to_string(out_dir.path().join("summary.csv")).expect("csv"));
     let col = |name: &str| csv[0].iter().position(|h| h == name).expect(name);
     let runs: BTreeSet<&str> = csv[1..].iter().map(|r| r[col("run_id")].as_str()).collect();

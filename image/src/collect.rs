@@ -1053,9 +1053,9 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
         skipped.len(),
         shown.len(),
         if args.all_runs { "every run" } else { "the latest run of each machine" },
-        index.display(),
-        csv.display(),
-        findings.display()
+        out.path.join("index.html").display(),
+        out.path.join("summary.csv").display(),
+        out.path.join("findings.json").display()
     );
     Ok(code)
 }
