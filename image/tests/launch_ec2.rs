@@ -54,7 +54,8 @@ fn launch(dir: &Path, plan: &Path, moto: &Moto, extra: &[&str], env: &[(&str, &s
         .env_remove("AWS_SECRET_ACCESS_KEY")
         .env_remove("AWS_ENDPOINT_URL")
         .env_remove("AWS_ENDPOINT_URL_EC2")
-        .env_remove("AWS_REGION");
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_PROFILE");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -358,53 +359,32 @@ fn an_instance_role_plan_launches_with_this_machines_keys_to_the_store_given() {
     std::fs::write(&plan, &text).expect("plan");
     assert!(text.contains("credentials = \"instance-role\""), "{text}");
     assert!(text.contains("store = \"s3://pgappliance-results/graviton-vs-x86\""));
-    let ami = moto.aws(&[
-        "ec2",
-        "describe-images",
-        "--owners",
-        "amazon",
-        "--query",
-        "Images[0].ImageId",
-        "--output",
-        "text",
-    ]);
     let store = format!("s3://{}/cloud", seaweed::BUCKET);
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(&plan)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
-        .args([
-            "--ec2",
-            "--image-id",
-            ami.trim(),
-            "--instance-type",
-            "m6g.large",
-        ])
-        .args([
-            "--ec2-endpoint",
-            &moto.endpoint(),
-            "--ec2-region",
+    let endpoint = weed.endpoint();
+    let store_keys = weed.credentials_file().display().to_string();
+    let home = home.display().to_string();
+    let o = launch(
+        dir.path(),
+        &plan,
+        &moto,
+        &[
+            "--store",
+            &store,
+            "--endpoint",
+            &endpoint,
+            "--region",
             "us-east-1",
-        ])
-        .args(["--ec2-wait", "60s", "--store", &store])
-        .args(["--endpoint", &weed.endpoint(), "--region", "us-east-1"])
-        .arg("--credentials-file")
-        .arg(weed.credentials_file())
-        .env("HOME", &home)
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .env("AWS_ACCESS_KEY_ID", &moto.access_key)
-        .env("AWS_SECRET_ACCESS_KEY", &moto.secret_key)
-        // Were the metadata service asked, it would be here: nothing listens.
-        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9")
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ENDPOINT_URL_EC2")
-        .env_remove("AWS_REGION")
-        .env_remove("AWS_PROFILE")
-        .output()
-        .expect("launch");
+            "--credentials-file",
+            &store_keys,
+        ],
+        &[
+            ("HOME", &home),
+            ("AWS_ACCESS_KEY_ID", &moto.access_key),
+            ("AWS_SECRET_ACCESS_KEY", &moto.secret_key),
+            // Were the metadata service asked, it would be here: nothing listens.
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9"),
+        ],
+    );
     let text = describe(&o);
     assert_eq!(o.status.code(), Some(0), "{text}");
     assert!(!text.contains("169.254.169.254"), "{text}");

@@ -259,23 +259,11 @@ pub fn findings(
 /// each machine against the baseline's point of the same checksum state, and each
 /// machine's checksums on against off. In workload, machine, checksums, clients order.
 pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<PointComparison> {
-    let key = |r: &Row| {
-        (
-            r.workload.clone(),
-            r.kind.as_str(),
-            r.checksums.clone(),
-            r.clients,
-        )
-    };
-    let base: BTreeMap<_, &Row> = rows
-        .iter()
-        .filter(|r| r.machine == baseline)
-        .map(|r| (key(r), r))
-        .collect();
+    let base = super::model::baseline_rows(rows, baseline);
     let mut out = Vec::new();
     for r in rows {
         if r.machine != baseline {
-            if let Some(b) = base.get(&key(r)) {
+            if let Some(b) = base.get(&r.point_key()) {
                 if let Some(c) = stats::compare(&r.tps_samples, &b.tps_samples, threshold_pct) {
                     out.push(PointComparison {
                         workload: r.workload.clone(),

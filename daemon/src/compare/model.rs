@@ -228,7 +228,28 @@ pub struct Row {
     pub tps_series: Vec<Vec<(f64, f64)>>,
 }
 
+/// Where a row stands in the comparison: workload, kind, checksum state, clients.
+pub type PointKey<'a> = (String, &'a str, String, u32);
+
+/// The baseline machine's rows by where they stand: what the other machines' rows are set
+/// against.
+pub fn baseline_rows<'a>(rows: &'a [Row], baseline: &str) -> BTreeMap<PointKey<'a>, &'a Row> {
+    rows.iter()
+        .filter(|r| r.machine == baseline)
+        .map(|r| (r.point_key(), r))
+        .collect()
+}
+
 impl Row {
+    pub fn point_key(&self) -> PointKey<'_> {
+        (
+            self.workload.clone(),
+            self.kind.as_str(),
+            self.checksums.clone(),
+            self.clients,
+        )
+    }
+
     pub fn tps_per_dollar_hour(&self) -> Option<f64> {
         (self.hourly_price_usd > 0.0).then(|| self.tps_mean / self.hourly_price_usd)
     }

@@ -2,8 +2,6 @@
 //! the threshold, by verdict (confirmed) or by figure alone (unconfirmed), and their line
 //! for stdout.
 
-use std::collections::BTreeMap;
-
 use crate::plan::WorkloadKind;
 use crate::report::load_unit;
 
@@ -114,25 +112,13 @@ pub fn regression_line(r: &Regression) -> String {
 /// client count, by its verdict or by its figure alone: confirmed ones first, then worst
 /// tps change first.
 pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regression> {
-    let key = |r: &'_ Row| {
-        (
-            r.workload.clone(),
-            r.kind.as_str(),
-            r.checksums.clone(),
-            r.clients,
-        )
-    };
-    let base: BTreeMap<_, &Row> = rows
-        .iter()
-        .filter(|r| r.machine == baseline)
-        .map(|r| (key(r), r))
-        .collect();
+    let base = super::model::baseline_rows(rows, baseline);
     let t = threshold_pct;
     let mut out: Vec<Regression> = rows
         .iter()
         .filter(|r| r.machine != baseline)
         .filter_map(|r| {
-            let b = base.get(&key(r))?;
+            let b = base.get(&r.point_key())?;
             let tps = stats::compare(&r.tps_samples, &b.tps_samples, t)?;
             let p99 = stats::compare(&r.p99_samples, &b.p99_samples, t);
             let tps_fell = tps.verdict == Verdict::Slower;
