@@ -69,13 +69,17 @@ pub struct UploadOptions {
 /// The store did not take the run within [`UploadOptions::give_up_after`]: the run is
 /// complete locally and `pgapplianced upload` completes the upload.
 #[derive(Debug, thiserror::Error)]
-#[error("the store {store} did not take run {run_id} within {}: {last}; the results stay in {}", humantime::format_duration(*.waited), .run_dir.display())]
+#[error("the store {store} did not take run {run_id} within {}: {cause} (last failure: {last}); the results stay in {}", humantime::format_duration(*.waited), .run_dir.display())]
 pub struct UploadPostponed {
     pub store: String,
     pub run_id: String,
     pub run_dir: PathBuf,
     pub waited: Duration,
-    /// The last failure, in one line.
+    /// Why, from one connection tried to the store's endpoint when the upload gave up
+    /// ([`store::probe`]): the same whichever way the last attempt ended.
+    pub cause: String,
+    /// The last failure, in one line: the store client's own, or "no answer" when the
+    /// attempt was still waiting at the limit.
     pub last: String,
 }
 
@@ -1033,7 +1037,7 @@ pub async fn upload_run(
                     Err(_) => Err(UploadError {
                         permanent: false,
                         credentials_refused: false,
-                        error: anyhow!("{}", store::probe(store).await),
+                        error: anyhow!("no answer within {}", humantime::format_duration(limit)),
                     }),
                 }
             }
@@ -1084,6 +1088,7 @@ pub async fn upload_run(
                     run_id: key.run_id.clone(),
                     run_dir: run_dir.to_path_buf(),
                     waited: limit,
+                    cause: store::probe(store).await,
                     last: status.trim_start_matches("upload: ").to_string(),
                 }));
             }

@@ -472,10 +472,11 @@ fn upload_postponed(
     pgappliance::outln!("summary: {}", p.run_dir.join("summary.csv").display());
     pgappliance::outln!("report:  {}", p.run_dir.join("report.html").display());
     pgappliance::outln!(
-        "not stored: {} did not take run {} within {}: {}",
+        "not stored: {} did not take run {} within {}: {} (last failure: {})",
         p.store,
         p.run_id,
         humantime::format_duration(p.waited),
+        p.cause,
         p.last
     );
     let mut flags = String::new();
