@@ -19,8 +19,6 @@ fn launch(dir: &Path, target: &str, password: &str) -> Output {
         .arg(dir.join("out"))
         .arg("--daemon-binary")
         .arg(fake_aarch64_binary(dir))
-        .arg("--iso")
-        .arg(synthetic_rocky_iso(dir))
         .args(["--ipmi", target])
         .args([
             "--store",
@@ -196,42 +194,4 @@ fn an_ipmi_launch_of_a_plan_that_cannot_install_is_refused_before_anything_start
     assert!(!out.contains("ipmitool"), "{out}");
     assert!(!dir.path().join("out").exists(), "{out}");
     assert!(!dir.path().join("records").exists(), "{out}");
-}
-
-#[test]
-fn an_ipmi_launch_without_the_iso_to_mount_is_refused_before_anything_starts() {
-    // Seen on the docs walk of 2026-12-02: without --iso the build wrote no appliance.iso,
-    // and the launch still reset the server into whatever CD it had.
-    let dir = tempfile::tempdir().expect("tmp");
-    let bmc = fakebmc();
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir.path()))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
-        .args(["--ipmi", &format!("127.0.0.1:{}", bmc.port)])
-        .args([
-            "--store",
-            &format!("file://{}", dir.path().join("records").display()),
-        ])
-        .env("PGAPPLIANCE_BMC_USER", "admin")
-        .env("PGAPPLIANCE_BMC_PASSWORD", FAKEBMC_PASSWORD)
-        .output()
-        .expect("run pgappliance launch");
-    let out = describe(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}");
-    assert!(
-        out.contains("--ipmi boots the server from the CD mounted on it")
-            && out.contains("give --iso ROCKY.iso"),
-        "{out}"
-    );
-    assert!(!dir.path().join("out").exists(), "{out}");
-    assert!(!dir.path().join("records").exists(), "{out}");
-    // The BMC was not asked anything: still off, as fakebmc starts.
-    assert!(
-        ipmitool(bmc.port, &["chassis", "power", "status"]).contains("is off"),
-        "{out}"
-    );
 }

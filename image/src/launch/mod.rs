@@ -311,11 +311,6 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             args.build.plan.display()
         );
     }
-    if !args.ipmis.is_empty() && args.build.iso.is_none() {
-        bail!(
-            "--ipmi boots the server from the CD mounted on it, which must be the appliance.iso this build writes: give --iso ROCKY.iso (the Rocky 8 DVD of the plan's arch) to build it, mount DIR/appliance.iso in the BMC's web console, then the server boots it"
-        );
-    }
     let ipmi_targets = args
         .ipmis
         .iter()
