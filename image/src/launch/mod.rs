@@ -557,10 +557,13 @@ fn wait_store_flags(
     options: &pgappliance::upload::StoreOverrides,
 ) -> String {
     let mut flags = cfg.url.clone();
-    let region =
-        (options.region.is_some() || cfg.region != DEFAULT_REGION).then(|| cfg.region.clone());
+    // A file:// store has no endpoint or region.
+    let s3 = cfg.url.starts_with("s3://");
+    let endpoint = cfg.endpoint.clone().filter(|_| s3);
+    let region = (s3 && (options.region.is_some() || cfg.region != DEFAULT_REGION))
+        .then(|| cfg.region.clone());
     for (flag, value) in [
-        ("--endpoint", &cfg.endpoint),
+        ("--endpoint", &endpoint),
         ("--region", &region),
         ("--credentials-file", &options.credentials_file),
         ("--credentials-profile", &options.credentials_profile),
@@ -678,6 +681,13 @@ mod tests {
         assert_eq!(
             wait_store_flags(&cfg(None, "us-east-1"), &given),
             "s3://pgappliance-results/campaign-1 --region us-east-1 --credentials-profile lab"
+        );
+        // A file:// store given for a plan with an endpoint: nothing of S3 is repeated.
+        let mut file = cfg(Some("http://10.0.0.5:8333"), "eu-west-1");
+        file.url = "file:///srv/records".into();
+        assert_eq!(
+            wait_store_flags(&file, &given),
+            "file:///srv/records --credentials-profile lab"
         );
         // The plan's credentials file is the appliance's: never on this machine's command.
         assert!(
