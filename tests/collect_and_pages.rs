@@ -456,6 +456,32 @@ fn a_name_that_is_not_utf8_at_any_level_of_a_file_store_skips_only_itself() {
 }
 
 #[test]
+fn a_collect_of_a_store_without_runs_can_be_written_over_by_the_next() {
+    // Seen on the docs walk of 2026-12-02: `wait --teardown` collected a store that held no
+    // run yet, and the next `collect --out` into the same directory was refused for the
+    // empty runs/ the first had left.
+    let dir = tempfile::tempdir().expect("dir");
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).expect("mkdir");
+    let out = dir.path().join("cmp");
+    for round in 1..=2 {
+        let o = Command::new(harness::image_binary())
+            .env("XDG_CACHE_HOME", test_cache())
+            .args(["collect", &format!("file://{}", store.display()), "--out"])
+            .arg(&out)
+            .output()
+            .expect("collect");
+        assert_eq!(o.status.code(), Some(0), "round {round}: {}", describe(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("collected 0 run(s)"),
+            "round {round}: {}",
+            describe(&o)
+        );
+    }
+    assert!(out.join("index.html").is_file());
+}
+
+#[test]
 fn collect_from_a_bucket_that_does_not_exist_is_an_error() {
     let weed = harness::seaweed::SeaweedFs::start();
     let dir = tempfile::tempdir().expect("dir");

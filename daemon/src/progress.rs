@@ -4,6 +4,10 @@
 //! last progress line the program itself wrote (`pgbench -i`'s "… of … tuples (40%) done",
 //! sysbench's prepare). Nothing here waits on the operation: the ticker is a task that is
 //! aborted when the [`Progress`] is dropped.
+//!
+//! Each tick passes the fault point `progress:<kind>` ([`Kind`]) after its status line, and
+//! a debug build (the tests') takes the interval from [`INTERVAL_VARIABLE`], so a test can
+//! stop the daemon right after a progress line and read `status` at that moment.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +16,49 @@ use std::time::{Duration, Instant};
 
 /// How often a long operation says where it is.
 pub const INTERVAL: Duration = Duration::from_secs(30);
+
+/// In a debug build only: the interval instead of [`INTERVAL`] (a humantime duration, e.g.
+/// `1s`), for the tests. A release build never reads it.
+pub const INTERVAL_VARIABLE: &str = "PGAPPLIANCE_PROGRESS_INTERVAL";
+
+/// The interval in effect: [`INTERVAL`], or in a debug build [`INTERVAL_VARIABLE`] when it
+/// is set (a value that does not read as a non-zero duration is named and ignored).
+pub fn interval() -> Duration {
+    #[cfg(debug_assertions)]
+    if let Ok(v) = std::env::var(INTERVAL_VARIABLE) {
+        match humantime::parse_duration(&v) {
+            Ok(d) if !d.is_zero() => return d,
+            _ => tracing::warn!(
+                "{INTERVAL_VARIABLE}=\"{v}\" is not a duration above zero; using {INTERVAL:?}"
+            ),
+        }
+    }
+    INTERVAL
+}
+
+/// Which long operation it is: the fault point each tick passes is `progress:<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `pgbench -i`, the dataset's generation.
+    Dataset,
+    /// The parallel loader's generation.
+    Load,
+    /// A sysbench-tpcc prepare.
+    Prepare,
+    /// A sweep point.
+    Point,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Dataset => "dataset",
+            Kind::Load => "load",
+            Kind::Prepare => "prepare",
+            Kind::Point => "point",
+        }
+    }
+}
 
 /// A running operation's ticker; dropping it stops it.
 pub struct Progress {
@@ -43,14 +90,22 @@ impl Detail {
 
 impl Progress {
     /// Says `label` with the time elapsed (of `total`) and `detail` (the program's own
-    /// progress output, or a count) every [`INTERVAL`], from a background task.
-    pub fn start(label: String, total: Option<Duration>, detail: Option<Detail>) -> Progress {
+    /// progress output, or a count) every [`interval`], from a background task.
+    pub fn start(
+        kind: Kind,
+        label: String,
+        total: Option<Duration>,
+        detail: Option<Detail>,
+    ) -> Progress {
         let started = Instant::now();
+        let every = interval();
+        let point = format!("progress:{}", kind.as_str());
         let task = tokio::spawn(async move {
             loop {
-                tokio::time::sleep(INTERVAL).await;
+                tokio::time::sleep(every).await;
                 let last = detail.as_ref().and_then(Detail::read);
                 crate::notify::status(&line(&label, started.elapsed(), total, last.as_deref()));
+                crate::faults::point(&point);
             }
         });
         Progress { task }

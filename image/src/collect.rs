@@ -949,8 +949,12 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
     // Written beside --out and moved into place whole, once everything is written.
     let staging = out.staging()?;
     let dir = staging.path();
-    std::fs::create_dir_all(dir.join("runs"))
-        .with_context(|| format!("creating {}", dir.join("runs").display()))?;
+    // runs/ only when it will hold pages: an empty directory is in no marker, so a later
+    // collect into the same --out would take it for someone else's.
+    if !shown.is_empty() {
+        std::fs::create_dir_all(dir.join("runs"))
+            .with_context(|| format!("creating {}", dir.join("runs").display()))?;
+    }
     // Each shown run's own page, rendered one run at a time from the cache.
     let mut run_pages = Vec::new();
     for run in &shown {

@@ -172,6 +172,11 @@ impl Publisher {
             .put(&path, PutPayload::from(body))
             .await
             .with_context(|| format!("writing {path} in {}", self.store.url))?;
+        // `live-published:<step>`: the status object in the store now says that step.
+        crate::faults::point(&format!(
+            "live-published:{}",
+            status.step.as_deref().unwrap_or("none")
+        ));
         Ok(())
     }
 }

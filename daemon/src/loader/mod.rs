@@ -225,6 +225,7 @@ pub async fn parallel_init(
     // Rows sent by every stream, for the progress line.
     let loaded = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let progress = crate::progress::Progress::start(
+        crate::progress::Kind::Load,
         format!("dataset: parallel load of pgbench_accounts over {degree} connections"),
         None,
         Some(crate::progress::Detail::Rows(loaded.clone(), total)),

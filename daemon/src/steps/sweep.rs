@@ -281,8 +281,12 @@ async fn run_point(cx: &mut Context, p: &SweepPoint, label: String) -> Result<Po
     } else {
         "stderr.txt"
     });
-    let progress =
-        crate::progress::Progress::start(label, total, Some(crate::progress::Detail::Tail(tail)));
+    let progress = crate::progress::Progress::start(
+        crate::progress::Kind::Point,
+        label,
+        total,
+        Some(crate::progress::Detail::Tail(tail)),
+    );
     let result = measure_point(cx, p, &raw, attempt).await;
     drop(progress);
     let result = result?;

@@ -209,6 +209,7 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
         .output_files(&out, &err);
     let t0 = Instant::now();
     let progress = crate::progress::Progress::start(
+        crate::progress::Kind::Prepare,
         format!("dataset: sysbench-tpcc prepare of {db}"),
         None,
         Some(crate::progress::Detail::Tail(out.clone())),

@@ -133,10 +133,11 @@ impl Bmc {
             } else {
                 "request failed"
             };
+            let chain = source_chain(&e);
             anyhow::anyhow!(
-                "{what} on the BMC at {}: {reason}: {}",
+                "{what} on the BMC at {}: {reason}: {chain}{}",
                 self.base,
-                source_chain(&e)
+                tls_hint(&chain)
             )
         })?;
         let status = resp.status();
@@ -247,9 +248,40 @@ fn source_chain(e: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
+/// What to do about a certificate the TLS stack refused, read from its error (pure); empty
+/// for other errors.
+fn tls_hint(chain: &str) -> &'static str {
+    if chain.contains("CaUsedAsEndEntity") {
+        "; the BMC's certificate is marked as a CA (basicConstraints CA:TRUE), which is refused as a server's own: install a certificate issued by your own CA on the BMC and give that CA with --bmc-ca, or use --insecure (docs/launch.md, \"BMC credentials and TLS\")"
+    } else if chain.contains("UnknownIssuer") {
+        "; no certificate in --bmc-ca issued it: give the BMC's own certificate when it is self-signed, else the CA that issued it (a certificate a CA issued is not trusted alone)"
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_certificate_says_what_to_give_instead() {
+        // reqwest 0.13's chain for a leaf a CA issued, given alone as --bmc-ca (the docs
+        // walk of 2026-12-02, sushy-emulator with a certificate of the lab's own CA).
+        let unknown = "error sending request for url (https://127.0.0.1:44765/redfish/v1/): client error (Connect): invalid peer certificate: UnknownIssuer";
+        assert!(tls_hint(unknown).contains("else the CA that issued it"));
+        let ca = "client error (Connect): invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))";
+        assert!(
+            tls_hint(ca).contains("basicConstraints CA:TRUE")
+                && tls_hint(ca).contains("--insecure")
+        );
+        assert_eq!(
+            tls_hint(
+                "client error (Connect): tcp connect error: Connection refused (os error 111)"
+            ),
+            ""
+        );
+    }
 
     #[test]
     fn a_bmc_url_is_an_address_alone_without_credentials() {

@@ -512,19 +512,11 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             upload: Some(upload),
         };
         let key = record::write(&store, &rec).await?;
-        // The wait command repeats how this machine reached the store.
-        let mut store_flags = store.url.clone();
-        for (flag, value) in [
-            ("--endpoint", &store_options.endpoint),
-            ("--region", &store_options.region),
-            ("--credentials-file", &store_options.credentials_file),
-            ("--credentials-profile", &store_options.credentials_profile),
-        ] {
-            if let Some(v) = value {
-                store_flags.push_str(&format!(" {flag} {v}"));
-            }
-        }
-        Ok(summarize(&rec, &key, &store_flags))
+        Ok(summarize(
+            &rec,
+            &key,
+            &wait_store_flags(&store_cfg, &store_options),
+        ))
     })
 }
 
@@ -556,6 +548,35 @@ fn record_target(
         }
     }
 }
+
+/// The store options of the `wait` a launch names (pure): how this machine reached the
+/// store the record is in, the plan's endpoint and region included when the command line
+/// did not give them (`wait` knows no plan), and this machine's credentials options.
+fn wait_store_flags(
+    cfg: &pgappliance::upload::StoreConfig,
+    options: &pgappliance::upload::StoreOverrides,
+) -> String {
+    let mut flags = cfg.url.clone();
+    // A file:// store has no endpoint or region.
+    let s3 = cfg.url.starts_with("s3://");
+    let endpoint = cfg.endpoint.clone().filter(|_| s3);
+    let region = (s3 && (options.region.is_some() || cfg.region != DEFAULT_REGION))
+        .then(|| cfg.region.clone());
+    for (flag, value) in [
+        ("--endpoint", &endpoint),
+        ("--region", &region),
+        ("--credentials-file", &options.credentials_file),
+        ("--credentials-profile", &options.credentials_profile),
+    ] {
+        if let Some(v) = value {
+            flags.push_str(&format!(" {flag} {v}"));
+        }
+    }
+    flags
+}
+
+/// The region `wait` and `collect` take when none is given.
+const DEFAULT_REGION: &str = "us-east-1";
 
 /// Prints what happened and what to do next, and returns the exit status.
 fn summarize(rec: &record::LaunchRecord, key: &str, store: &str) -> i32 {
@@ -616,4 +637,62 @@ pub fn eject(args: EjectArgs) -> Result<i32> {
         }
         Ok(0)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(endpoint: Option<&str>, region: &str) -> StoreConfig {
+        StoreConfig {
+            url: "s3://pgappliance-results/campaign-1".into(),
+            endpoint: endpoint.map(str::to_string),
+            region: region.into(),
+            credentials: pgappliance::plan::Credentials::File,
+            credentials_file: Some("/etc/pgappliance/s3.credentials".into()),
+            credentials_profile: "default".into(),
+            caller: None,
+        }
+    }
+
+    #[test]
+    fn the_wait_a_launch_names_reaches_the_store_at_the_plans_endpoint_too() {
+        // The plan's endpoint, nothing on the command line but this machine's keys: `wait`
+        // knows no plan, so the endpoint is repeated (seen on the docs walk of 2026-12-02:
+        // the wait pasted from the next: line went to AWS).
+        let options = pgappliance::upload::StoreOverrides {
+            credentials_file: Some("lab.credentials".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            wait_store_flags(&cfg(Some("http://10.0.0.5:8333"), "us-east-1"), &options),
+            "s3://pgappliance-results/campaign-1 --endpoint http://10.0.0.5:8333 --credentials-file lab.credentials"
+        );
+        // A region other than wait's default is repeated, given or from the plan.
+        assert_eq!(
+            wait_store_flags(&cfg(None, "eu-west-1"), &Default::default()),
+            "s3://pgappliance-results/campaign-1 --region eu-west-1"
+        );
+        let given = pgappliance::upload::StoreOverrides {
+            region: Some("us-east-1".into()),
+            credentials_profile: Some("lab".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            wait_store_flags(&cfg(None, "us-east-1"), &given),
+            "s3://pgappliance-results/campaign-1 --region us-east-1 --credentials-profile lab"
+        );
+        // A file:// store given for a plan with an endpoint: nothing of S3 is repeated.
+        let mut file = cfg(Some("http://10.0.0.5:8333"), "eu-west-1");
+        file.url = "file:///srv/records".into();
+        assert_eq!(
+            wait_store_flags(&file, &given),
+            "file:///srv/records --credentials-profile lab"
+        );
+        // The plan's credentials file is the appliance's: never on this machine's command.
+        assert!(
+            !wait_store_flags(&cfg(None, "us-east-1"), &Default::default())
+                .contains("/etc/pgappliance")
+        );
+    }
 }

@@ -14,7 +14,8 @@ const EXIT_CODES: &str = "Exit status:
   0  done (run: every point ok)
   1  an error (the message names what is wrong)
   2  run: finished, but some points failed (listed)
-  3  run: refused; the plan or the machine must change (then `pgapplianced reset`)
+  3  run (the appliance): refused; the plan or the machine must change (then `pgapplianced
+     reset`); run --local exits 1 on a refusal, with the same message
   4  run --local: finished here, but the store did not take the run within --upload-timeout
      (the results are where it says; `pgapplianced upload` stores them)";
 

@@ -334,6 +334,7 @@ async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {
     let started = Instant::now();
     // pgbench -i reports its own progress on stderr ("… of … tuples (40%) done").
     let progress = crate::progress::Progress::start(
+        crate::progress::Kind::Dataset,
         format!("dataset: pgbench -i -s {}", d.scale),
         None,
         Some(crate::progress::Detail::Tail(err.clone())),
