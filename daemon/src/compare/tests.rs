@@ -508,15 +508,14 @@ fn a_client_bound_count_is_named_as_such_never_folded_into_the_machines_differen
     assert_eq!(bound, [(10, false), (100, false), (250, true)]);
     // The baseline's client at its limit counts the same: a is client-bound at 250, b is
     // slower there by its verdict, and no regression is confirmed.
-    let runs = vec![
-        run("a", "r-01", 0.0, points(1.2, true)),
-        run("b", "r-02", 0.0, points(1.2, false)),
-    ];
     let mut slow = points(1.2, false);
     for p in slow.iter_mut().filter(|p| p.clients == 250) {
         p.tps *= 0.7;
     }
-    let runs = vec![runs[0].clone(), run("b", "r-02", 0.0, slow)];
+    let runs = vec![
+        run("a", "r-01", 0.0, points(1.2, true)),
+        run("b", "r-02", 0.0, slow),
+    ];
     let rows = super::model::rows(&runs);
     let list = regressions(&rows, "a", 5.0);
     assert_eq!(list.len(), 1, "{list:?}");
