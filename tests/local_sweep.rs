@@ -452,3 +452,67 @@ fn a_local_run_refuses_a_reboot_between_rounds_before_its_first_point() {
         "no point ran: {j}"
     );
 }
+
+#[test]
+fn a_point_whose_client_is_the_limit_is_flagged_client_bound_and_one_waiting_on_the_server_is_not()
+{
+    let w = Workdir::new("client-bound");
+    let plan = harness::workspace().join("tests/plans/client-bound.toml");
+    let out = w.run(&plan);
+    assert!(out.status.success(), "{}", describe(&out));
+    let run_dir = w.run_dir();
+    harness::validate_results_schema(&run_dir.join("results.json")).expect("matches the schema");
+    let r = read_json(&run_dir.join("results.json"));
+    assert_eq!(r["schema_version"], 4);
+    let points = r["points"].as_array().expect("points");
+    let point = |workload: &str| {
+        points
+            .iter()
+            .find(|p| p["workload"] == workload)
+            .unwrap_or_else(|| panic!("a {workload} point in {r}"))
+    };
+    let cpus = r["inventory"]["cpu"]["cpus"].as_u64().expect("cpus");
+    // pgbench on one thread for 32 clients of primary-key lookups: the client's thread
+    // was busy or waiting for a CPU nearly all of the point.
+    let ro = &point("ro")["client"];
+    assert_eq!(ro["threads"], 1, "{ro}");
+    assert_eq!(ro["capacity_cores"], 1, "{ro}");
+    assert_eq!(ro["cpus"].as_u64(), Some(cpus), "{ro}");
+    assert!(ro["cpu_s"].as_f64().expect("cpu_s") > 0.0, "{ro}");
+    assert!(
+        ro["wait_s"].as_f64().is_some(),
+        "a plain process's wait is read: {ro}"
+    );
+    assert!(
+        ro["busy_share"].as_f64().expect("busy_share") >= 0.9 && ro["bound"] == true,
+        "{ro}"
+    );
+    // Two clients on two threads committing to disk: the client mostly waits.
+    let rw = &point("rw")["client"];
+    assert_eq!(rw["capacity_cores"].as_u64(), Some(2.min(cpus)), "{rw}");
+    assert!(
+        rw["busy_share"].as_f64().expect("busy_share") < 0.9 && rw["bound"] == false,
+        "{rw}"
+    );
+    // The points' own JSON carries the same figures.
+    for p in points {
+        let id = p["id"].as_str().expect("id");
+        let own = read_json(&run_dir.join(format!("points/{id}.json")));
+        assert_eq!(own["client"], p["client"], "{id}");
+    }
+    // The run's page shows the flag beside the steady window's, on the ro point only.
+    let html = std::fs::read_to_string(run_dir.join("report.html")).expect("html");
+    let row = |workload: &str| {
+        let id = point(workload)["id"].as_str().expect("id");
+        let at = html
+            .find(&format!("<td class=\"l\">{id}</td>"))
+            .unwrap_or_else(|| panic!("{id} in the points table"));
+        html[at..].split("</tr>").next().unwrap_or("").to_string()
+    };
+    assert!(
+        row("ro").contains("<b class=\"failed\">client-bound</b>"),
+        "{}",
+        row("ro")
+    );
+    assert!(!row("rw").contains("client-bound"), "{}", row("rw"));
+}

@@ -79,6 +79,7 @@ fn tpcc_point(index: usize, workload: &str, run: SysbenchRun, started_at: &str) 
         tps_series: run.tps_series(),
         sysbench: Some(run),
         latency: None,
+        client: None,
         stats: None,
         os: None,
     }

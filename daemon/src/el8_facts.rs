@@ -645,6 +645,8 @@ pub const SYSTEMD_239_SERVICE_PROPERTIES: &[(&str, &str)] = &[
     ("Nice", "i"),
     ("OOMScoreAdjust", "i"),
     ("Slice", "s"),
+    // A cgroup property, which every unit with a control group takes (src/core/dbus-cgroup.c).
+    ("CPUAccounting", "b"),
 ];
 
 /// Properties systemd 239-58 must never be sent, and why.
@@ -797,6 +799,8 @@ pub const SYSTEMD_239_READ_PROPERTIES: &[(&str, &[&str])] = &[
             "Result",
             "MainPID",
             "NRestarts",
+            // The cgroup properties (src/core/dbus-cgroup.c, since systemd 227).
+            "CPUUsageNSec",
         ],
     ),
 ];

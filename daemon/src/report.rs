@@ -592,33 +592,53 @@ fn status_cell(p: &PointResult) -> (&'static str, String) {
     }
 }
 
-/// A point's steady-window cells: the window's median tps, its CV and its flags
-/// (`collapse`, `unstable`, marked), or dashes when the series was too short for one.
+/// A point's steady-window and client cells: the window's median tps and CV (dashes when
+/// the series was too short for one), the client's CPU as a share of its threads'
+/// capacity (a dash where it was not measured), and the point's flags (`collapse`,
+/// `unstable`, `client-bound`, marked).
 fn steady_cells(p: &PointResult) -> String {
-    match &p.steady {
-        Some(w) => format!(
-            "<td>{:.1}</td><td>{:.1} %</td><td class=\"l steady-flags\">{}</td>",
-            w.median_tps,
-            w.cv * 100.0,
-            if w.flags.is_empty() {
-                "—".to_string()
-            } else {
-                w.flags
-                    .iter()
-                    .map(|f| format!("<b class=\"failed\">{}</b>", f.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
+    let window = match &p.steady {
+        Some(w) => format!("<td>{:.1}</td><td>{:.1} %</td>", w.median_tps, w.cv * 100.0),
+        None => "<td>—</td><td>—</td>".to_string(),
+    };
+    let client = match &p.client {
+        Some(c) => format!(
+            "<td title=\"{:.2} s CPU{} over {:.2} s, {} of {} cores\">{:.0} %</td>",
+            c.cpu_s,
+            c.wait_s
+                .map(|w| format!(" + {w:.2} s waiting for a CPU"))
+                .unwrap_or_default(),
+            c.wall_s,
+            c.capacity_cores,
+            c.cpus,
+            c.busy_share * 100.0
         ),
-        None => "<td>—</td><td>—</td><td class=\"l steady-flags\">—</td>".to_string(),
-    }
+        None => "<td>—</td>".to_string(),
+    };
+    let flags = p.flags();
+    let flags = if flags.is_empty() {
+        "—".to_string()
+    } else {
+        flags
+            .iter()
+            .map(|f| format!("<b class=\"failed\">{f}</b>"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("{window}{client}<td class=\"l steady-flags\">{flags}</td>")
 }
 
-/// What the steady-window columns mean, below a points table.
-const STEADY_NOTE: &str = "<p><small>steady: the per-interval series with the ramp left out (docs/results.md): its median tps and coefficient of variation; <b>collapse</b> when an interval fell below 10 % of that median, <b>unstable</b> when the CV is above 10 % or the window's last third drifted more than 10 % from its first. A flagged point's tps is an average over a series that did not hold still.</small></p>";
+/// The header cells of [`steady_cells`].
+const STEADY_HEADERS: &str =
+    "<th>steady tps</th><th>steady CV</th><th>client CPU</th><th class=\"l\">flags</th>";
+
+/// What the steady-window and client columns mean, below a points table.
+const STEADY_NOTE: &str = "<p><small>steady: the per-interval series with the ramp left out (docs/results.md): its median tps and coefficient of variation; <b>collapse</b> when an interval fell below 10 % of that median, <b>unstable</b> when the CV is above 10 % or the window's last third drifted more than 10 % from its first. A flagged point's tps is an average over a series that did not hold still. client CPU: the benchmark client's CPU time (plus its main thread's wait for a CPU) over the point's wall time and the cores its threads can use, min(threads, CPUs); <b>client-bound</b> at 90 % or more: the client, not the server, set that point's tps.</small></p>";
 
 fn pgbench_points_table(html: &mut String, r: &RunResults) {
-    html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th><th>steady tps</th><th>steady CV</th><th class=\"l\">steady flags</th><th class=\"l\">status</th></tr>");
+    html.push_str("<h2>Points</h2><table><tr><th class=\"l\">point</th><th>clients</th><th>threads</th><th>tps</th><th>lat avg ms</th><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>failed tx</th>");
+    html.push_str(STEADY_HEADERS);
+    html.push_str("<th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     for p in r.points.iter().filter(|p| p.record() == Record::Pgbench) {
         let s = p.summary.as_ref();
@@ -650,7 +670,9 @@ fn pgbench_points_table(html: &mut String, r: &RunResults) {
 }
 
 fn tpcc_points_table(html: &mut String, r: &RunResults) {
-    html.push_str("<h2>TPC-C points</h2><table class=\"tpcc-points\"><tr><th class=\"l\">point</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95</th><th>max</th><th>ignored errors</th><th>reconnects</th><th>seconds</th><th>steady tps</th><th>steady CV</th><th class=\"l\">steady flags</th><th class=\"l\">status</th></tr>");
+    html.push_str("<h2>TPC-C points</h2><table class=\"tpcc-points\"><tr><th class=\"l\">point</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95</th><th>max</th><th>ignored errors</th><th>reconnects</th><th>seconds</th>");
+    html.push_str(STEADY_HEADERS);
+    html.push_str("<th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     let count = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
     for p in r.points.iter().filter(|p| p.record() == Record::Sysbench) {
@@ -793,10 +815,28 @@ mod tests {
         r.points[0].steady = Some(window(vec![SteadyFlag::Collapse, SteadyFlag::Unstable]));
         r.points[1].steady = Some(window(Vec::new()));
         r.points[2].steady = None;
-        let html = render(&r);
-        assert!(
-            html.contains("<th>steady tps</th><th>steady CV</th><th class=\"l\">steady flags</th>")
+        r.points[3].client = crate::results::client::client_cpu(
+            crate::runner::CpuUse {
+                cpu_s: 9.5,
+                main_thread_wait_s: Some(0.2),
+            },
+            10.0,
+            1,
+            2,
         );
+        r.points[4].client = crate::results::client::client_cpu(
+            crate::runner::CpuUse {
+                cpu_s: 2.0,
+                main_thread_wait_s: None,
+            },
+            10.0,
+            2,
+            2,
+        );
+        let html = render(&r);
+        assert!(html.contains(
+            "<th>steady tps</th><th>steady CV</th><th>client CPU</th><th class=\"l\">flags</th>"
+        ));
         let row = |id: &str| {
             let at = html
                 .find(&format!("<td class=\"l\">{id}</td>"))
@@ -805,12 +845,24 @@ mod tests {
         };
         let flagged = row(&r.points[0].id);
         assert!(
-            flagged.contains("<td>1234.5</td><td>15.3 %</td><td class=\"l steady-flags\"><b class=\"failed\">collapse</b>, <b class=\"failed\">unstable</b></td>"),
+            flagged.contains("<td>1234.5</td><td>15.3 %</td><td>—</td><td class=\"l steady-flags\"><b class=\"failed\">collapse</b>, <b class=\"failed\">unstable</b></td>"),
             "{flagged}"
         );
         assert!(row(&r.points[1].id).contains("<td class=\"l steady-flags\">—</td>"));
         assert!(row(&r.points[2].id)
-            .contains("<td>—</td><td>—</td><td class=\"l steady-flags\">—</td>"));
+            .contains("<td>—</td><td>—</td><td>—</td><td class=\"l steady-flags\">—</td>"));
+        // The client's CPU beside the steady window: 97 % of one core is client-bound,
+        // 10 % of two is not.
+        let bound = row(&r.points[3].id);
+        assert!(
+            bound.contains("over 10.00 s, 1 of 2 cores\">97 %</td>")
+                && bound.contains("<b class=\"failed\">client-bound</b></td>"),
+            "{bound}"
+        );
+        let free = row(&r.points[4].id);
+        assert!(free.contains(">10 %</td>"), "{free}");
+        assert!(!free.contains("client-bound"), "{free}");
         assert!(html.contains("<b>collapse</b> when an interval fell below 10 %"));
+        assert!(html.contains("<b>client-bound</b> at 90 % or more"));
     }
 }

@@ -16,11 +16,14 @@ use crate::sweep::{Limit, SweepPoint};
 use crate::sysbench::SysbenchRun;
 use crate::workload::Record;
 
+pub mod client;
 pub mod steady;
 
-/// 3 added a point's `steady` window; 2 a point's `kind` and `sysbench` (docs/results.md);
-/// version 1 results read as pgbench points, versions 1 and 2 without a steady window.
-pub const RESULTS_SCHEMA_VERSION: u32 = 3;
+/// 4 added a point's `client` (its client's CPU and the `client-bound` flag); 3 a point's
+/// `steady` window; 2 a point's `kind` and `sysbench` (docs/results.md); version 1 results
+/// read as pgbench points, versions 1 and 2 without a steady window, 1 to 3 without the
+/// client's CPU.
+pub const RESULTS_SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -69,6 +72,10 @@ pub struct PointResult {
     /// The series' steady window (schema 3; null for a short series, absent before).
     #[serde(default)]
     pub steady: Option<steady::SteadyWindow>,
+    /// The benchmark client's own CPU over the point and whether it was the limit (schema
+    /// 4; null where the executor could not measure it or the point failed, absent before).
+    #[serde(default)]
+    pub client: Option<client::ClientCpu>,
     /// Server statistics deltas over the point and the WAL it wrote.
     pub stats: Option<StatsDelta>,
     /// OS samples taken once a second while pgbench ran.
@@ -112,6 +119,24 @@ impl PointResult {
             Record::Pgbench => self.latency.as_ref().and_then(|l| l.max_ms),
             Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_max_ms),
         }
+    }
+
+    /// The point's flags: its steady window's (`collapse`, `unstable`) and `client-bound`.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut flags: Vec<&'static str> = self
+            .steady
+            .iter()
+            .flat_map(|w| w.flags.iter().map(|f| f.as_str()))
+            .collect();
+        if self.client_bound() {
+            flags.push(client::CLIENT_BOUND);
+        }
+        flags
+    }
+
+    /// Whether the benchmark client's CPU was the limit of this point.
+    pub fn client_bound(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.bound)
     }
 
     /// Transactions the point completed.
@@ -325,6 +350,8 @@ mod tests {
         assert_eq!(p.kind, WorkloadKind::Pgbench);
         assert_eq!(p.sysbench, None);
         assert_eq!(p.steady, None, "no steady window before schema 3");
+        assert_eq!(p.client, None, "no client CPU before schema 4");
+        assert!(p.flags().is_empty());
         assert_eq!(p.tps(), Some(500.5));
         assert_eq!(p.latency_avg_ms(), Some(8.0));
         assert_eq!(p.transactions(), Some(1000));
@@ -336,5 +363,34 @@ mod tests {
             ..p
         };
         assert_eq!((tpcc.tps(), tpcc.transactions()), (None, None));
+    }
+
+    #[test]
+    fn a_schema_3_point_reads_with_its_steady_flags_and_no_client_cpu() {
+        let mut v: serde_json::Value = serde_json::from_str(V1_POINT).expect("json");
+        v["schema_version"] = 3.into();
+        v["kind"] = "pgbench".into();
+        v["sysbench"] = serde_json::Value::Null;
+        v["steady"] = serde_json::json!({"ramp_intervals": 1, "intervals": 9, "from_s": 1.0,
+            "to_s": 10.0, "median_tps": 500.0, "mean_tps": 498.0, "cv": 0.2,
+            "flags": ["unstable"]});
+        let p: PointResult = serde_json::from_value(v).expect("schema 3 point");
+        assert_eq!(p.client, None);
+        assert_eq!(p.flags(), ["unstable"]);
+        // Written again it is a schema 4 point with the client null.
+        let mut p = p;
+        p.client = client::client_cpu(
+            crate::runner::CpuUse {
+                cpu_s: 1.9,
+                main_thread_wait_s: Some(0.05),
+            },
+            2.0,
+            1,
+            2,
+        );
+        assert_eq!(p.flags(), ["unstable", "client-bound"]);
+        let back: PointResult =
+            serde_json::from_str(&serde_json::to_string(&p).expect("serialises")).expect("reads");
+        assert_eq!(back, p);
     }
 }

@@ -177,6 +177,78 @@ pub struct CommandOutput {
     pub status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
+    /// The CPU the command used, where its executor could measure it.
+    pub cpu: Option<CpuUse>,
+}
+
+/// The CPU a finished command used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuUse {
+    /// User plus system CPU seconds of the command's process, every thread of it (a plain
+    /// process: /proc/<pid>/stat read as it exits; a transient unit: its control group's
+    /// `CPUUsageNSec`).
+    pub cpu_s: f64,
+    /// Seconds the process's main thread was ready to run but waited on a run queue for a
+    /// CPU (/proc/<pid>/schedstat); none where it cannot be read (a transient unit).
+    pub main_thread_wait_s: Option<f64>,
+}
+
+/// /proc's clock ticks per second: USER_HZ, which the kernel converts its own tick rate to
+/// and which is 100 on every architecture the appliance runs on (x86_64, aarch64).
+const USER_HZ: f64 = 100.0;
+
+/// The user and system CPU time of /proc/<pid>/stat, in clock ticks: fields 14 and 15,
+/// counted after the command name, which is in parentheses and may hold spaces and
+/// parentheses itself (so the fields start after the last `)`).
+pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (the state).
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// /proc/<pid>/schedstat: nanoseconds the thread ran on a CPU and nanoseconds it waited on
+/// a run queue (the third field, its time slices, is not needed).
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut fields = text.split_whitespace();
+    let ran = fields.next()?.parse().ok()?;
+    let waited = fields.next()?.parse().ok()?;
+    Some((ran, waited))
+}
+
+/// The CPU use of process `pid`, read from /proc: whole once it has exited and is not yet
+/// reaped (a zombie's stat holds every thread's time, those of the threads that ended
+/// before it included).
+fn read_cpu_use(pid: u32) -> Option<CpuUse> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let wait = std::fs::read_to_string(format!("/proc/{pid}/schedstat"))
+        .ok()
+        .and_then(|t| parse_schedstat(&t));
+    Some(CpuUse {
+        cpu_s: parse_stat_cpu_ticks(&stat)? as f64 / USER_HZ,
+        main_thread_wait_s: wait.map(|(_, waited)| waited as f64 / 1e9),
+    })
+}
+
+/// Waits until child `pid` has exited without reaping it (`waitid` with `WNOWAIT`), reads
+/// its CPU use while it is a zombie, and leaves the reaping to tokio's `Child::wait`.
+async fn cpu_at_exit(pid: u32) -> Option<CpuUse> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    tokio::task::spawn_blocking(move || {
+        let pid_t = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
+        loop {
+            match waitid(Id::Pid(pid_t), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+                Ok(_) => return read_cpu_use(pid),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return None,
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 impl CommandOutput {
@@ -338,19 +410,29 @@ async fn run_local(spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
         }
         s
     };
+    let pid = child.id();
+    let exited = async {
+        // Read before the child is reaped: a reaped process's CPU time is gone from /proc.
+        let cpu = match pid {
+            Some(pid) => cpu_at_exit(pid).await,
+            None => None,
+        };
+        (cpu, child.wait().await)
+    };
     let wait = async {
-        let (stdout, stderr, status) = tokio::join!(read_out, read_err, child.wait());
-        (stdout, stderr, status)
+        let (stdout, stderr, (cpu, status)) = tokio::join!(read_out, read_err, exited);
+        (stdout, stderr, status, cpu)
     };
     let result = match spec.timeout {
         Some(t) => tokio::time::timeout(t, wait).await.ok(),
         None => Some(wait.await),
     };
-    let Some((stdout, stderr, status)) = result else {
+    let Some((stdout, stderr, status, cpu)) = result else {
         return Ok(CommandOutput {
             status: ExitStatus::TimedOut,
             stdout: String::new(),
             stderr: String::new(),
+            cpu: None,
         });
     };
     let status = status.map_err(|source| CommandError::Spawn {
@@ -367,6 +449,7 @@ async fn run_local(spec: &CommandSpec) -> Result<CommandOutput, CommandError> {
         status,
         stdout,
         stderr,
+        cpu,
     })
 }
 
@@ -442,6 +525,49 @@ mod tests {
             .expect_err("refused");
         assert!(err.to_string().contains("symbolic link"), "{err}");
         assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep me\n");
+    }
+
+    #[test]
+    fn cpu_time_is_read_after_the_command_name_whatever_it_holds() {
+        let fixture = |f: &str| {
+            std::fs::read_to_string(format!(
+                "{}/tests/fixtures/proc/{f}",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .expect("fixture")
+        };
+        assert_eq!(
+            parse_stat_cpu_ticks(&fixture("rustc.stat")),
+            Some(662 + 132)
+        );
+        assert_eq!(
+            parse_stat_cpu_ticks(&fixture("parenthesised-name.stat")),
+            Some(0)
+        );
+        assert_eq!(
+            parse_schedstat(&fixture("rustc.schedstat")),
+            Some((11_940_619, 13_812_308))
+        );
+        assert_eq!(parse_stat_cpu_ticks("13694 (rustc) S 7688"), None);
+        assert_eq!(parse_stat_cpu_ticks("no name here"), None);
+        assert_eq!(parse_schedstat("12"), None);
+    }
+
+    #[test]
+    fn a_plain_command_reports_the_cpu_it_used() {
+        // Busy in the shell itself: CPU time of its own, whatever else the machine runs.
+        let busy = CommandSpec::new("sh")
+            .arg("-c")
+            .arg("i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done");
+        let out = rt().block_on(Runner::local().run(&busy)).expect("runs");
+        let cpu = out.cpu.expect("measured");
+        assert!(cpu.cpu_s > 0.0, "{cpu:?}");
+        assert!(cpu.main_thread_wait_s.is_some(), "{cpu:?}");
+        // Asleep: next to no CPU.
+        let idle = CommandSpec::new("sleep").arg("0.3");
+        let out = rt().block_on(Runner::local().run(&idle)).expect("runs");
+        let cpu = out.cpu.expect("measured");
+        assert!(cpu.cpu_s < 0.05, "{cpu:?}");
     }
 
     #[test]

@@ -156,6 +156,7 @@ fn point_result(p: &SyntheticPoint, index: usize, started_at: &str) -> PointResu
             })
             .collect(),
         steady: None,
+        client: None,
         stats: None,
         os: None,
     };

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Host-side checks of what a guest scenario left in its share's out/ directory.
 
-    check.py nspawn OUT
+    check.py nspawn OUT DIR                 (DIR: the scenario's directory, its nspawn-exits)
     check.py vm-boot OUT COLLECTED_DIR
     check.py vm-reset OUT COLLECTED_DIR RESET_AT_FILE
     check.py vm-refuse OUT NVME0_IMAGE
@@ -196,6 +196,64 @@ def tuning_in_effect_checks(results):
        "tuning in effect: XFS data volume mounted noatime", str(vol))
     ok((tie.get("tuned") or {}).get("active_profile") == "postgresql" and tie.get("transparent_hugepage") == "never",
        "tuning in effect: tuned profile and THP recorded", str(tie)[:400])
+
+
+def every_boot_journal(out):
+    """The daemon's journal entries of every boot (the hook's daemon-every-boot.json), each
+    as (boot id, message)."""
+    entries = []
+    for line in read(out, "daemon-every-boot.json").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        msg = entry.get("MESSAGE", "")
+        if isinstance(msg, list):
+            msg = bytes(msg).decode("utf-8", "replace")
+        entries.append((entry.get("_BOOT_ID", ""), re.sub(r"\x1b\[[0-9;]*m", "", msg)))
+    return entries
+
+
+def between_rounds_reboot_checks(out, d, results):
+    """The nspawn plan's select-only workload ran in 3 rounds with a reboot before rounds 2
+    and 3: every round's points once, each round in a boot of its own (the daemon's journal
+    messages of every boot, with their boot ids), the harness booting the container again
+    after each reboot."""
+    exits = read(d, "nspawn-exits").split()
+    ok(exits == ["133", "133", "0"],
+       "the container rebooted twice (systemd-nspawn exit status 133) and powered off after the third boot",
+       str(exits))
+    boot_ids = [l.strip().replace("-", "") for l in read(out, "boots").splitlines() if l.strip()]
+    ok(len(boot_ids) == 3 and len(set(boot_ids)) == 3, "three boots, each with its own boot id", str(boot_ids))
+    ro = [p for p in results["points"] if p["workload"] == "ro"]
+    keys = sorted((p["clients"], p["repeat"]) for p in ro)
+    ok(keys == [(c, r) for c in (2, 8) for r in (1, 2, 3)],
+       "every round's select-only points, each once", str(keys))
+    # The boot each point was measured in, from the daemon's "point done" messages.
+    done_in = {}
+    reboots = []
+    for boot, msg in every_boot_journal(out):
+        m = re.search(r"point done point=(\S+)", msg)
+        if m:
+            done_in.setdefault(m.group(1), []).append(boot)
+        m = re.search(r"rebooting between rounds round=(\d+)", msg)
+        if m:
+            reboots.append((int(m.group(1)), boot))
+    ok(all(len(done_in.get(p["id"], [])) == 1 for p in ro),
+       "the journal records each select-only point done once",
+       str({p["id"]: done_in.get(p["id"]) for p in ro}))
+    round_boots = {}
+    for p in ro:
+        round_boots.setdefault(p["repeat"], set()).update(done_in.get(p["id"], []))
+    ok(len(boot_ids) == 3 and all(round_boots.get(r) == {boot_ids[r - 1]} for r in (1, 2, 3)),
+       "each round measured in a boot of its own, rounds 1, 2, 3 in boots 1, 2, 3",
+       str(round_boots) + " " + str(boot_ids))
+    ok([r for r, _ in reboots] == [2, 3]
+       and [b for _, b in reboots] == [next(iter(round_boots.get(r, {""}))) for r in (1, 2)],
+       "the daemon asked for a reboot before rounds 2 and 3, each from the boot of the round before",
+       str(reboots))
+    sweep = state(out).get("state", {}).get("sweep", {})
+    ok(sweep.get("prepared_round") == 3, "the journal: round 3 prepared (its reboot done)", json.dumps(sweep))
 
 
 def boots(out):
@@ -513,17 +571,28 @@ def main():
     kind, out = sys.argv[1], sys.argv[2]
     print(f"checks for {kind}:")
     if kind == "nspawn":
-        results = completed_run(out, 6)
+        results = completed_run(out, 10)
         if results is not None:
+            between_rounds_reboot_checks(out, sys.argv[3], results)
+            # The client's CPU comes from the command unit's CPUUsageNSec: null where the
+            # container's systemd has no CPU accounting (a cgroup v1 host), else measured.
+            clients = [p.get("client", "absent") for p in results["points"]]
+            ok(results.get("schema_version") == 4
+               and all(c is None or (c["cpu_s"] >= 0 and c["wait_s"] is None) for c in clients),
+               "every point has its client CPU, measured or null (schema 4)", json.dumps(clients)[:400])
             tpcc = [p for p in results["points"] if p.get("kind") == "sysbench-tpcc"]
             ok(len(tpcc) == 1 and tpcc[0]["sysbench"]["threads"] == 2
                and len(tpcc[0]["sysbench"]["series"]) >= 2,
                "the sysbench-tpcc point ran under systemd with its per-second series",
                json.dumps(tpcc)[:600])
-            log = daemon_log(out)
+            # Every boot's messages: the sweep ran over three boots.
+            log = "\n".join(msg for _, msg in every_boot_journal(out))
             ok("sysbench-tpcc dataset ready" in log, "the sysbench-tpcc dataset was prepared", log[-800:])
-            ok(log.count("restoring the data directory") == 2,
-               "the data directory was restored from the snapshot before the 2nd and 3rd workloads",
+            # restore = "each-workload": before a workload's points when another workload ran
+            # on the data since: ro and tpcc in round 1, ro again in round 2 (after tpcc),
+            # not in round 3 (after ro itself).
+            ok(log.count("restoring the data directory") == 3,
+               "the data directory was restored from the snapshot before round 1's 2nd and 3rd workloads and round 2's",
                str(log.count("restoring the data directory")))
     elif kind == "vm-boot":
         results = completed_run(out, 4, sys.argv[3])

@@ -11,6 +11,9 @@ mkdir -p "$out"
 say() { echo "pga-hook: $*" > /dev/console 2>/dev/null || true; echo "$*" >> "$out/hook.log"; }
 
 echo "$(cat /proc/sys/kernel/random/boot_id)" >> "$out/boots"
+# A persistent journal: the daemon's messages of every boot stay, each with its boot id (a
+# reboot between rounds is checked from them). The guest's root is a throwaway overlay.
+mkdir -p /var/log/journal && journalctl --flush > /dev/null 2>&1
 # The object store on the host is reachable through qemu's guestfwd once the NIC has its
 # user-networking address (restrict=on: nothing else is).
 if [ -f "$share/guest-address" ]; then
@@ -104,6 +107,7 @@ say "outcome: $outcome"
 systemctl status --no-pager pgapplianced.service > "$out/systemctl-status.txt" 2>&1
 systemctl show pgapplianced.service > "$out/systemctl-show.txt" 2>&1
 journalctl --no-pager -b -u pgapplianced.service > "$out/daemon-$(date +%s).log" 2>&1
+journalctl --no-pager -u pgapplianced.service -o json > "$out/daemon-every-boot.json" 2>&1
 journalctl --no-pager -b -u 'pga-cmd-*' -o cat > "$out/command-units.log" 2>&1
 journalctl --no-pager -b > "$out/journal-$(date +%s).txt" 2>&1
 rm -rf "$out/var-lib"; mkdir -p "$out/var-lib"

@@ -45,6 +45,9 @@ pub struct PointComparison {
     pub baseline_checksums: String,
     pub clients: u32,
     pub stats: Comparison,
+    /// A repeat on either side was `client-bound`: the verdict is the benchmark client's,
+    /// not a difference of the server.
+    pub client_bound: bool,
 }
 
 /// A machine's comparisons at a workload over its client counts: the geometric mean of
@@ -55,18 +58,35 @@ pub struct Aggregate {
     pub against: Against,
     /// Client counts compared, in order, with their comparison.
     pub points: Vec<(u32, Comparison)>,
-    /// The geometric mean of the points with an interval; none when every point is one
-    /// sample.
+    /// The client counts where a repeat on either side was `client-bound`: named on their
+    /// own, never folded into the mean.
+    pub client_bound: BTreeSet<u32>,
+    /// The geometric mean of the points with an interval that are not client-bound; none
+    /// when there is no such point.
     pub mean: Option<GeometricMean>,
 }
 
 impl Aggregate {
-    fn new(machine: &str, against: Against, points: Vec<(u32, Comparison)>, t: f64) -> Aggregate {
-        let mean = stats::geometric_mean(&points.iter().map(|p| &p.1).collect::<Vec<_>>(), t);
+    fn new(
+        machine: &str,
+        against: Against,
+        points: Vec<(u32, Comparison)>,
+        client_bound: BTreeSet<u32>,
+        t: f64,
+    ) -> Aggregate {
+        let mean = stats::geometric_mean(
+            &points
+                .iter()
+                .filter(|p| !client_bound.contains(&p.0))
+                .map(|p| &p.1)
+                .collect::<Vec<_>>(),
+            t,
+        );
         Aggregate {
             machine: machine.to_string(),
             against,
             points,
+            client_bound,
             mean,
         }
     }
@@ -75,7 +95,7 @@ impl Aggregate {
     pub(super) fn counted(&self) -> Vec<u32> {
         self.points
             .iter()
-            .filter(|p| p.1.ci.is_some())
+            .filter(|p| p.1.ci.is_some() && !self.client_bound.contains(&p.0))
             .map(|p| p.0)
             .collect()
     }
@@ -106,6 +126,9 @@ pub struct FindingRow {
     /// tps per dollar-hour against the baseline's: the tps change and its interval scaled
     /// by the price ratio, in percent.
     pub per_dollar_vs_baseline: Option<(f64, Option<(f64, f64)>)>,
+    /// A repeat of this machine at this client count (either checksum state) was
+    /// `client-bound`.
+    pub client_bound: bool,
 }
 
 /// The finding for one workload: a table by client (thread) count and machine, what each
@@ -160,6 +183,7 @@ pub fn findings(
                     continue;
                 };
                 let Some(row) = primary(states) else { continue };
+                let client_bound = states.iter().any(|r| r.client_bound > 0);
                 let on = states.iter().find(|r| r.checksums == "on");
                 let off = states.iter().find(|r| r.checksums == "off");
                 let checksums_on = match (on, off) {
@@ -197,10 +221,17 @@ pub fn findings(
                     hourly_price_usd: row.hourly_price_usd,
                     tps_per_dollar_hour: row.tps_per_dollar_hour(),
                     per_dollar_vs_baseline: per_dollar,
+                    client_bound,
                 });
             }
         }
+        let base_bound = |c: u32| {
+            table
+                .iter()
+                .any(|r| r.machine == *base_label && r.clients == c && r.client_bound)
+        };
         let aggregate = |m: &str, against: Against| {
+            let mut bound = BTreeSet::new();
             let points: Vec<(u32, Comparison)> = table
                 .iter()
                 .filter(|r| r.machine == m)
@@ -209,10 +240,14 @@ pub fn findings(
                         Against::Baseline => r.vs_baseline.clone(),
                         Against::ChecksumsOff => r.checksums_on.clone(),
                     };
-                    Some((r.clients, c?))
+                    let c = c?;
+                    if r.client_bound || (against == Against::Baseline && base_bound(r.clients)) {
+                        bound.insert(r.clients);
+                    }
+                    Some((r.clients, c))
                 })
                 .collect();
-            (!points.is_empty()).then(|| Aggregate::new(m, against, points, t))
+            (!points.is_empty()).then(|| Aggregate::new(m, against, points, bound, t))
         };
         let mut versus = Vec::new();
         let mut unmatched = Vec::new();
@@ -275,6 +310,7 @@ pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Ve
                         baseline_checksums: b.checksums.clone(),
                         clients: r.clients,
                         stats: c,
+                        client_bound: r.client_bound > 0 || b.client_bound > 0,
                     });
                 }
             }
@@ -299,6 +335,7 @@ pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Ve
                         baseline_checksums: "off".into(),
                         clients: r.clients,
                         stats: c,
+                        client_bound: r.client_bound > 0 || off.client_bound > 0,
                     });
                 }
             }
@@ -325,8 +362,8 @@ pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Ve
     out
 }
 
-/// The version of `findings.json`'s layout (docs/results.md).
-pub const FINDINGS_SCHEMA_VERSION: u32 = 1;
+/// The version of `findings.json`'s layout (docs/results.md): 2 added `client_bound`.
+pub const FINDINGS_SCHEMA_VERSION: u32 = 2;
 
 /// One entry of `findings.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -356,6 +393,10 @@ pub struct FindingEntry {
     pub verdict: Verdict,
     /// One sample: the repeats a side the other side's noise suggests (51 for "more than 50").
     pub repeats_suggested: Option<u32>,
+    /// A point with a `client-bound` repeat on either side: its verdict is the benchmark
+    /// client's, not the server's (always false for a geometric mean, which leaves such
+    /// points out).
+    pub client_bound: bool,
 }
 
 #[derive(Serialize)]
@@ -400,6 +441,7 @@ pub fn findings_json(
             cliffs_delta: p.stats.cliffs_delta,
             verdict: p.stats.verdict,
             repeats_suggested: p.stats.repeats_suggested,
+            client_bound: p.client_bound,
         })
         .collect();
     if !runs.is_empty() {
@@ -441,6 +483,7 @@ pub fn findings_json(
                     cliffs_delta: None,
                     verdict: m.verdict,
                     repeats_suggested: None,
+                    client_bound: false,
                 });
             }
         }

@@ -339,6 +339,7 @@ mod tests {
                 ignored_errors: None,
                 reconnects: None,
                 tps_series: Vec::new(),
+                client_bound: false,
             }],
             failed_points: 0,
             machine_identity: identity.into(),

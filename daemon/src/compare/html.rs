@@ -103,6 +103,16 @@ fn change_cell(c: Option<&Comparison>) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
+/// After a verdict, on a row of which a repeat was `client-bound`: the benchmark client, not
+/// the server, set that tps.
+fn client_bound_mark(bound: bool) -> String {
+    if bound {
+        " <b class=\"client-bound\" title=\"the benchmark client's CPU, not the server, set this tps (docs/results.md)\">client-bound</b>".to_string()
+    } else {
+        String::new()
+    }
+}
+
 /// A comparison's verdict cell, with the repeats behind it and, for one sample, the
 /// repeats the other side's noise suggests.
 fn verdict_cell(c: Option<&Comparison>) -> String {
@@ -207,7 +217,7 @@ fn finding_section(h: &mut String, findings: &[WorkloadFinding], base: &str) {
                 r.samples,
                 r.tps,
                 if is_base { "baseline".into() } else { change_cell(r.vs_baseline.as_ref()) },
-                if is_base { String::new() } else { verdict_cell(r.vs_baseline.as_ref()) },
+                if is_base { client_bound_mark(r.client_bound) } else { verdict_cell(r.vs_baseline.as_ref()) + &client_bound_mark(r.client_bound) },
                 change_cell(r.checksums_on.as_ref()),
                 verdict_cell(r.checksums_on.as_ref()),
                 if r.hourly_price_usd > 0.0 { format!("{:.4}", r.hourly_price_usd) } else { "—".into() },

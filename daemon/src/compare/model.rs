@@ -41,6 +41,9 @@ pub struct DigestPoint {
     /// pgbench, whose series stay on the run's own page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tps_series: Vec<(f64, f64)>,
+    /// The benchmark client's CPU was the limit (results schema 4; false before).
+    #[serde(default)]
+    pub client_bound: bool,
 }
 
 /// A tps series averaged down to at most `max` samples: consecutive samples are merged in
@@ -174,6 +177,7 @@ impl RunDigest {
                     } else {
                         Vec::new()
                     },
+                    client_bound: p.client_bound(),
                 })
             })
             .collect();
@@ -226,6 +230,8 @@ pub struct Row {
     pub ignored_errors: Option<u64>,
     pub reconnects: Option<u64>,
     pub tps_series: Vec<Vec<(f64, f64)>>,
+    /// Repeats whose benchmark client's CPU was the limit (`client-bound`).
+    pub client_bound: usize,
 }
 
 /// Where a row stands in the comparison: workload, kind, checksum state, clients.
@@ -325,6 +331,7 @@ pub fn rows(runs: &[RunDigest]) -> Vec<Row> {
                     .filter(|p| !p.tps_series.is_empty())
                     .map(|p| p.tps_series.clone())
                     .collect(),
+                client_bound: points.iter().filter(|p| p.client_bound).count(),
             });
         }
     }

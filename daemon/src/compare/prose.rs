@@ -108,11 +108,17 @@ fn verdict_clause(v: Verdict, kind: WorkloadKind, other: &str, t: f64) -> String
     }
 }
 
+/// What a client-bound count is called in a sentence, and why it says no more.
+const CLIENT_BOUND_WORDS: &str = "client-bound";
+const CLIENT_BOUND_WHY: &str =
+    "the benchmark client's CPU, not the server, set the tps there: no server difference";
+
 /// The client counts whose own verdict is not the aggregate's (every count when there is no
 /// mean), named with theirs: `inconclusive at 250 clients (+3.0 % (−4.1 … +10.6))`,
 /// `one sample at 1000 clients (+5.0 %, no interval, about 4 repeats a side would do)`; a
 /// change that prints as 0.0 % in words (`as fast (−4.1 … +4.0)`: the sentence has named
-/// what it is against).
+/// what it is against). A client-bound count is named as that, whatever its verdict:
+/// `client-bound at 500 clients (+30.1 % (+22.0 … +38.9); the benchmark client's CPU, …)`.
 fn exceptions(a: &Aggregate, kind: WorkloadKind) -> Vec<String> {
     let mine = a.verdict();
     let same = match a.against {
@@ -121,7 +127,9 @@ fn exceptions(a: &Aggregate, kind: WorkloadKind) -> Vec<String> {
     };
     let mut by: BTreeMap<&str, Vec<&(u32, Comparison)>> = BTreeMap::new();
     for p in &a.points {
-        if p.1.verdict != mine || a.mean.is_none() {
+        if a.client_bound.contains(&p.0) {
+            by.entry(CLIENT_BOUND_WORDS).or_default().push(p);
+        } else if p.1.verdict != mine || a.mean.is_none() {
             by.entry(p.1.verdict.as_str()).or_default().push(p);
         }
     }
@@ -141,7 +149,9 @@ fn exceptions(a: &Aggregate, kind: WorkloadKind) -> Vec<String> {
                 at_counts(kind, &counts),
                 figures.join("; ")
             );
-            if verdict == Verdict::OneSample.as_str() {
+            if verdict == CLIENT_BOUND_WORDS {
+                let _ = write!(s, "; {CLIENT_BOUND_WHY}");
+            } else if verdict == Verdict::OneSample.as_str() {
                 s.push_str(", no interval");
                 if let Some(n) = points.iter().filter_map(|p| p.1.repeats_suggested).max() {
                     let _ = write!(s, "; {} repeats a side would do", repeats_text(n));

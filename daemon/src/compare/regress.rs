@@ -32,12 +32,15 @@ pub struct Regression {
     pub tps_moved: bool,
     /// Latency p99: its figure alone rose past +T (confirmed or not).
     pub p99_moved: bool,
+    /// A repeat on either side was `client-bound`: the benchmark client, not the server,
+    /// set its tps, so no verdict there confirms a regression of the server.
+    pub client_bound: bool,
 }
 
 impl Regression {
     /// The verdicts say it regressed (what `--fail-on-regression` counts).
     pub fn confirmed(&self) -> bool {
-        self.tps_fell || self.p99_rose
+        (self.tps_fell || self.p99_rose) && !self.client_bound
     }
 
     pub fn tps_change_pct(&self) -> f64 {
@@ -45,8 +48,9 @@ impl Regression {
     }
 }
 
-/// A regression as one line for stdout: `regressed:` when its verdicts say so, else
-/// `unconfirmed:`; leading with what regressed (or, unconfirmed, what moved past the
+/// A regression as one line for stdout: `regressed:` when its verdicts say so,
+/// `client-bound:` when a repeat on either side was (the client, not the server, was
+/// measured), else `unconfirmed:`; leading with what regressed (or, unconfirmed, what moved past the
 /// threshold): `tps −10.0 % (−14.1 … −5.2) slower`, `latency p99 +25.0 % (+22.0 … +28.1)
 /// higher`, or both; then where; then the other figure for context (pure).
 pub fn regression_line(r: &Regression) -> String {
@@ -86,6 +90,8 @@ pub fn regression_line(r: &Regression) -> String {
         "{}: {}: {} {}{} at {} {}{}",
         if r.confirmed() {
             "regressed"
+        } else if r.client_bound {
+            "client-bound"
         } else {
             "unconfirmed"
         },
@@ -141,6 +147,7 @@ pub fn regressions(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<Regr
                 p99_rose,
                 tps_moved,
                 p99_moved,
+                client_bound: r.client_bound > 0 || b.client_bound > 0,
             })
         })
         .collect();

@@ -25,6 +25,7 @@ fn point(workload: &str, checksums: &str, clients: u32, tps: f64, p99: f64) -> D
         ignored_errors: None,
         reconnects: None,
         tps_series: Vec::new(),
+        client_bound: false,
     }
 }
 
@@ -47,6 +48,7 @@ fn tpcc(workload: &str, threads: u32, tps: f64, p95: f64) -> DigestPoint {
         ignored_errors: Some(100),
         reconnects: Some(0),
         tps_series: (1..=3600).map(|s| (f64::from(s), tps)).collect::<Vec<_>>(),
+        client_bound: false,
     }
 }
 
@@ -440,6 +442,99 @@ fn a_one_sample_count_is_named_beside_the_mean_of_the_others() {
 }
 
 #[test]
+fn a_client_bound_count_is_named_as_such_never_folded_into_the_machines_difference() {
+    let points = |speed: f64, bound_at_250: bool| {
+        let mut p = repeated(
+            [10u32, 100]
+                .iter()
+                .map(|&c| point("rw", "", c, 1000.0 * speed * f64::from(c).ln(), 1.0))
+                .collect(),
+        );
+        // At 250 clients b is 30 % faster, but b's client was at its CPU's limit in a
+        // repeat: b's client, not b's server, set that tps.
+        let mut top = repeated(vec![point("rw", "", 250, 5000.0 * speed.powf(1.44), 1.0)]);
+        top[1].client_bound = bound_at_250;
+        p.extend(top);
+        p
+    };
+    let runs = vec![
+        run("a", "r-01", 0.0, points(1.0, false)),
+        run("b", "r-02", 0.0, points(1.2, true)),
+    ];
+    let rows = rows(&runs);
+    assert_eq!(
+        rows.iter().map(|r| r.client_bound).collect::<Vec<_>>(),
+        [0, 0, 0, 0, 0, 1],
+        "one repeat of b at 250 clients"
+    );
+    let f = findings(&runs, &rows, 0, 5.0);
+    let s = &f[0].sentence;
+    assert!(
+        s.starts_with("rw: b is faster than a: +20.0 % (")
+            && s.contains(") by the geometric mean over 2 client counts (10, 100); client-bound at 250 clients (+30.0 % (")
+            && s.ends_with("; the benchmark client's CPU, not the server, set the tps there: no server difference)."),
+        "{s}"
+    );
+    assert_eq!(f[0].versus[0].mean.as_ref().map(|m| m.count), Some(2));
+    assert_eq!(
+        f[0].versus[0]
+            .client_bound
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        [250]
+    );
+    let marked: Vec<(u32, &str, bool)> = f[0]
+        .rows
+        .iter()
+        .map(|r| (r.clients, r.machine.as_str(), r.client_bound))
+        .collect();
+    assert!(marked.contains(&(250, "b", true)) && marked.contains(&(250, "a", false)));
+    // findings.json says which point comparison is the client's.
+    let json: serde_json::Value =
+        serde_json::from_str(&findings_json(&runs, &rows, 0, 5.0)).expect("json");
+    let bound: Vec<(u64, bool)> = json["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|e| e["scope"] == "point")
+        .map(|e| {
+            (
+                e["clients"].as_u64().unwrap_or(0),
+                e["client_bound"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(bound, [(10, false), (100, false), (250, true)]);
+    // The baseline's client at its limit counts the same: a is client-bound at 250, b is
+    // slower there by its verdict, and no regression is confirmed.
+    let mut slow = points(1.2, false);
+    for p in slow.iter_mut().filter(|p| p.clients == 250) {
+        p.tps *= 0.7;
+    }
+    let runs = vec![
+        run("a", "r-01", 0.0, points(1.2, true)),
+        run("b", "r-02", 0.0, slow),
+    ];
+    let rows = super::model::rows(&runs);
+    let list = regressions(&rows, "a", 5.0);
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert!(list[0].tps_fell && list[0].client_bound && !list[0].confirmed());
+    assert!(
+        regression_line(&list[0]).starts_with("client-bound: tps \u{2212}30.0 % ("),
+        "{}",
+        regression_line(&list[0])
+    );
+    let f = findings(&runs, &rows, 0, 5.0);
+    assert!(
+        f[0].sentence
+            .contains("client-bound at 250 clients (\u{2212}30.0 % ("),
+        "{}",
+        f[0].sentence
+    );
+}
+
+#[test]
 fn with_many_machines_the_sentence_groups_them_by_verdict() {
     let runs: Vec<RunDigest> = (0..6)
         .map(|i| {
@@ -672,7 +767,7 @@ fn a_large_difference_is_faster_at_every_client_count_and_in_findings_json() {
     );
     let json: serde_json::Value =
         serde_json::from_str(&findings_json(&runs, &rows, 0, 5.0)).expect("json");
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], 2);
     assert_eq!(json["threshold_pct"], 5.0);
     let entries = json["findings"].as_array().expect("findings");
     assert_eq!(entries.len(), 8, "7 points and their geometric mean");

@@ -366,6 +366,7 @@ pub async fn measure_point(
     }
     let cluster = cx.server()?.clone();
     let bin = cluster.bin.clone();
+    let cpus = cx.inventory()?.cpu.cpus;
     let db = p.database(&cx.plan);
     let socket_dir = cluster.socket_dir();
     let connect = || Session::connect(&socket_dir, cluster.port, SUPERUSER, &db);
@@ -392,9 +393,9 @@ pub async fn measure_point(
         };
         stats::delta(&before, &after, wal)
     };
-    let command_error = match exec {
-        Ok(_) => None,
-        Err(e @ CommandError::Failed { .. }) => Some(e.to_string()),
+    let (command_error, cpu) = match exec {
+        Ok(out) => (None, out.cpu),
+        Err(e @ CommandError::Failed { .. }) => (Some(e.to_string()), None),
         Err(e) => return Err(e.into()),
     };
     let out_text = std::fs::read_to_string(&stdout).unwrap_or_default();
@@ -435,6 +436,10 @@ pub async fn measure_point(
         sysbench,
         latency,
         steady: crate::results::steady::steady_window(&tps_series),
+        // Over a failed point the client's CPU says nothing about the server.
+        client: cpu
+            .filter(|_| status == PointStatus::Ok)
+            .and_then(|cpu| crate::results::client::client_cpu(cpu, wall_s, p.threads, cpus)),
         tps_series,
         stats: Some(stats),
         os,

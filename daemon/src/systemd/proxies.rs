@@ -81,6 +81,10 @@ pub trait Service {
     fn exec_main_status(&self) -> zbus::Result<i32>;
     #[zbus(property)]
     fn result(&self) -> zbus::Result<String>;
+    /// The unit's CPU time in nanoseconds (`CPUAccounting=yes`; kept after its processes
+    /// exit); `u64::MAX` when systemd has no figure.
+    #[zbus(property, name = "CPUUsageNSec")]
+    fn cpu_usage_nsec(&self) -> zbus::Result<u64>;
 }
 
 #[zbus::proxy(

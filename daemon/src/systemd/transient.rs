@@ -16,7 +16,9 @@ use anyhow::Context;
 use zbus::zvariant::Value;
 
 use super::{ServiceProxy, Systemd};
-use crate::runner::{CommandError, CommandOutput, CommandSpec, ExecFuture, Executor, ExitStatus};
+use crate::runner::{
+    CommandError, CommandOutput, CommandSpec, CpuUse, ExecFuture, Executor, ExitStatus,
+};
 
 /// Prefix of every transient unit the daemon starts.
 pub const UNIT_PREFIX: &str = "pga-cmd-";
@@ -80,6 +82,9 @@ pub fn unit_properties(
         ("RemainAfterExit", Prop::Bool(true)),
         ("ExecStart", Prop::Exec(program.to_string(), argv)),
         ("StandardInput", Prop::Str("null".into())),
+        // The command's CPU time, read back before the unit is stopped (the client CPU of
+        // a benchmark point, docs/results.md).
+        ("CPUAccounting", Prop::Bool(true)),
         (
             "StandardOutputFile",
             Prop::Str(stdout.display().to_string()),
@@ -287,7 +292,7 @@ impl SystemdExecutor {
             })
             .await
             .map_err(spawn_err)?;
-        let (code, status, result) = self.main_status(&name).await.map_err(spawn_err)?;
+        let (code, status, result, cpu_ns) = self.main_status(&name).await.map_err(spawn_err)?;
         // Leave nothing behind: stop the exited unit or clear the failed one.
         if result == "success" {
             if let Err(e) = self.systemd.stop_unit(&name).await {
@@ -320,10 +325,16 @@ impl SystemdExecutor {
             status: exit,
             stdout: out,
             stderr: err,
+            cpu: cpu_ns.map(|ns| CpuUse {
+                cpu_s: ns as f64 / 1e9,
+                main_thread_wait_s: None,
+            }),
         })
     }
 
-    async fn main_status(&self, unit: &str) -> anyhow::Result<(i32, i32, String)> {
+    /// `ExecMainCode`, `ExecMainStatus`, `Result` and the CPU time (none when systemd has
+    /// no figure or cannot say) of an ended unit.
+    async fn main_status(&self, unit: &str) -> anyhow::Result<(i32, i32, String, Option<u64>)> {
         let path = self.systemd.unit_path(unit).await?;
         let svc = ServiceProxy::builder(self.systemd.connection())
             .path(path)?
@@ -336,6 +347,7 @@ impl SystemdExecutor {
                 .await
                 .context("reading ExecMainStatus")?,
             svc.result().await.context("reading Result")?,
+            svc.cpu_usage_nsec().await.ok().filter(|ns| *ns != u64::MAX),
         ))
     }
 }
@@ -395,6 +407,7 @@ mod tests {
             ))
         );
         assert_eq!(get("Type"), Some(Prop::Str("oneshot".into())));
+        assert_eq!(get("CPUAccounting"), Some(Prop::Bool(true)));
         assert_eq!(get("User"), Some(Prop::Str("postgres".into())));
         assert_eq!(get("LimitNOFILE"), Some(Prop::U64(4096)));
         assert_eq!(get("LimitNOFILESoft"), Some(Prop::U64(4096)));
