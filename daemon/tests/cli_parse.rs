@@ -481,3 +481,24 @@ fn a_closed_stderr_loses_the_log_lines_not_the_command() {
     let (code, _) = daemon_with_closed_stderr(&["status", "--workdir", "/nonexistent/work"]);
     assert_eq!(code, 1);
 }
+
+#[test]
+fn upload_is_refused_while_a_daemon_holds_the_work_directory() {
+    // It uploaded beside the daemon's own upload, both writing the upload journal.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("state.json"), "{}").expect("journal");
+    let lock = std::fs::File::create(dir.path().join("lock")).expect("lock file");
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("the daemon's lock");
+    let (code, _, stderr) = daemon(&["upload", "--workdir", &dir.path().display().to_string()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "another pgapplianced (pid {}) is working in {}",
+            std::process::id(),
+            dir.path().display()
+        )),
+        "{stderr}"
+    );
+}
