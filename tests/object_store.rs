@@ -152,6 +152,14 @@ fn run_arrives_in_s3_complete_and_a_wrong_secret_is_refused() {
     assert!(!refused.status.success(), "{}", describe(&refused));
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("403"), "{err}");
+    // One line: the store's answer once (not the library's chain with its XML body at each
+    // level), the key it refused and where it came from.
+    assert!(
+        !err.contains("<?xml")
+            && err.matches("SignatureDoesNotMatch").count() == 1
+            && err.contains(&format!("refused key {}", weed.access_key)),
+        "{err}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(300),
         "refusal is not retried for minutes (a bound, not a timing: a retried refusal takes forever)"

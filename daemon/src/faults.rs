@@ -138,7 +138,7 @@ mod imp {
         ARMS.get_or_init(|| match std::env::var(VARIABLE) {
             Err(_) => Vec::new(),
             Ok(spec) => parse(&spec).unwrap_or_else(|e| {
-                eprintln!("{e}");
+                crate::errln!("{e}");
                 std::process::exit(2)
             }),
         })
@@ -167,7 +167,7 @@ mod imp {
             if arm.nth.is_some_and(|k| k != n) {
                 continue;
             }
-            eprintln!("fault point {name} (hit {n}): {:?}", arm.action);
+            crate::errln!("fault point {name} (hit {n}): {:?}", arm.action);
             match arm.action {
                 Action::Kill => {
                     let _ = raise(Signal::SIGKILL);

@@ -15,5 +15,9 @@ pub fn init() {
         .with_ansi(std::io::stderr().is_terminal())
         .without_time()
         .with_target(false)
+        // A closed stderr (`pgapplianced run --local … 2>&1 | head`) loses the log lines,
+        // not the run: tracing's own report of a failed write is an `eprintln!`, which
+        // panics on a closed stderr.
+        .log_internal_errors(false)
         .try_init();
 }

@@ -21,19 +21,45 @@ pub const INTERVAL: Duration = Duration::from_secs(30);
 /// `1s`), for the tests. A release build never reads it.
 pub const INTERVAL_VARIABLE: &str = "PGAPPLIANCE_PROGRESS_INTERVAL";
 
+/// The shortest interval [`INTERVAL_VARIABLE`] may set: a shorter one floods the log (a
+/// status line per tick).
+pub const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
+
 /// The interval in effect: [`INTERVAL`], or in a debug build [`INTERVAL_VARIABLE`] when it
-/// is set (a value that does not read as a non-zero duration is named and ignored).
+/// is set (a value that is not a duration of at least [`SHORTEST_INTERVAL`] is named, once
+/// per process, and ignored).
 pub fn interval() -> Duration {
     #[cfg(debug_assertions)]
-    if let Ok(v) = std::env::var(INTERVAL_VARIABLE) {
-        match humantime::parse_duration(&v) {
-            Ok(d) if !d.is_zero() => return d,
-            _ => tracing::warn!(
-                "{INTERVAL_VARIABLE}=\"{v}\" is not a duration above zero; using {INTERVAL:?}"
-            ),
-        }
+    {
+        static IN_EFFECT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+        *IN_EFFECT.get_or_init(|| {
+            let (every, warning) = interval_from(std::env::var(INTERVAL_VARIABLE).ok().as_deref());
+            if let Some(w) = warning {
+                tracing::warn!("{w}");
+            }
+            every
+        })
     }
+    #[cfg(not(debug_assertions))]
     INTERVAL
+}
+
+/// The interval [`INTERVAL_VARIABLE`]'s value sets, and a warning when it is ignored (pure).
+pub fn interval_from(value: Option<&str>) -> (Duration, Option<String>) {
+    let Some(v) = value else {
+        return (INTERVAL, None);
+    };
+    match humantime::parse_duration(v.trim()) {
+        Ok(d) if d >= SHORTEST_INTERVAL => (d, None),
+        _ => (
+            INTERVAL,
+            Some(format!(
+                "{INTERVAL_VARIABLE}=\"{v}\" is not a duration of at least {}; using {}",
+                humantime::format_duration(SHORTEST_INTERVAL),
+                humantime::format_duration(INTERVAL)
+            )),
+        ),
+    }
 }
 
 /// Which long operation it is: the fault point each tick passes is `progress:<name>`.
@@ -156,6 +182,23 @@ pub fn line(label: &str, elapsed: Duration, total: Option<Duration>, last: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interval_variable_is_a_duration_of_at_least_100ms_or_named_and_ignored() {
+        assert_eq!(interval_from(None), (INTERVAL, None));
+        assert_eq!(interval_from(Some("1s")), (Duration::from_secs(1), None));
+        assert_eq!(interval_from(Some("100ms")), (SHORTEST_INTERVAL, None));
+        for bad in ["garbage", "0", "1ns", "99ms", ""] {
+            let (every, warning) = interval_from(Some(bad));
+            assert_eq!(every, INTERVAL, "{bad}");
+            let w = warning.expect(bad);
+            assert!(
+                w.contains(&format!("PGAPPLIANCE_PROGRESS_INTERVAL=\"{bad}\""))
+                    && w.contains("at least 100ms; using 30s"),
+                "{w}"
+            );
+        }
+    }
 
     #[test]
     fn the_line_says_the_time_of_the_total_and_the_programs_own_progress() {

@@ -1,5 +1,7 @@
 //! Everything the binaries print on stdout goes through here ([`outln!`](crate::outln) and
-//! [`out!`](crate::out); clippy.toml disallows `println!` and `print!`). A reader that
+//! [`out!`](crate::out); clippy.toml disallows `println!` and `print!`), and what they print
+//! on stderr through [`errln!`](crate::errln): a closed stderr loses the line, not the
+//! command (`eprintln!` panics on it, exit 101, in the middle of a run). A reader that
 //! closes the pipe (`pgappliance check plan.toml | head -1`) ends the command quietly,
 //! with the status a shell gives a program killed by SIGPIPE, instead of the panic and
 //! backtrace of `println!`. SIGPIPE itself stays ignored: the daemon writes to sockets and
@@ -30,7 +32,7 @@ fn exit_on_write_error(e: &std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         std::process::exit(CLOSED_STDOUT_STATUS);
     }
-    eprintln!("error: writing to stdout: {e}");
+    crate::errln!("error: writing to stdout: {e}");
     std::process::exit(1);
 }
 
@@ -42,6 +44,20 @@ macro_rules! outln {
     };
     ($($arg:tt)*) => {
         $crate::stdout::write_fmt(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes a line to stderr; a stderr that cannot be written (its reader gone) loses it.
+pub fn write_err_line(args: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(args).and_then(|()| err.write_all(b"\n"));
+}
+
+/// `eprintln!` that never panics: a closed stderr loses the line (see the module).
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::stdout::write_err_line(format_args!($($arg)*))
     };
 }
 

@@ -368,3 +368,137 @@ fn bench_init_refuses_a_scale_of_0_before_it_starts_anything() {
         assert!(!work.join("cluster").exists(), "no cluster made: {stderr}");
     }
 }
+
+#[test]
+fn run_local_refuses_an_upload_timeout_it_cannot_keep_before_it_starts() {
+    // 0 gave up on a store that works before its first answer ("not stored ... within
+    // 0s", exit 4); a value past a year is a typo.
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    for (value, why) in [
+        ("0", "above zero"),
+        ("0s", "above zero"),
+        ("5 parsecs", "unknown time unit \"parsecs\""),
+        ("1000000000y", "longer than a year"),
+    ] {
+        let (code, _, stderr) = daemon(&[
+            "run",
+            "--local",
+            plan.to_str().expect("utf-8"),
+            "--workdir",
+            work.to_str().expect("utf-8"),
+            "--store",
+            &format!("file://{}", dir.path().join("store").display()),
+            "--upload-timeout",
+            value,
+        ]);
+        assert_eq!(code, 2, "{value}: a usage error: {stderr}");
+        assert!(
+            stderr.contains(&format!("'{value}' for '--upload-timeout")) && stderr.contains(why),
+            "{value}: {stderr}"
+        );
+        assert!(!work.exists(), "{value}: nothing started");
+    }
+}
+
+#[test]
+fn upload_without_a_run_names_the_missing_journal_and_makes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    let (code, _, stderr) = daemon(&["upload", "--workdir", work.to_str().expect("utf-8")]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no run journal at {}",
+            work.join("state.json").display()
+        )) && !stderr.contains("os error"),
+        "{stderr}"
+    );
+    assert!(!work.exists(), "nothing made");
+}
+
+#[test]
+fn a_mistyped_store_flag_is_a_usage_error_before_the_run_starts() {
+    // It was found at the upload, after the whole sweep.
+    let plan = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let work = dir.path().join("work");
+    for (flag, value, why) in [
+        ("--store", "bogus://x", "is not a store URL"),
+        ("--store", "file://relative/dir", "needs an absolute path"),
+        (
+            "--endpoint",
+            "ftp://10.0.0.5",
+            "must be an http:// or https:// URL",
+        ),
+    ] {
+        for command in [&["run", "--local"][..], &["upload"][..], &["reset"][..]] {
+            let mut args = command.to_vec();
+            if command[0] == "run" {
+                args.push(plan.to_str().expect("utf-8"));
+            }
+            args.extend(["--workdir", work.to_str().expect("utf-8"), flag, value]);
+            let (code, _, stderr) = daemon(&args);
+            assert_eq!(code, 2, "{args:?}: a usage error: {stderr}");
+            assert!(
+                stderr.contains(&format!("'{value}' for '{flag}")) && stderr.contains(why),
+                "{args:?}: {stderr}"
+            );
+            assert!(!work.exists(), "{args:?}: nothing started");
+        }
+    }
+}
+
+/// Runs pgapplianced with stderr a pipe whose reader is already gone: its exit status and
+/// stdout.
+fn daemon_with_closed_stderr(args: &[&str]) -> (i32, String) {
+    let (reader, writer) = nix::unistd::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_pgapplianced"))
+        .args(args)
+        .stderr(std::process::Stdio::from(writer))
+        .output()
+        .expect("run pgapplianced");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stderr_loses_the_log_lines_not_the_command() {
+    // `pgapplianced run --local … 2>&1 | head` killed the run at its first log line once
+    // head had gone: tracing reports a failed write with eprintln!, which panics (exit 101).
+    // A reset of an unreadable journal logs a warning, then does its work and says so.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("state.json"), "{garbage").expect("journal");
+    let work = dir.path().display().to_string();
+    let (code, stdout) = daemon_with_closed_stderr(&["reset", "--workdir", &work]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("the next run starts clean"), "{stdout}");
+    // An error said on a closed stderr: still the error's exit status, not a panic's.
+    let (code, _) = daemon_with_closed_stderr(&["status", "--workdir", "/nonexistent/work"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn upload_is_refused_while_a_daemon_holds_the_work_directory() {
+    // It uploaded beside the daemon's own upload, both writing the upload journal.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("state.json"), "{}").expect("journal");
+    let lock = std::fs::File::create(dir.path().join("lock")).expect("lock file");
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("the daemon's lock");
+    let (code, _, stderr) = daemon(&["upload", "--workdir", &dir.path().display().to_string()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "another pgapplianced (pid {}) is working in {}",
+            std::process::id(),
+            dir.path().display()
+        )),
+        "{stderr}"
+    );
+}

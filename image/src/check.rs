@@ -333,14 +333,14 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
         let text = match Plan::read_text(path) {
             Ok(text) => text,
             Err(e) => {
-                eprintln!("{e}");
+                pgappliance::errln!("{e}");
                 code = 1;
                 continue;
             }
         };
         let mut found = Plan::examine(&text);
         for e in &found.errors {
-            eprintln!("{}", e.render(path, ""));
+            pgappliance::errln!("{}", e.render(path, ""));
         }
         if let Some(plan) = &found.plan {
             // Thread counts depend on the target's cores; the point list does not.
@@ -350,7 +350,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
             if let Err(problem) = check_tpcc_source(plan) {
                 let at = KeyPath::root().key("sysbench").key("tpcc_source");
                 let issue = Plan::locate(&text, &at, problem);
-                eprintln!("{}", issue.render(path, ""));
+                pgappliance::errln!("{}", issue.render(path, ""));
                 code = 1;
             }
             match check_credentials_file(plan) {
@@ -363,7 +363,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                 Err(problem) => {
                     let at = KeyPath::root().key("upload").key("credentials_file");
                     let issue = Plan::locate(&text, &at, format!("{problem:#}"));
-                    eprintln!("{}", issue.render(path, ""));
+                    pgappliance::errln!("{}", issue.render(path, ""));
                     code = 1;
                 }
             }
@@ -375,7 +375,7 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                 {
                     let at = KeyPath::root().key("upload").key("store");
                     let issue = Plan::locate(&text, &at, format!("{problem:#}"));
-                    eprintln!("{}", issue.render(path, ""));
+                    pgappliance::errln!("{}", issue.render(path, ""));
                     code = 1;
                 }
             }
@@ -384,10 +384,10 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
         }
         pgappliance::stdout::flush();
         for w in &found.warnings {
-            eprintln!("{}", w.render(path, "warning: "));
+            pgappliance::errln!("{}", w.render(path, "warning: "));
         }
         if deny_warnings && !found.warnings.is_empty() {
-            eprintln!(
+            pgappliance::errln!(
                 "{}: {} warning(s), denied by --deny-warnings",
                 path.display(),
                 found.warnings.len()

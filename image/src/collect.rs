@@ -33,10 +33,10 @@ use crate::outdir;
 #[derive(Debug, clap::Args)]
 pub struct CollectCli {
     /// Stores to read: s3://bucket/prefix or file:///dir (the same as --store).
-    #[arg(value_name = "STORE_URL")]
+    #[arg(value_name = "STORE_URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
     pub store_urls: Vec<String>,
     /// A store to read (s3://bucket/prefix or file:///dir); repeat for several stores.
-    #[arg(long = "store", value_name = "URL")]
+    #[arg(long = "store", value_name = "URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
     pub stores: Vec<String>,
     /// Output directory (index.html, runs/*.html, summary.csv).
     #[arg(long, required = true, value_name = "DIR")]
@@ -1004,7 +1004,7 @@ pub async fn collect(args: CollectArgs) -> Result<i32> {
     outdir::write_marker(dir, outdir::Kind::Collect)?;
     outdir::install(staging, &out)?;
     for s in &skipped {
-        eprintln!("skipped {}: {}", s.key, s.reason);
+        pgappliance::errln!("skipped {}: {}", s.key, s.reason);
     }
     let mut code = 0;
     // The finding's sentences, as the page's Finding section says them.

@@ -13,7 +13,7 @@ use clap::Parser;
 
 fn main() {
     if let Err(why) = pgappliance::url::refuse_credentials_in_args(std::env::args_os()) {
-        eprintln!("error: {why}");
+        pgappliance::errln!("error: {why}");
         std::process::exit(2);
     }
     let cli = cli::Cli::parse();
@@ -38,7 +38,7 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            pgappliance::errln!("error: {e:#}");
             std::process::exit(1);
         }
     }

@@ -143,8 +143,12 @@ fn a_store_given_to_build_is_the_one_the_packed_plan_uploads_to() {
         &["--store", "ftp://x/y"],
     );
     let text = describe(&o);
-    assert_eq!(o.status.code(), Some(1), "{text}");
-    assert!(text.contains("ftp://x/y"), "{text}");
+    // A usage error naming the flag, not the plan's line the value would replace.
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("'ftp://x/y' for '--store") && text.contains("is not a store URL"),
+        "{text}"
+    );
     assert!(!dir.path().join("bad").exists(), "{text}");
 }
 

@@ -234,9 +234,16 @@ impl Live {
         self.task.abort();
         match tokio::time::timeout(BUNDLE_PATIENCE, self.publisher.publish()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %format!("{e:#}"), "the final live status was not written")
-            }
+            Ok(Err(e)) => tracing::warn!(
+                "{}",
+                crate::upload::aws_error::one_line(
+                    "the final live status was not written",
+                    &format!("{e:#}"),
+                    "store",
+                    self.publisher.store.keys.as_deref(),
+                    "the plan's [upload] credentials"
+                )
+            ),
             Err(_) => tracing::warn!("the store did not take the final live status in time"),
         }
     }

@@ -1,4 +1,4 @@
-//! One daemon per work directory: `run`, `prepare` and `reset` hold an exclusive lock on
+//! One daemon per work directory: `run`, `prepare`, `reset` and `upload` hold an exclusive lock on
 //! `workdir/lock` (released by the kernel when the process ends, however it ends).
 
 use std::io::{Read, Seek, Write};

@@ -16,6 +16,7 @@ mod lock;
 pub mod reset;
 mod run;
 pub mod status;
+pub mod upload;
 
 use std::time::Instant;
 

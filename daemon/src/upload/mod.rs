@@ -1054,20 +1054,28 @@ pub async fn upload_run(
                 tracing::warn!(error = %e, "{expired}");
                 format!("upload: {expired}")
             }
+            // The library's chain repeats the store's answer (its XML body) at each level:
+            // one line says it once, with the keys and the fix.
             Some(expired) => {
-                return Err(e.error.context(format!(
+                return Err(anyhow!(
                     "{expired}; uploading run {} to {} (results stay in {})",
                     key.run_id,
                     store.url,
                     run_dir.display()
-                )))
+                ))
             }
             None if e.permanent => {
-                return Err(e.error.context(format!(
-                    "uploading run {} to {} (results stay in {})",
-                    key.run_id,
-                    store.url,
-                    run_dir.display()
+                return Err(anyhow!(aws_error::one_line(
+                    &format!(
+                        "uploading run {} to {} (results stay in {})",
+                        key.run_id,
+                        store.url,
+                        run_dir.display()
+                    ),
+                    &format!("{:#}", e.error),
+                    "store",
+                    store.keys.as_deref(),
+                    "the plan's [upload] credentials"
                 )))
             }
             None => format!(

@@ -26,7 +26,7 @@ pub struct CredentialArgs {
     pub mint_credentials: bool,
     /// How long minted credentials last (e.g. 36h): 15m to 36h with GetFederationToken, up
     /// to the role's maximum session (at most 12h) with --role-arn.
-    #[arg(long, value_parser = humantime::parse_duration, requires = "mint_credentials")]
+    #[arg(long, value_parser = pgappliance::clock::parse_flag_duration, requires = "mint_credentials")]
     pub credentials_ttl: Option<Duration>,
     /// Mint with AssumeRole of this role instead of GetFederationToken (needed when your
     /// keys are session keys: SSO, an assumed role).
@@ -182,7 +182,7 @@ pub struct MintCommand {
     #[arg(long)]
     pub out: PathBuf,
     /// How long they last (e.g. 36h).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = pgappliance::clock::parse_flag_duration)]
     pub credentials_ttl: Duration,
     /// Mint with AssumeRole of this role instead of GetFederationToken.
     #[arg(long)]

@@ -65,10 +65,10 @@ pub struct BuildCommand {
     pub build: BuildArgs,
     /// The store the appliance writes to instead of the plan's upload.store (s3://bucket/prefix
     /// or file:///dir): written into the packed plan, so the run lands where you will look.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
     pub store: Option<String>,
     /// With --store: the S3 endpoint the appliance reaches it at, written into the packed plan.
-    #[arg(long, value_name = "URL", requires = "store")]
+    #[arg(long, value_name = "URL", requires = "store", value_parser = pgappliance::upload::overrides::endpoint_arg)]
     pub endpoint: Option<String>,
     /// With --store: its region, written into the packed plan.
     #[arg(long, requires = "store")]
@@ -185,7 +185,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         .into());
     };
     for w in &found.warnings {
-        eprintln!("{}", w.render(&args.plan, "warning: "));
+        pgappliance::errln!("{}", w.render(&args.plan, "warning: "));
     }
     if args.iso.is_some() && plan.install.is_none() {
         bail!(
@@ -231,7 +231,7 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     }
     if delivery.is_none() {
         if let Some(file) = credentials::target_file(&plan) {
-            eprintln!("warning: {}", credentials::undelivered_warning(&plan, file));
+            pgappliance::errln!("warning: {}", credentials::undelivered_warning(&plan, file));
         }
     }
     let on_medium = delivery

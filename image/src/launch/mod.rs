@@ -47,7 +47,7 @@ pub struct BmcArgs {
     #[arg(long)]
     pub insecure: bool,
     /// Timeout of each request to a BMC.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = pgappliance::clock::parse_flag_duration)]
     pub bmc_timeout: Duration,
 }
 
@@ -90,10 +90,10 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "URL")]
     pub iso_url: Option<String>,
     /// How long the presigned ISO URL stays valid.
-    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "24h", value_parser = url_lifetime)]
     pub url_lifetime: Duration,
     /// How long to wait for a Redfish system to read PowerState On after the reset.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = pgappliance::clock::parse_flag_duration)]
     pub power_wait: Duration,
     #[command(flatten)]
     pub ec2: Ec2Args,
@@ -109,6 +109,16 @@ pub const INSTALL_FAILURE: &str = "install-failed.txt";
 /// URL's, so that an instance whose payload URL expired can still say so (7 days, the most
 /// a SigV4 presigned URL allows). It can only write that one object.
 pub const FAILURE_URL_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The value parser of `--url-lifetime`: above zero and at most 7 days, the most a SigV4
+/// presigned URL is valid (S3 refuses a longer one when it is used, at the server's boot).
+fn url_lifetime(text: &str) -> Result<Duration, String> {
+    pgappliance::clock::parse_duration_within(
+        text,
+        FAILURE_URL_LIFETIME,
+        "7 days (the most a SigV4 presigned URL is valid)",
+    )
+}
 
 /// EC2 instances booting a stock Rocky 8 image with the build's user-data.
 #[derive(Debug, clap::Args)]
@@ -155,7 +165,7 @@ pub struct Ec2Args {
     #[arg(long, value_name = "NAME", requires = "ec2")]
     pub ec2_profile: Option<String>,
     /// How long to wait for every instance to be running.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = pgappliance::clock::parse_flag_duration)]
     pub ec2_wait: Duration,
 }
 
@@ -286,7 +296,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         .map(|c| c.store.as_str())
         .filter(|u| u.starts_with("file://"))
     {
-        eprintln!(
+        pgappliance::errln!(
             "warning: --store {url}: the servers write their runs to that directory on their own disks; `wait` and `collect` here see them only when it is shared with this machine (an s3:// store both reach is the usual choice)"
         );
     }
@@ -346,6 +356,12 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             store.url
         );
     }
+    if args.ec2.ec2 && args.build.payload_url.is_none() && store.signer.is_none() {
+        bail!(
+            "the store {} cannot presign the payload for the EC2 instances (only s3:// stores can): give --payload-url where you serve payload.tar.gz, or an s3:// --store",
+            store.url
+        );
+    }
     let ec2_client = if args.ec2.ec2 {
         Some(args.ec2.client(&store_cfg)?)
     } else {
@@ -400,7 +416,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
                     &id,
                     INSTALL_FAILURE,
                 ],
-                FAILURE_URL_LIFETIME.max(url_lifetime),
+                FAILURE_URL_LIFETIME,
                 "the install failure report",
             ))?;
             build.failure_url = Some(url);
@@ -536,7 +552,7 @@ fn record_target(
             uploads_to: None,
         },
         Err(e) => {
-            eprintln!("{address}: not started: {e:#}");
+            pgappliance::errln!("{address}: not started: {e:#}");
             record::Target {
                 address: address.to_string(),
                 method: method.to_string(),

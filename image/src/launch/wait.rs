@@ -40,10 +40,10 @@ pub struct WaitArgs {
     pub launch: String,
     /// The store the launch wrote its record to (s3://bucket/prefix or file:///dir); the
     /// targets' runs are read where the record says they upload. Not needed with a record file.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
     pub store: Option<String>,
     /// S3 endpoint (path-style); default: the record's, else AWS_ENDPOINT_URL, else AWS.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = pgappliance::upload::overrides::endpoint_arg)]
     pub endpoint: Option<String>,
     /// S3 region [default: the record's, else us-east-1].
     #[arg(long)]
@@ -56,15 +56,15 @@ pub struct WaitArgs {
     #[arg(long, value_name = "NAME")]
     pub credentials_profile: Option<String>,
     /// How long to wait for every target, from when `wait` starts.
-    #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "6h", value_parser = pgappliance::clock::parse_flag_duration)]
     pub timeout: Duration,
     /// How often the store is read.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = pgappliance::clock::parse_flag_duration)]
     pub interval: Duration,
     /// When the output is not a terminal: a `wait:` line with the time elapsed and each
     /// target's last status age and time left at least this often (a terminal shows them
     /// on the targets' lines).
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = pgappliance::clock::parse_flag_duration)]
     pub heartbeat: Duration,
     /// When the wait ends: terminate the EC2 instances, eject and power off (ForceOff) the
     /// Redfish servers, power off the IPMI servers, then collect the store into --out.
@@ -84,7 +84,7 @@ pub struct WaitArgs {
     #[arg(long)]
     pub insecure: bool,
     /// Timeout of each request to a BMC.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = pgappliance::clock::parse_flag_duration)]
     pub bmc_timeout: Duration,
     /// EC2 endpoint for the teardown; default: the one the launch used (in its record).
     #[arg(long, value_name = "URL")]
@@ -463,6 +463,15 @@ pub async fn load_record(store: Option<&Store>, arg: &str) -> Result<LaunchRecor
                 .with_context(|| format!("reading the launch record {arg}"))?,
             arg.to_string(),
         )
+    } else if arg.contains('/') || Path::new(arg).exists() {
+        bail!(
+            "the launch record {arg} {}",
+            if Path::new(arg).exists() {
+                "is not a regular file"
+            } else {
+                "does not exist"
+            }
+        );
     } else {
         if arg.is_empty()
             || !arg
@@ -506,7 +515,21 @@ pub async fn load_record(store: Option<&Store>, arg: &str) -> Result<LaunchRecor
         ),
         None => bail!("{source} is not a launch record: it has no schema number"),
     }
-    serde_json::from_value(value).with_context(|| format!("{source} is not a launch record"))
+    let record: LaunchRecord = serde_json::from_value(value)
+        .with_context(|| format!("{source} is not a launch record"))?;
+    check_record(&record)
+        .map_err(|why| anyhow::anyhow!("{source} is not a launch record: {why}"))?;
+    Ok(record)
+}
+
+/// What `launch` always writes and `wait` relies on (pure): a target at least (a record of
+/// none would "arrive" at once, exit 0), and a plan name that is a plain name (it is the first
+/// level of the keys read in the store).
+fn check_record(record: &LaunchRecord) -> std::result::Result<(), String> {
+    if record.targets.is_empty() {
+        return Err("it names no targets (a launch starts at least one)".into());
+    }
+    pgappliance::fsutil::check_path_component("its plan name", &record.plan.name)
 }
 
 /// How much earlier than the launch an object may have been written and still be read: the
@@ -622,9 +645,6 @@ async fn view_of(store: &Store, s: &LiveStatus) -> View {
 }
 
 pub fn run(args: WaitArgs) -> Result<i32> {
-    if args.interval.is_zero() {
-        bail!("--interval must be above 0");
-    }
     let record_store = match &args.store {
         Some(url) => {
             let cfg = args.store_config(url, None)?;
@@ -787,8 +807,8 @@ impl Display {
 
     fn warn(&self, text: &str) {
         match self {
-            Display::Lines => eprintln!("warning: {text}"),
-            Display::Live { multi, .. } => multi.suspend(|| eprintln!("warning: {text}")),
+            Display::Lines => pgappliance::errln!("warning: {text}"),
+            Display::Live { multi, .. } => multi.suspend(|| pgappliance::errln!("warning: {text}")),
         }
     }
 

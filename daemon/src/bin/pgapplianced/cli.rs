@@ -133,7 +133,7 @@ pub struct RunArgs {
     /// Local mode: how long the upload at the end may try a store that does not take the
     /// run; then the run ends (exit 4) with its results here, and `pgapplianced upload`
     /// completes it. The appliance tries until the store takes it.
-    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2m", value_parser = pgappliance::clock::parse_flag_duration)]
     pub upload_timeout: std::time::Duration,
     #[command(flatten)]
     pub store: StoreOverrides,
@@ -414,7 +414,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             store,
             parts,
         } => {
-            let (run_id, m) = pgappliance::steps::upload::upload_finished(
+            let (run_id, m) = pgappliance::engine::upload::upload_finished(
                 &workdir.workdir,
                 &store,
                 parts.options(),
@@ -455,7 +455,7 @@ async fn stopped_by(
             Err(e) => tracing::warn!(error = %format!("{e:#}"), "stopping the PostgreSQL server"),
         }
     }
-    eprintln!("stopped by {name}");
+    pgappliance::errln!("stopped by {name}");
     Ok(128 + number)
 }
 
@@ -588,7 +588,7 @@ async fn run(args: RunArgs) -> Result<i32> {
         // A refusal needs a person (the plan or the machine must change): the appliance
         // exits with the status its unit does not restart on.
         Err(e) if appliance && pgappliance::engine::is_refusal(&e) => {
-            eprintln!("error: {e:#}");
+            pgappliance::errln!("error: {e:#}");
             pgappliance::notify::status(&format!("refused: {}", e.root_cause()));
             return Ok(EXIT_REFUSED);
         }

@@ -10,7 +10,7 @@ fn main() {
     identity::keep();
     pgappliance::logging::init();
     if let Err(why) = pgappliance::url::refuse_credentials_in_args(std::env::args_os()) {
-        eprintln!("error: {why}");
+        pgappliance::errln!("error: {why}");
         std::process::exit(2);
     }
     let cli = cli::Cli::parse();
@@ -20,14 +20,14 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            pgappliance::errln!("error: cannot start the async runtime: {e}");
             std::process::exit(1);
         }
     };
     match runtime.block_on(cli::dispatch(cli)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            pgappliance::errln!("error: {e:#}");
             std::process::exit(1);
         }
     }
