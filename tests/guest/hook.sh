@@ -14,6 +14,11 @@ echo "$(cat /proc/sys/kernel/random/boot_id)" >> "$out/boots"
 # A persistent journal: the daemon's messages of every boot stay, each with its boot id (a
 # reboot between rounds is checked from them). The guest's root is a throwaway overlay.
 mkdir -p /var/log/journal && journalctl --flush > /dev/null 2>&1
+# Where this boot's time went, by the guest's own clock (less sensitive to the host's load
+# than the harness's): written once the boot has finished, beside the hook's work.
+( systemctl is-system-running --wait > /dev/null 2>&1
+  { systemd-analyze time; systemd-analyze critical-chain --no-pager; systemd-analyze blame --no-pager | head -30; } \
+      > "$out/boot-time-$(cut -c1-8 /proc/sys/kernel/random/boot_id).txt" 2>&1 ) &
 # The object store on the host is reachable through qemu's guestfwd once the NIC has its
 # user-networking address (restrict=on: nothing else is).
 if [ -f "$share/guest-address" ]; then
