@@ -603,9 +603,13 @@ def main():
     elif kind == "vm-reset":
         at = read("", sys.argv[4]).strip()
         ok(bool(at), "the guest was hard-reset during the sweep", at)
-        completed_run(out, 4, sys.argv[3])
+        # Everything vm-boot checks (vm-reset's guest goes through the same first boot and
+        # kernel-argument reboot), then the reset's own checks.
+        results = completed_run(out, 4, sys.argv[3])
         volume_checks(out)
-        ok(boots(out) == 3, "three boots: first, kernel arguments, after the reset", str(boots(out)))
+        if results is not None:
+            tuning_in_effect_checks(results)
+        ok(boots(out) == 3, "three boots: first, kernel arguments, after the reset (no other reboot)", str(boots(out)))
         log = daemon_log(out)
         m = re.search(r'resuming: the previous process stopped during this step step="sweep" item="([^"]+)"', log)
         ok(m is not None, "the daemon resumed from its journal in the sweep", log[-800:])

@@ -44,4 +44,7 @@ else
 fi
 echo installed > "$out/outcome"
 sync
-systemctl poweroff
+# The last thing a scenario's guest does, and everything the host checks is on the share
+# (synced; the root disk is thrown away, the installer's second disk is unmounted above):
+# off at once, without stopping each unit and unmounting (under TCG that took 10 to 20 s).
+systemctl poweroff --force --force
