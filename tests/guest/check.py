@@ -609,6 +609,11 @@ def main():
         volume_checks(out)
         if results is not None:
             tuning_in_effect_checks(results)
+            # A VM's systemd has CPU accounting (cgroup v2): every point's client CPU is
+            # measured from its command unit's CPUUsageNSec (the appliance's path).
+            clients = [p.get("client") for p in results["points"]]
+            ok(all(isinstance(c, dict) and c.get("cpu_s", 0) > 0 for c in clients),
+               "every point's client CPU measured from its unit (CPUUsageNSec)", json.dumps(clients)[:400])
         ok(boots(out) == 3, "three boots: first, kernel arguments, after the reset (no other reboot)", str(boots(out)))
         log = daemon_log(out)
         m = re.search(r'resuming: the previous process stopped during this step step="sweep" item="([^"]+)"', log)
