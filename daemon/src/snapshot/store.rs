@@ -480,8 +480,9 @@ pub struct Fetched {
 /// [`local::prepare_target`]): a schema 2 snapshot's parts on `threads` threads at once
 /// (fetched, checked against their sha256, fetched again alone when they arrive wrong,
 /// decompressed and written at their place, each piece hashed against the manifest; the
-/// files made as the parts reach them and ahead of them by a helper thread), a schema 1
-/// snapshot's archive streamed by one. Every file fsynced. On error `dest` is removed.
+/// files made as the parts reach them and ahead of them by a helper thread, the file system
+/// synced at the end), a schema 1 snapshot's archive streamed by one (every file fsynced).
+/// On error `dest` is removed.
 pub async fn download_into(
     store: &Store,
     manifest: &Manifest,
@@ -762,11 +763,13 @@ async fn download_parts(
     let _ = helper.join();
     let refetched: Vec<(String, String)> = fetched?.into_iter().flatten().collect();
     // Every file is in some part (the manifest's parse checks it): each is made, sized and
-    // written; fsynced together.
-    let (d, m) = (dest.to_path_buf(), manifest.clone());
+    // written. One `syncfs` of the file system makes them and their directories durable: an
+    // fsync per file forces XFS's log once per file (on the test machine's XFS loop file,
+    // 2026-12-02: 800 new files fsynced one by one 2.9 s, one sync 0.08 s).
+    let d = dest.to_path_buf();
     tokio::task::spawn_blocking(move || -> Result<()> {
-        local::sync_files(&d, &m.files)?;
-        local::sync_dirs(&d, &m.dirs)
+        let f = std::fs::File::open(&d).with_context(|| format!("opening {}", d.display()))?;
+        nix::unistd::syncfs(&f).with_context(|| format!("syncfs on {}", d.display()))
     })
     .await
     .map_err(|e| anyhow!("syncing thread: {e}"))??;
