@@ -200,7 +200,17 @@ fn bench_restore_prints_the_local_and_store_speedups() {
     let w = Workdir::new("bench-restore");
     let out = Command::new(harness::daemon_binary())
         .args([
-            "bench", "restore", "--scale", "1", "--rounds", "1", "--plan",
+            "bench",
+            "restore",
+            "--scale",
+            "1",
+            "--scale",
+            "2",
+            "--rounds",
+            "1",
+            "--threads",
+            "2",
+            "--plan",
         ])
         .arg(harness::workspace().join("tests/plans/tiny-bench.toml"))
         .arg("--workdir")
@@ -224,6 +234,10 @@ fn bench_restore_prints_the_local_and_store_speedups() {
         .unwrap_or_else(|| panic!("last line: {last}"));
     assert!(local > 0.0 && store > 0.0, "{last}");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let growth = format!(
+        "\nlocal restore growth from scale 1 to 2 on {}: ",
+        w.path().display()
+    );
     for label in [
         "pgbench -i (client-side): ",
         "local snapshot restore: ",
@@ -234,6 +248,11 @@ fn bench_restore_prints_the_local_and_store_speedups() {
         "floor: write + fsync",
         "zstd-3: ",
         "gzip-1: ",
+        "object store restore, one thread: ",
+        "scale 2: speedup vs best pgbench mode ",
+        "\nstore restore threads 2 vs 1: ",
+        "\nfirst restore speedup: ",
+        growth.as_str(),
     ] {
         assert!(stdout.contains(label), "{label} missing:\n{stdout}");
     }

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use harness::proxy::FaultyProxy;
+use harness::proxy::{CorruptingProxy, FaultyProxy};
 use harness::seaweed::{generate_keys, Ports, SeaweedFs, BUCKET};
 use harness::{describe, example, local_hashes, stored_hashes, Workdir};
 
@@ -372,6 +372,109 @@ fn a_proxy_returning_503s_and_cutting_connections_cannot_stop_the_upload() {
         "the proxy cut connections"
     );
     assert_arrived(&weed.store("faulty"), &w);
+}
+
+/// A snapshot part that arrives with a flipped byte (SeaweedFS behind a proxy that flips
+/// one byte of the first response for that part) is fetched again alone: the other parts
+/// are fetched once, the download is whole.
+#[test]
+fn a_snapshot_part_arriving_wrong_is_fetched_again_alone() {
+    use pgappliance::snapshot::{key::SnapshotKey, local, manifest::CHUNK_BYTES, store};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let weed = SeaweedFs::start();
+    let w = Workdir::new("snapshot-parts");
+    let data = w.path().join("data");
+    std::fs::create_dir_all(data.join("base/1")).expect("mkdir");
+    std::fs::create_dir_all(data.join("pg_wal")).expect("mkdir");
+    std::fs::write(data.join("PG_VERSION"), "15\n").expect("write");
+    std::fs::write(data.join("pg_wal/000000010000000000000001"), [1u8; 100]).expect("write");
+    let big: Vec<u8> = (0..CHUNK_BYTES as usize + 5000)
+        .map(|i| (i / 8192 % 251) as u8)
+        .collect();
+    std::fs::write(data.join("base/1/16384"), &big).expect("write");
+    let key = SnapshotKey {
+        postgres_major: 15,
+        controldata: Default::default(),
+        architecture: "x86_64".into(),
+        encoding: "UTF8".into(),
+        lc_collate: "C".into(),
+        lc_ctype: "C".into(),
+        dataset: "parts".into(),
+    };
+    let root = w.path().join("snapshots");
+    let (m, _) = local::take(&data, &root, &key, false, "000000010000000000000001").expect("take");
+    let snap = local::snapshot_dir(&root, &m.id);
+    let rt = harness::runtime();
+    let stored = rt
+        .block_on(store::upload(
+            &weed.store("parts"),
+            &snap,
+            &m,
+            None,
+            2,
+            &mut |_| Ok(()),
+        ))
+        .expect("upload");
+    let parts = stored.parts.clone().expect("parts");
+    // PG_VERSION alone before the large file, its two chunks, then the WAL segment.
+    assert_eq!(parts.list.len(), 4, "{parts:?}");
+    let proxy = CorruptingProxy::start(weed.ports.s3, "part-00001.zst", 1);
+    let out = w.path().join("restored");
+    let got = rt
+        .block_on(store::download_into(
+            &weed.store_at(&proxy.endpoint(), "parts"),
+            &stored,
+            &out,
+            None,
+            2,
+        ))
+        .expect("download");
+    assert_eq!(
+        proxy.corrupted.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(got.parts, 4);
+    assert_eq!(
+        got.refetched
+            .iter()
+            .map(|(o, _)| o.as_str())
+            .collect::<Vec<_>>(),
+        ["part-00001.zst"],
+        "{got:?}"
+    );
+    assert!(
+        got.refetched[0].1.contains("sha256"),
+        "why it was fetched again: {}",
+        got.refetched[0].1
+    );
+    let gets = proxy.gets.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let part_gets: Vec<(String, usize)> = gets
+        .into_iter()
+        .filter_map(|(p, n)| {
+            p.rsplit('/')
+                .next()
+                .filter(|o| o.starts_with("part-"))
+                .map(|o| (o.to_string(), n))
+        })
+        .collect();
+    assert_eq!(
+        part_gets,
+        [
+            ("part-00000.zst".to_string(), 1),
+            ("part-00001.zst".to_string(), 2),
+            ("part-00002.zst".to_string(), 1),
+            ("part-00003.zst".to_string(), 1),
+        ],
+        "only the part that arrived wrong was fetched again"
+    );
+    for f in &m.files {
+        assert!(
+            std::fs::read(out.join(&f.path)).expect("read")
+                == std::fs::read(snap.join(&f.path)).expect("read"),
+            "{} differs",
+            f.path
+        );
+    }
 }
 
 /// Puts `bytes` at `rel` of the run in the store (what a corruption or a stray writer does).

@@ -265,3 +265,131 @@ fn expire_or_forward(
     let _ = client.shutdown(Shutdown::Both);
     let _ = server.shutdown(Shutdown::Both);
 }
+
+/// A proxy in front of an S3 server that flips one byte of the body of the first `times`
+/// GET responses whose path contains `needle` (what a bad network card or a broken cache
+/// does to a download), and forwards everything else. Each request is made to close its
+/// connection, so every request is seen; GETs are counted by path. Stops when dropped.
+pub struct CorruptingProxy {
+    pub port: u16,
+    pub corrupted: Arc<AtomicUsize>,
+    pub gets: Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl CorruptingProxy {
+    pub fn start(upstream: u16, needle: &str, times: usize) -> CorruptingProxy {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("addr").port();
+        let corrupted = Arc::new(AtomicUsize::new(0));
+        let gets: Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>> = Arc::default();
+        let left = Arc::new(AtomicUsize::new(times));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, g, s, n) = (
+            corrupted.clone(),
+            gets.clone(),
+            stop.clone(),
+            needle.to_string(),
+        );
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let (c2, g2, l2, n2) = (c.clone(), g.clone(), left.clone(), n.clone());
+                        std::thread::spawn(move || {
+                            corrupt_or_forward(client, upstream, &n2, &l2, &c2, &g2)
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        CorruptingProxy {
+            port,
+            corrupted,
+            gets,
+            stop,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for CorruptingProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn corrupt_or_forward(
+    mut client: TcpStream,
+    upstream: u16,
+    needle: &str,
+    left: &AtomicUsize,
+    corrupted: &AtomicUsize,
+    gets: &std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
+) {
+    let _ = client.set_nonblocking(false);
+    let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
+    let Some(head) = read_head(&mut client) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut words = text.split_whitespace();
+    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("").to_string();
+    let flip = method == "GET"
+        && path.contains(needle)
+        && left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+    if method == "GET" {
+        *gets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(path)
+            .or_insert(0) += 1;
+    }
+    // One request per connection: its own `Connection: close`.
+    let mut lines: Vec<&str> = text
+        .trim_end_matches("\r\n")
+        .split("\r\n")
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+        .collect();
+    lines.push("Connection: close");
+    let head = format!("{}\r\n\r\n", lines.join("\r\n"));
+    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    if server.write_all(head.as_bytes()).is_err() {
+        return;
+    }
+    let started = Instant::now();
+    let life = Duration::from_secs(60);
+    let (Ok(mut c_in), Ok(mut s_out)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
+    let _ = c_in.set_read_timeout(Some(Duration::from_millis(200)));
+    let up = std::thread::spawn(move || pump(&mut c_in, &mut s_out, started, life));
+    let _ = server.set_read_timeout(Some(Duration::from_secs(10)));
+    // The response's head as it is, then the body with its first byte flipped.
+    if let Some(response_head) = read_head(&mut server) {
+        let _ = client.write_all(&response_head);
+        if flip {
+            let mut byte = [0u8; 1];
+            if server.read_exact(&mut byte).is_ok() {
+                byte[0] ^= 0xff;
+                corrupted.fetch_add(1, Ordering::Relaxed);
+                let _ = client.write_all(&byte);
+            }
+        }
+        let _ = server.set_read_timeout(Some(Duration::from_millis(200)));
+        let _ = pump(&mut server, &mut client, started, life);
+    }
+    let _ = up.join();
+    let _ = client.shutdown(Shutdown::Both);
+    let _ = server.shutdown(Shutdown::Both);
+}

@@ -28,11 +28,16 @@ const DB: &str = "bench_restore";
 
 pub struct RestoreBenchOptions {
     pub plan: PathBuf,
+    /// Where the cluster (its data directory), the snapshots and the test store live.
     pub workdir: PathBuf,
-    pub scale: u32,
+    /// Each scale measured in turn (how restore time grows with the dataset); the first
+    /// gives the last line.
+    pub scales: Vec<u32>,
     pub rounds: u32,
     /// s3://bucket/prefix with AWS_* credentials; None: SeaweedFS on loopback.
     pub store: Option<String>,
+    /// Threads of the store restore (and upload); None: [`snapstore::transfer_threads`].
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +49,11 @@ pub enum Candidate {
     Local,
     /// A restore as the dataset step's first one (every chunk read and hashed).
     LocalVerified,
-    /// A restore from the store into the directory the restore before it replaced.
+    /// A restore from the store into the directory the restore before it replaced, on
+    /// the benchmark's threads.
     Store,
+    /// The same on one thread.
+    StoreOneThread,
     /// A restore from the store into a new directory, as an appliance's first restore.
     StoreNew,
     /// The floor of a restore here: stopping and starting the server with nothing done.
@@ -64,6 +72,7 @@ impl Candidate {
             Candidate::Local => "local snapshot restore",
             Candidate::LocalVerified => "local snapshot restore, every chunk hashed",
             Candidate::Store => "object store restore",
+            Candidate::StoreOneThread => "object store restore, one thread",
             Candidate::StoreNew => "object store restore into a new directory",
             Candidate::FloorRestart => "floor: server stop + start",
             Candidate::FloorWrite => "floor: write + fsync of the data directory's bytes",
@@ -95,6 +104,8 @@ pub struct CodecFigure {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestoreReport {
     pub scale: u32,
+    /// Threads of the store restore candidates but [`Candidate::StoreOneThread`].
+    pub threads: usize,
     pub rounds: u32,
     pub data_bytes: u64,
     pub archive_bytes: u64,
@@ -126,6 +137,13 @@ impl RestoreReport {
     /// A store restore into a new directory (an appliance's first restore).
     pub fn store_new_speedup(&self) -> f64 {
         self.best_pgbench_s() / self.median_of(Candidate::StoreNew)
+    }
+    /// How much faster the store restore is on [`RestoreReport::threads`] than on one.
+    pub fn threads_speedup(&self) -> f64 {
+        self.median_of(Candidate::StoreOneThread) / self.median_of(Candidate::Store)
+    }
+    pub fn local_s(&self) -> f64 {
+        self.median_of(Candidate::Local)
     }
     /// The least a restore into a new directory can take here: a restart, making the
     /// files and the write of their bytes.
@@ -327,14 +345,19 @@ async fn time_local(
 /// Stop, download (streaming, every file checked) into the data directory's place,
 /// exchange, start and wait: seconds. The replaced directory is kept as the local
 /// restore's is.
-async fn time_store(run: &Prepared, store: &Store, stored: &Manifest) -> Result<f64> {
+async fn time_store(
+    run: &Prepared,
+    store: &Store,
+    stored: &Manifest,
+    threads: usize,
+) -> Result<f64> {
     let c = run.cluster()?;
     let data = c.data_dir();
     let owner = Some(Owner::of(&data)?);
     let tmp = local::restoring_dir(&data);
     let t0 = Instant::now();
     c.stop().await?;
-    snapstore::download_into(store, stored, &tmp, owner).await?;
+    snapstore::download_into(store, stored, &tmp, owner, threads).await?;
     let replaced = local::install(&tmp, &data, &stored.dirs)?;
     c.start().await?;
     let secs = t0.elapsed().as_secs_f64();
@@ -347,11 +370,16 @@ async fn time_store(run: &Prepared, store: &Store, stored: &Manifest) -> Result<
 
 /// As [`time_store`], into a new directory: the directory the restore before replaced is
 /// removed first (untimed, with a `sync`).
-async fn time_store_new(run: &Prepared, store: &Store, stored: &Manifest) -> Result<f64> {
+async fn time_store_new(
+    run: &Prepared,
+    store: &Store,
+    stored: &Manifest,
+    threads: usize,
+) -> Result<f64> {
     let spare = local::restoring_dir(&run.cluster()?.data_dir());
     local::discard(Some(&spare))?;
     nix::unistd::sync();
-    time_store(run, store, stored).await
+    time_store(run, store, stored, threads).await
 }
 
 /// Makes the manifest's directories (untimed) and files (timed: empty, with their mode,
@@ -496,41 +524,39 @@ pub fn measure_codecs(sample: &[u8]) -> Result<Vec<CodecFigure>> {
     Ok(figures)
 }
 
-/// Runs the benchmark; `on_event` sees each timing as it is made.
+/// What a run of the benchmark measured: one report per scale, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreRun {
+    pub reports: Vec<RestoreReport>,
+    /// Where the data directory was (the workdir's file system).
+    pub dir: PathBuf,
+}
+
+impl RestoreRun {
+    /// The local restore's median at the last scale over the first's.
+    pub fn growth(&self) -> Option<(u32, u32, f64)> {
+        match (self.reports.first(), self.reports.last()) {
+            (Some(a), Some(b)) if self.reports.len() > 1 => {
+                Some((a.scale, b.scale, b.local_s() / a.local_s()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Runs the benchmark at each scale; `on_event` sees each timing as it is made.
 pub async fn run(
     o: RestoreBenchOptions,
     on_event: &mut dyn FnMut(&RestoreEvent),
-) -> Result<RestoreReport> {
-    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
-    let c = run.cluster()?.clone();
-    on_event(&RestoreEvent::Note(format!(
-        "generating scale {} once for the snapshot",
-        o.scale
-    )));
-    {
-        let s = admin(&run).await?;
-        s.execute(&format!("DROP DATABASE IF EXISTS {DB}")).await?;
-        s.execute(&format!("CREATE DATABASE {DB}")).await?;
+) -> Result<RestoreRun> {
+    if o.scales.is_empty() {
+        bail!("bench restore needs at least one --scale");
     }
-    pgbench_init(&run, o.scale, false).await?;
-    let key = crate::snapshot::current_key(&c, &format!("bench-restore scale={}", o.scale)).await?;
-    let root = o.workdir.join("snapshots");
-    c.stop().await?;
-    let (checksums, redo) = crate::snapshot::stopped_state(&c).await?;
-    let (data, r, k) = (c.data_dir(), root.clone(), key.clone());
-    let (manifest, _) =
-        tokio::task::spawn_blocking(move || local::take(&data, &r, &k, checksums, &redo)).await??;
-    c.start().await?;
-    let snap = local::snapshot_dir(&root, &manifest.id);
-
-    let sample = {
-        let (d, m) = (snap.clone(), manifest.clone());
-        tokio::task::spawn_blocking(move || archive_sample(&d, &m, 256 << 20)).await??
-    };
-    let codecs = measure_codecs(&sample)?;
-    let sample_bytes = sample.len() as u64;
-    drop(sample);
-
+    if o.threads == Some(0) {
+        bail!("--threads 0: a restore needs at least one thread");
+    }
+    let threads = o.threads.unwrap_or_else(snapstore::transfer_threads);
+    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
     let weed;
     let store = match &o.store {
         Some(url) => Store::open(&StoreConfig {
@@ -550,16 +576,65 @@ pub async fn run(
             weed.store("bench")?
         }
     };
+    let mut reports = Vec::new();
+    for &scale in &o.scales {
+        reports.push(run_scale(&run, &o, &store, scale, threads, on_event).await?);
+    }
+    run.cluster()?.stop().await?;
+    Ok(RestoreRun {
+        reports,
+        dir: o.workdir.clone(),
+    })
+}
+
+async fn run_scale(
+    run: &Prepared,
+    o: &RestoreBenchOptions,
+    store: &Store,
+    scale: u32,
+    threads: usize,
+    on_event: &mut dyn FnMut(&RestoreEvent),
+) -> Result<RestoreReport> {
+    // The server runs (prepared, or left running by the scale before).
+    let c = run.cluster()?.clone();
     on_event(&RestoreEvent::Note(format!(
-        "uploading snapshot {}",
+        "generating scale {scale} once for the snapshot"
+    )));
+    {
+        let s = admin(run).await?;
+        s.execute(&format!("DROP DATABASE IF EXISTS {DB}")).await?;
+        s.execute(&format!("CREATE DATABASE {DB}")).await?;
+    }
+    pgbench_init(run, scale, false).await?;
+    let key = crate::snapshot::current_key(&c, &format!("bench-restore scale={scale}")).await?;
+    let root = o.workdir.join("snapshots");
+    c.stop().await?;
+    let (checksums, redo) = crate::snapshot::stopped_state(&c).await?;
+    let (data, r, k) = (c.data_dir(), root.clone(), key.clone());
+    let (manifest, _) =
+        tokio::task::spawn_blocking(move || local::take(&data, &r, &k, checksums, &redo)).await??;
+    c.start().await?;
+    let snap = local::snapshot_dir(&root, &manifest.id);
+
+    let sample = {
+        let (d, m) = (snap.clone(), manifest.clone());
+        tokio::task::spawn_blocking(move || archive_sample(&d, &m, 256 << 20)).await??
+    };
+    let codecs = measure_codecs(&sample)?;
+    let sample_bytes = sample.len() as u64;
+    drop(sample);
+
+    on_event(&RestoreEvent::Note(format!(
+        "uploading snapshot {} on {threads} thread(s)",
         manifest.id
     )));
     let t0 = Instant::now();
-    let stored = snapstore::upload(&store, &snap, &manifest, None, &mut |_| Ok(())).await?;
-    let archive_bytes = stored.archive.as_ref().map_or(0, |a| a.size);
+    let stored = snapstore::upload(store, &snap, &manifest, None, threads, &mut |_| Ok(())).await?;
+    let archive_bytes = stored.stored_bytes();
     on_event(&RestoreEvent::Note(format!(
-        "uploaded {} bytes as {archive_bytes} compressed in {:.2} s",
+        "uploaded {} bytes as {archive_bytes} compressed in {} part(s) in {:.2} s",
         manifest.total_bytes(),
+        stored.parts.as_ref().map_or(1, |p| p.list.len()),
         t0.elapsed().as_secs_f64()
     )));
 
@@ -572,6 +647,7 @@ pub async fn run(
         Candidate::Local,
         Candidate::LocalVerified,
         Candidate::Store,
+        Candidate::StoreOneThread,
         Candidate::StoreNew,
         Candidate::FloorRestart,
         Candidate::FloorWrite,
@@ -589,21 +665,22 @@ pub async fn run(
             let cand = candidates[i];
             nix::unistd::sync();
             let t = match cand {
-                Candidate::PgbenchClient => time_pgbench(&run, o.scale, false).await,
-                Candidate::PgbenchServer => time_pgbench(&run, o.scale, true).await,
-                Candidate::Local => time_local(&run, &snap, &manifest, Hashing::Never).await,
+                Candidate::PgbenchClient => time_pgbench(run, scale, false).await,
+                Candidate::PgbenchServer => time_pgbench(run, scale, true).await,
+                Candidate::Local => time_local(run, &snap, &manifest, Hashing::Never).await,
                 Candidate::LocalVerified => {
-                    time_local(&run, &snap, &manifest, Hashing::Always).await
+                    time_local(run, &snap, &manifest, Hashing::Always).await
                 }
-                Candidate::Store => time_store(&run, &store, &stored).await,
-                Candidate::StoreNew => time_store_new(&run, &store, &stored).await,
+                Candidate::Store => time_store(run, store, &stored, threads).await,
+                Candidate::StoreOneThread => time_store(run, store, &stored, 1).await,
+                Candidate::StoreNew => time_store_new(run, store, &stored, threads).await,
                 Candidate::FloorCreate => {
                     let (d, m) = (create_dir.clone(), manifest.clone());
                     tokio::task::spawn_blocking(move || time_create(&d, &m, owner))
                         .await
                         .context("the file-making thread")?
                 }
-                Candidate::FloorRestart => time_restart(&run).await,
+                Candidate::FloorRestart => time_restart(run).await,
                 Candidate::FloorWrite => {
                     let d = floor_dir.clone();
                     tokio::task::spawn_blocking(move || time_write(&d, data_bytes))
@@ -611,7 +688,7 @@ pub async fn run(
                         .context("the write thread")?
                 }
             }
-            .with_context(|| format!("{} at scale {}", cand.label(), o.scale))?;
+            .with_context(|| format!("{} at scale {scale}", cand.label()))?;
             on_event(&RestoreEvent::Timed {
                 round: round + 1,
                 candidate: cand,
@@ -620,11 +697,10 @@ pub async fn run(
             times[i].push(t);
         }
     }
-    admin(&run)
+    admin(run)
         .await?
         .execute(&format!("DROP DATABASE IF EXISTS {DB}"))
         .await?;
-    c.stop().await?;
     std::fs::remove_dir_all(&snap).with_context(|| format!("removing {}", snap.display()))?;
     local::discard(Some(&local::restoring_dir(&c.data_dir())))?;
     local::discard(Some(&floor_dir))?;
@@ -634,7 +710,8 @@ pub async fn run(
         .map(|(c, t)| (c, median(t).unwrap_or(f64::NAN)))
         .collect();
     Ok(RestoreReport {
-        scale: o.scale,
+        scale,
+        threads,
         rounds: o.rounds.max(1),
         data_bytes: manifest.total_bytes(),
         archive_bytes,
@@ -666,6 +743,7 @@ mod tests {
     fn the_speedups_are_against_the_faster_pgbench_mode() {
         let r = RestoreReport {
             scale: 1,
+            threads: 2,
             rounds: 1,
             data_bytes: 0,
             archive_bytes: 0,
@@ -675,6 +753,7 @@ mod tests {
                 (Candidate::Local, 3.0),
                 (Candidate::LocalVerified, 4.5),
                 (Candidate::Store, 4.5),
+                (Candidate::StoreOneThread, 9.0),
                 (Candidate::FloorRestart, 0.5),
                 (Candidate::FloorWrite, 1.0),
                 (Candidate::StoreNew, 6.0),
@@ -691,5 +770,19 @@ mod tests {
         assert_eq!(r.ceiling(), 6.0);
         assert_eq!(r.store_new_speedup(), 1.5);
         assert_eq!(r.new_dir_floor_s(), 1.75);
+        assert_eq!(r.threads_speedup(), 2.0);
+        let mut big = r.clone();
+        big.scale = 8;
+        big.medians[2].1 = 4.5;
+        let one = RestoreRun {
+            reports: vec![r.clone()],
+            dir: PathBuf::from("/d"),
+        };
+        assert_eq!(one.growth(), None, "one scale: nothing to compare");
+        let two = RestoreRun {
+            reports: vec![r, big],
+            dir: PathBuf::from("/d"),
+        };
+        assert_eq!(two.growth(), Some((1, 8, 1.5)));
     }
 }

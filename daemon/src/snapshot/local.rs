@@ -957,6 +957,7 @@ pub fn take(
         dirs: dirs.clone(),
         files,
         archive: None,
+        parts: None,
     };
     sync_dirs(&partial, &dirs)?;
     crate::fsutil::write_json(&partial.join(MANIFEST_FILE), &manifest)?;

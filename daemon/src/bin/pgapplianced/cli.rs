@@ -198,12 +198,20 @@ pub enum BenchCommand {
         /// tree is a small one).
         #[command(flatten)]
         plan: PlanArg,
-        /// pgbench scale factor of the dataset.
-        #[arg(long)]
-        scale: u32,
+        /// pgbench scale factor of the dataset; repeated, each scale is measured in turn
+        /// (how restore time grows) and the first gives the last line.
+        #[arg(long, required = true)]
+        scale: Vec<u32>,
         /// Where the benchmark's cluster and snapshot live.
         #[arg(long, default_value = "/var/tmp/pgappliance-bench-restore")]
         workdir: PathBuf,
+        /// Put the benchmark's cluster (its data directory) and snapshots on this file
+        /// system instead (in DIR/pgappliance-bench-restore), e.g. an XFS made with reflink=1.
+        #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
+        dir: Option<PathBuf>,
+        /// Threads of the object store restore and upload (default: the CPUs, at most 64).
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
         /// Rounds over all candidates (the order rotates each round).
         #[arg(long, default_value_t = 3)]
         rounds: u32,
@@ -364,16 +372,19 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             plan,
             scale,
             workdir,
+            dir,
+            threads,
             rounds,
             store,
         }) => {
             let report = pgappliance::bench::restore::run(
                 pgappliance::bench::restore::RestoreBenchOptions {
                     plan: plan.path(),
-                    workdir,
-                    scale,
+                    workdir: dir.map_or(workdir, |d| d.join("pgappliance-bench-restore")),
+                    scales: scale,
                     rounds,
                     store,
+                    threads,
                 },
                 &mut crate::present::restore_event,
             )

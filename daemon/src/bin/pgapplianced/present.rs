@@ -65,49 +65,72 @@ pub fn restore_event(e: &pgappliance::bench::restore::RestoreEvent) {
     }
 }
 
-pub fn restore(r: &pgappliance::bench::restore::RestoreReport) {
+pub fn restore(run: &pgappliance::bench::restore::RestoreRun) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-    pgappliance::outln!(
-        "compression of the archive, first {:.0} MiB, one thread:",
-        mib(r.sample_bytes)
-    );
-    for c in &r.codecs {
+    for r in &run.reports {
         pgappliance::outln!(
-            "  {}: {:.1} % of the size, compress {:.0} MiB/s, decompress {:.0} MiB/s",
-            c.codec,
-            c.ratio * 100.0,
-            c.compress_mib_s,
-            c.decompress_mib_s
+            "compression of the archive, first {:.0} MiB, one thread:",
+            mib(r.sample_bytes)
+        );
+        for c in &r.codecs {
+            pgappliance::outln!(
+                "  {}: {:.1} % of the size, compress {:.0} MiB/s, decompress {:.0} MiB/s",
+                c.codec,
+                c.ratio * 100.0,
+                c.compress_mib_s,
+                c.decompress_mib_s
+            );
+        }
+        pgappliance::outln!(
+            "scale {}, data directory {:.0} MiB, in the store {:.0} MiB, {} round(s), medians:",
+            r.scale,
+            mib(r.data_bytes),
+            mib(r.archive_bytes),
+            r.rounds
+        );
+        for (cand, m) in &r.medians {
+            pgappliance::outln!("  {}: {m:.2} s", cand.label());
+        }
+        pgappliance::outln!(
+            "local restore with every chunk hashed (a dataset step's first): speedup {:.2}",
+            r.verified_speedup()
+        );
+        pgappliance::outln!(
+            "restore floor here: {:.2} s (restart + write), local speedup ceiling {:.2}",
+            r.floor_s(),
+            r.ceiling()
+        );
+        pgappliance::outln!(
+            "object store restore into a new directory (an appliance's first): speedup {:.2}; floor there {:.2} s (restart + making the files + write)",
+            r.store_new_speedup(),
+            r.new_dir_floor_s()
+        );
+        pgappliance::outln!(
+            "scale {}: speedup vs best pgbench mode {:.2} local, {:.2} store",
+            r.scale,
+            r.local_speedup(),
+            r.store_speedup()
+        );
+    }
+    let Some(first) = run.reports.first() else {
+        return;
+    };
+    pgappliance::outln!(
+        "store restore threads {} vs 1: {:.2}",
+        first.threads,
+        first.threads_speedup()
+    );
+    pgappliance::outln!("first restore speedup: {:.2}", first.store_new_speedup());
+    if let Some((a, b, g)) = run.growth() {
+        pgappliance::outln!(
+            "local restore growth from scale {a} to {b} on {}: {g:.2}",
+            run.dir.display()
         );
     }
     pgappliance::outln!(
-        "scale {}, data directory {:.0} MiB, archive {:.0} MiB, {} round(s), medians:",
-        r.scale,
-        mib(r.data_bytes),
-        mib(r.archive_bytes),
-        r.rounds
-    );
-    for (cand, m) in &r.medians {
-        pgappliance::outln!("  {}: {m:.2} s", cand.label());
-    }
-    pgappliance::outln!(
-        "local restore with every chunk hashed (a dataset step's first): speedup {:.2}",
-        r.verified_speedup()
-    );
-    pgappliance::outln!(
-        "restore floor here: {:.2} s (restart + write), local speedup ceiling {:.2}",
-        r.floor_s(),
-        r.ceiling()
-    );
-    pgappliance::outln!(
-        "object store restore into a new directory (an appliance's first): speedup {:.2}; floor there {:.2} s (restart + making the files + write)",
-        r.store_new_speedup(),
-        r.new_dir_floor_s()
-    );
-    pgappliance::outln!(
         "restore speedup vs best pgbench mode: {:.2} local, {:.2} store",
-        r.local_speedup(),
-        r.store_speedup()
+        first.local_speedup(),
+        first.store_speedup()
     );
 }
 

@@ -213,7 +213,10 @@ pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Opti
     let tmp = local::restoring_dir(&data);
     cluster.stop().await?;
     // Streamed straight into the restored directory's place, every file checked.
-    let unpacked = snapstore::download_into(&store, &found, &tmp, owner).await;
+    let unpacked =
+        snapstore::download_into(&store, &found, &tmp, owner, snapstore::transfer_threads())
+            .await
+            .map(drop);
     let replaced = match unpacked.and_then(|()| local::install(&tmp, &data, &found.dirs)) {
         Ok(r) => r,
         Err(e) => {
@@ -313,9 +316,14 @@ pub async fn share(cx: &mut Context) -> Result<()> {
     let resumed = resume.is_some();
     let t0 = Instant::now();
     let journal = &mut cx.journal;
-    let result = snapstore::upload(&store, &dir, &manifest, resume, &mut |p| {
-        journal.update(|s| s.dataset.snapshot_upload = p.cloned())
-    })
+    let result = snapstore::upload(
+        &store,
+        &dir,
+        &manifest,
+        resume,
+        snapstore::transfer_threads(),
+        &mut |p| journal.update(|s| s.dataset.snapshot_upload = p.cloned()),
+    )
     .await;
     match result {
         Ok(stored) => {
@@ -325,7 +333,7 @@ pub async fn share(cx: &mut Context) -> Result<()> {
                 snapshot = %id,
                 store = %url,
                 seconds = t0.elapsed().as_secs_f64(),
-                compressed = stored.archive.as_ref().map_or(0, |a| a.size),
+                compressed = stored.stored_bytes(),
                 bytes = manifest.total_bytes(),
                 "snapshot uploaded and read back"
             );
