@@ -10,6 +10,23 @@ fn plan() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quick.toml")
 }
 
+/// `launch PLAN --ec2` with every flag it needs (an image and an instance type).
+fn ec2_launch(plan: &str) -> Vec<&str> {
+    vec![
+        "launch",
+        plan,
+        "--out",
+        "out",
+        "--daemon-binary",
+        "pgapplianced",
+        "--ec2",
+        "--image-id",
+        "ami-1",
+        "--instance-type",
+        "t3.micro",
+    ]
+}
+
 /// Runs pgappliance in `dir`; its exit status and stderr.
 fn pgappliance(dir: &Path, args: &[&str]) -> (i32, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
@@ -73,19 +90,7 @@ fn launch_duration_flags_refuse_zero_and_values_past_their_meaning() {
     );
     // S3 refuses a presigned URL valid longer than 7 days when the server boots with it.
     refused(dir.path(), &ipmi, "--url-lifetime", "8d", "7 days");
-    let ec2 = [
-        "launch",
-        plan.as_str(),
-        "--out",
-        "out",
-        "--daemon-binary",
-        "pgapplianced",
-        "--ec2",
-        "--image-id",
-        "ami-1",
-        "--instance-type",
-        "t3.micro",
-    ];
+    let ec2 = ec2_launch(&plan);
     refused(dir.path(), &ec2, "--ec2-wait", "0", "above zero");
     refused(dir.path(), &ec2, "--ec2-wait", "400d", "longer than a year");
 }
@@ -126,24 +131,9 @@ fn an_ec2_launch_to_a_store_that_cannot_presign_names_payload_url_before_buildin
     let dir = tempfile::tempdir().expect("tmp");
     let plan = plan().display().to_string();
     let store = format!("file://{}", dir.path().join("store").display());
-    let (code, stderr) = pgappliance(
-        dir.path(),
-        &[
-            "launch",
-            plan.as_str(),
-            "--out",
-            "out",
-            "--daemon-binary",
-            "pgapplianced",
-            "--ec2",
-            "--image-id",
-            "ami-1",
-            "--instance-type",
-            "t3.micro",
-            "--store",
-            store.as_str(),
-        ],
-    );
+    let mut args = ec2_launch(&plan);
+    args.extend(["--store", store.as_str()]);
+    let (code, stderr) = pgappliance(dir.path(), &args);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains(&format!("the store {store} cannot presign the payload"))

@@ -367,6 +367,14 @@ pub fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .with_context(|| format!("opening or creating {}", path.display()))?;
+    let len = still_a_file_of_one_name(&f, path)?;
+    Ok((f, len > 0))
+}
+
+/// The file just opened at `path` (with O_NOFOLLOW) is a regular file of one name, as the
+/// restore left or made it; its length. Anything else means another writer beside the
+/// data directory, and the restore stops rather than write through it.
+pub fn still_a_file_of_one_name(f: &File, path: &Path) -> Result<u64> {
     let md = f
         .metadata()
         .with_context(|| format!("reading {}", path.display()))?;
@@ -376,7 +384,7 @@ pub fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
             path.display()
         );
     }
-    Ok((f, md.len() > 0))
+    Ok(md.len())
 }
 
 /// The files of a copy that streams in (an unpack from the store) made ahead by a helper

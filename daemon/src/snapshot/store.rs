@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek as _, Write as _};
-use std::os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -560,15 +560,7 @@ impl Targets {
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        let md = file
-            .metadata()
-            .with_context(|| format!("reading {}", path.display()))?;
-        if !md.is_file() || md.nlink() != 1 {
-            bail!(
-                "{} changed while it was restored (it is no longer a file of one name): is something else writing beside the data directory?",
-                path.display()
-            );
-        }
+        super::local::still_a_file_of_one_name(&file, &path)?;
         Ok(file)
     }
 
@@ -888,13 +880,8 @@ mod tests {
         std::fs::write(data.join("pg_wal/000000010000000000000001"), [1u8; 100]).expect("write");
         std::fs::write(data.join("base/1/1259"), vec![3u8; 300_000]).expect("write");
         let key = SnapshotKey {
-            postgres_major: 15,
-            controldata: BTreeMap::new(),
-            architecture: "x86_64".into(),
-            encoding: "UTF8".into(),
-            lc_collate: "C".into(),
-            lc_ctype: "C".into(),
             dataset: "t".into(),
+            ..test_key()
         };
         let root = base.path().join("snapshots");
         let (m, _) =
