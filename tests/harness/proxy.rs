@@ -9,6 +9,42 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A listener on a loopback port of its own whose accepted connections go to a handler,
+/// each on a thread of its own; dropping it stops the accepting (a blocking accept woken by
+/// one connection to itself, no polling).
+struct Serving {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl Serving {
+    /// `stop` is set when it is dropped (the handlers' own loops may watch it too).
+    fn start(stop: Arc<AtomicBool>, handler: impl Fn(TcpStream) + Send + 'static) -> Serving {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if s.load(Ordering::Relaxed) {
+                    return;
+                }
+                if let Ok(client) = client {
+                    handler(client);
+                }
+            }
+        });
+        Serving { port, stop }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // Wakes the accept so that it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
 #[derive(Default)]
 pub struct Counters {
     pub connections: AtomicUsize,
@@ -20,7 +56,7 @@ pub struct Counters {
 pub struct FaultyProxy {
     pub port: u16,
     pub counters: Arc<Counters>,
-    stop: Arc<AtomicBool>,
+    _serving: Serving,
 }
 
 impl FaultyProxy {
@@ -28,39 +64,23 @@ impl FaultyProxy {
     /// 503, n % 4 == 2 is cut after the request head, the rest are forwarded and live at
     /// most `max_life`.
     pub fn start(upstream: u16, max_life: Duration) -> FaultyProxy {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let port = listener.local_addr().expect("addr").port();
         let counters = Arc::new(Counters::default());
         let stop = Arc::new(AtomicBool::new(false));
         let (c, s) = (counters.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let n = c.connections.fetch_add(1, Ordering::Relaxed);
-                        let (c2, s2) = (c.clone(), s.clone());
-                        std::thread::spawn(move || handle(client, n, upstream, max_life, &c2, &s2));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
+        let serving = Serving::start(stop, move |client| {
+            let n = c.connections.fetch_add(1, Ordering::Relaxed);
+            let (c2, s2) = (c.clone(), s.clone());
+            std::thread::spawn(move || handle(client, n, upstream, max_life, &c2, &s2));
         });
         FaultyProxy {
-            port,
+            port: serving.port,
             counters,
-            stop,
+            _serving: serving,
         }
     }
 
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for FaultyProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -163,37 +183,24 @@ pub struct ExpiredTokenProxy {
     pub port: u16,
     pub refused: Arc<AtomicUsize>,
     stale: Arc<std::sync::Mutex<Option<String>>>,
-    stop: Arc<AtomicBool>,
+    _serving: Serving,
 }
 
 impl ExpiredTokenProxy {
     pub fn start(upstream: u16) -> ExpiredTokenProxy {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let port = listener.local_addr().expect("addr").port();
         let refused = Arc::new(AtomicUsize::new(0));
         let stale: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (r, st, s) = (refused.clone(), stale.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let token = st.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        let r2 = r.clone();
-                        std::thread::spawn(move || {
-                            expire_or_forward(client, upstream, token.as_deref(), &r2)
-                        });
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
+        let (r, st) = (refused.clone(), stale.clone());
+        let serving = Serving::start(Arc::default(), move |client| {
+            let token = st.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let r2 = r.clone();
+            std::thread::spawn(move || expire_or_forward(client, upstream, token.as_deref(), &r2));
         });
         ExpiredTokenProxy {
-            port,
+            port: serving.port,
             refused,
             stale,
-            stop,
+            _serving: serving,
         }
     }
 
@@ -204,12 +211,6 @@ impl ExpiredTokenProxy {
     /// From now on, requests signed with this session token are refused as expired.
     pub fn expire(&self, token: &str) {
         *self.stale.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.to_string());
-    }
-}
-
-impl Drop for ExpiredTokenProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -274,53 +275,29 @@ pub struct CorruptingProxy {
     pub port: u16,
     pub corrupted: Arc<AtomicUsize>,
     pub gets: Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>>,
-    stop: Arc<AtomicBool>,
+    _serving: Serving,
 }
 
 impl CorruptingProxy {
     pub fn start(upstream: u16, needle: &str, times: usize) -> CorruptingProxy {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind proxy");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let port = listener.local_addr().expect("addr").port();
         let corrupted = Arc::new(AtomicUsize::new(0));
         let gets: Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>> = Arc::default();
         let left = Arc::new(AtomicUsize::new(times));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (c, g, s, n) = (
-            corrupted.clone(),
-            gets.clone(),
-            stop.clone(),
-            needle.to_string(),
-        );
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((client, _)) => {
-                        let (c2, g2, l2, n2) = (c.clone(), g.clone(), left.clone(), n.clone());
-                        std::thread::spawn(move || {
-                            corrupt_or_forward(client, upstream, &n2, &l2, &c2, &g2)
-                        });
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
+        let (c, g, n) = (corrupted.clone(), gets.clone(), needle.to_string());
+        let serving = Serving::start(Arc::default(), move |client| {
+            let (c2, g2, l2, n2) = (c.clone(), g.clone(), left.clone(), n.clone());
+            std::thread::spawn(move || corrupt_or_forward(client, upstream, &n2, &l2, &c2, &g2));
         });
         CorruptingProxy {
-            port,
+            port: serving.port,
             corrupted,
             gets,
-            stop,
+            _serving: serving,
         }
     }
 
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for CorruptingProxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
