@@ -559,15 +559,10 @@ pub async fn run(
     let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
     let weed;
     let store = match &o.store {
-        Some(url) => Store::open(&StoreConfig {
-            url: url.clone(),
-            endpoint: None,
-            region: std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
-            credentials: crate::plan::Credentials::Environment,
-            credentials_file: None,
-            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
-            caller: None,
-        })?,
+        Some(url) => Store::open(&StoreConfig::environment(
+            url.clone(),
+            std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+        ))?,
         None => {
             on_event(&RestoreEvent::Note(
                 "starting the test object store (SeaweedFS on loopback)".into(),

@@ -137,15 +137,10 @@ pub async fn run(o: UploadBenchOptions) -> Result<UploadBenchReport> {
 
 /// The measured side: uploads `dir` with the appliance's uploader.
 pub async fn child(dir: &Path, store: &str, part_size_mib: u32, tag: &str) -> Result<()> {
-    let store = Store::open(&StoreConfig {
-        url: store.to_string(),
-        endpoint: None,
-        region: std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
-        credentials: crate::plan::Credentials::Environment,
-        credentials_file: None,
-        credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
-        caller: None,
-    })?;
+    let store = Store::open(&StoreConfig::environment(
+        store.to_string(),
+        std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+    ))?;
     let part = (part_size_mib as usize) << 20;
     let key = RunKey {
         appliance: "bench".into(),

@@ -1319,15 +1319,7 @@ mod tests {
     fn a_store_url_from_the_command_line_is_checked_too() {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!("file://{}/a/../b", dir.path().display());
-        let cfg = crate::upload::StoreConfig {
-            url,
-            endpoint: None,
-            region: "us-east-1".into(),
-            credentials: crate::plan::Credentials::Environment,
-            credentials_file: None,
-            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
-            caller: None,
-        };
+        let cfg = crate::upload::StoreConfig::environment(url, "us-east-1");
         let err = crate::upload::Store::open(&cfg).err().expect("refused");
         assert!(err.to_string().contains("means"), "{err}");
         assert!(!dir.path().join("a").exists() && !dir.path().join("b").exists());

@@ -969,15 +969,10 @@ mod tests {
     }
 
     fn file_store(root: &Path) -> Store {
-        Store::open(&crate::upload::StoreConfig {
-            url: format!("file://{}", root.display()),
-            endpoint: None,
-            region: "us-east-1".into(),
-            credentials: crate::plan::Credentials::Environment,
-            credentials_file: None,
-            credentials_profile: crate::upload::store::DEFAULT_PROFILE.into(),
-            caller: None,
-        })
+        Store::open(&crate::upload::StoreConfig::environment(
+            format!("file://{}", root.display()),
+            "us-east-1",
+        ))
         .expect("store")
     }
 

@@ -1126,15 +1126,10 @@ mod tests {
 
     /// A `file://` store at `root` and the run key the tests upload under.
     fn file_store(root: &Path) -> (Store, RunKey) {
-        let store = Store::open(&StoreConfig {
-            url: format!("file://{}", root.display()),
-            endpoint: None,
-            region: "us-east-1".into(),
-            credentials: crate::plan::Credentials::Environment,
-            credentials_file: None,
-            credentials_profile: store::DEFAULT_PROFILE.into(),
-            caller: None,
-        })
+        let store = Store::open(&StoreConfig::environment(
+            format!("file://{}", root.display()),
+            "us-east-1",
+        ))
         .expect("store");
         let key = RunKey {
             appliance: "app".into(),

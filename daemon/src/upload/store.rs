@@ -39,6 +39,20 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// `url` reached with the environment's keys (no endpoint, credentials file or caller
+    /// keys): the benchmarks' and tests' stores.
+    pub fn environment(url: impl Into<String>, region: impl Into<String>) -> Self {
+        StoreConfig {
+            url: url.into(),
+            endpoint: None,
+            region: region.into(),
+            credentials: Credentials::Environment,
+            credentials_file: None,
+            credentials_profile: DEFAULT_PROFILE.into(),
+            caller: None,
+        }
+    }
+
     pub fn from_plan(upload: &crate::plan::Upload, url_override: Option<&str>) -> Self {
         StoreConfig {
             url: url_override.unwrap_or(&upload.store).to_string(),
@@ -610,14 +624,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("store");
         std::fs::write(&file, b"not a directory").expect("write");
-        let cfg = |path: &Path| StoreConfig {
-            url: format!("file://{}", path.display()),
-            endpoint: None,
-            region: "us-east-1".into(),
-            credentials: Credentials::Environment,
-            credentials_file: None,
-            credentials_profile: DEFAULT_PROFILE.into(),
-            caller: None,
+        let cfg = |path: &Path| {
+            StoreConfig::environment(format!("file://{}", path.display()), "us-east-1")
         };
         for (path, words) in [
             (file.clone(), "is not a directory"),
