@@ -532,13 +532,21 @@ impl Targets {
         }
     }
 
-    /// Makes file `idx` (a reused one cut or grown to its size): [`local::open_target`].
+    /// Makes file `idx` (a reused one emptied, then sized): [`local::open_target`].
     fn make(&self, idx: usize) -> Result<std::fs::File> {
         let f = &self.files[idx];
         let path = self.root.join(&f.path);
         let (file, had_bytes) = local::open_target(&path, f.mode)?;
         local::set_mode_and_owner(&file, &path, f.mode, self.owner)?;
-        if had_bytes || f.size > 0 {
+        if had_bytes {
+            // A reused file's blocks go before it is written: on XFS with reflinks they are
+            // often the clones a local restore made, and writing over a shared extent is a
+            // copy-on-write of every block (measured in docs/performance.md); the inode is
+            // still reused, which is what a new directory pays for.
+            file.set_len(0)
+                .with_context(|| format!("emptying {}", path.display()))?;
+        }
+        if f.size > 0 {
             file.set_len(f.size)
                 .with_context(|| format!("sizing {} to {} bytes", path.display(), f.size))?;
         }
