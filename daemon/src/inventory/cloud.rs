@@ -10,16 +10,16 @@ use serde::{Deserialize, Serialize};
 /// The instance as IMDSv2 describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CloudInstance {
-    pub provider: String,
-    pub instance_type: String,
-    pub region: Option<String>,
-    pub availability_zone: Option<String>,
-    pub instance_id: Option<String>,
+    pub(crate) provider: String,
+    pub(crate) instance_type: String,
+    pub(crate) region: Option<String>,
+    pub(crate) availability_zone: Option<String>,
+    pub(crate) instance_id: Option<String>,
 }
 
 /// The link-local IMDS address; `PGAPPLIANCE_IMDS_ENDPOINT` replaces it (tests), and
 /// `off` skips the lookup.
-pub const IMDS_ENDPOINT: &str = "http://169.254.169.254";
+pub(crate) const IMDS_ENDPOINT: &str = "http://169.254.169.254";
 
 const DMI_FIELDS: [&str; 8] = [
     "sys_vendor",
@@ -35,7 +35,7 @@ const DMI_FIELDS: [&str; 8] = [
 ];
 
 /// DMI identity from /sys/class/dmi/id (absent fields are left out).
-pub fn dmi(root: &std::path::Path) -> BTreeMap<String, String> {
+pub(crate) fn dmi(root: &std::path::Path) -> BTreeMap<String, String> {
     DMI_FIELDS
         .iter()
         .filter_map(|f| {
@@ -50,7 +50,7 @@ pub fn dmi(root: &std::path::Path) -> BTreeMap<String, String> {
 const IMDS_ATTEMPTS: usize = 3;
 
 /// Asks IMDSv2; `None` when nothing answers within the short timeouts.
-pub async fn ec2_instance(endpoint: &str) -> Option<CloudInstance> {
+pub(crate) async fn ec2_instance(endpoint: &str) -> Option<CloudInstance> {
     if endpoint == "off" {
         return None;
     }

@@ -13,9 +13,9 @@ pub struct CpuInfo {
     pub model_name: Option<String>,
     /// Logical CPUs.
     pub cpus: u32,
-    pub threads_per_core: Option<u32>,
+    pub(crate) threads_per_core: Option<u32>,
     pub cores_per_socket: Option<u32>,
-    pub sockets: Option<u32>,
+    pub(crate) sockets: Option<u32>,
     pub numa_nodes: Option<u32>,
     /// Every field lscpu printed, flattened (`Model name` → `Neoverse-N1`).
     pub fields: BTreeMap<String, String>,
