@@ -5,8 +5,8 @@
 //! Only methods and unit properties present in systemd 239 (Rocky 8) are used.
 
 mod proxies;
-pub mod transient;
-pub mod tuned;
+pub(crate) mod transient;
+pub(crate) mod tuned;
 
 use std::future::Future;
 
@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use zbus::zvariant::OwnedObjectPath;
 
-pub use proxies::{ManagerProxy, ServiceProxy, TunedProxy, UnitProxy};
-pub use transient::SystemdExecutor;
+pub(crate) use proxies::{ManagerProxy, ServiceProxy, TunedProxy, UnitProxy};
+pub(crate) use transient::SystemdExecutor;
 
 /// Keeps `daemon-reload` and running command units apart. systemd 239-58 writes a transient
 /// unit's `StandardErrorFile=` into /run/systemd/transient as `StandardOutput=file:…`
@@ -23,16 +23,16 @@ pub use transient::SystemdExecutor;
 /// stdout pointed at the stderr file. Command units hold a shared guard from before
 /// `StartTransientUnit` until they are stopped; [`Systemd::reload`] takes the exclusive one.
 #[derive(Clone, Default)]
-pub struct CommandGate(std::sync::Arc<tokio::sync::RwLock<()>>);
+pub(crate) struct CommandGate(std::sync::Arc<tokio::sync::RwLock<()>>);
 
 impl CommandGate {
     /// Held while a command unit exists; several may run at once.
-    pub async fn command(&self) -> tokio::sync::OwnedRwLockReadGuard<()> {
+    pub(crate) async fn command(&self) -> tokio::sync::OwnedRwLockReadGuard<()> {
         self.0.clone().read_owned().await
     }
 
     /// Held while systemd reloads: waits until no command unit exists.
-    pub async fn exclusive(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+    pub(crate) async fn exclusive(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
         self.0.clone().write_owned().await
     }
 }
@@ -46,7 +46,7 @@ pub struct Systemd {
 }
 
 impl Systemd {
-    pub async fn connect() -> Result<Self> {
+    pub(crate) async fn connect() -> Result<Self> {
         let conn = zbus::Connection::system().await.context(
             "connecting to the system D-Bus (is dbus running, and is this a systemd machine?)",
         )?;
@@ -64,17 +64,17 @@ impl Systemd {
         })
     }
 
-    pub fn connection(&self) -> &zbus::Connection {
+    pub(crate) fn connection(&self) -> &zbus::Connection {
         &self.conn
     }
 
-    pub fn manager(&self) -> &ManagerProxy<'static> {
+    pub(crate) fn manager(&self) -> &ManagerProxy<'static> {
         &self.manager
     }
 
     /// Queues a job with `call` and waits for its `JobRemoved`; returns the job's result
     /// (`done`, `failed`, `timeout`, `canceled`, `dependency`, `skipped`).
-    pub async fn job<F, Fut>(&self, what: &str, call: F) -> Result<String>
+    pub(crate) async fn job<F, Fut>(&self, what: &str, call: F) -> Result<String>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = zbus::Result<OwnedObjectPath>>,
@@ -116,20 +116,20 @@ impl Systemd {
         Ok(())
     }
 
-    pub async fn start_unit(&self, unit: &str) -> Result<()> {
+    pub(crate) async fn start_unit(&self, unit: &str) -> Result<()> {
         self.unit_job("start", unit, "replace").await
     }
 
-    pub async fn restart_unit(&self, unit: &str) -> Result<()> {
+    pub(crate) async fn restart_unit(&self, unit: &str) -> Result<()> {
         self.unit_job("restart", unit, "replace").await
     }
 
-    pub async fn stop_unit(&self, unit: &str) -> Result<()> {
+    pub(crate) async fn stop_unit(&self, unit: &str) -> Result<()> {
         self.unit_job("stop", unit, "replace").await
     }
 
     /// `systemctl enable` for unit files (by name or path); then a Reload.
-    pub async fn enable_unit_files(&self, units: &[&str]) -> Result<()> {
+    pub(crate) async fn enable_unit_files(&self, units: &[&str]) -> Result<()> {
         self.manager
             .enable_unit_files(units, false, true)
             .await
@@ -138,13 +138,13 @@ impl Systemd {
     }
 
     /// The gate command units and reloads share (see [`CommandGate`]).
-    pub fn gate(&self) -> &CommandGate {
+    pub(crate) fn gate(&self) -> &CommandGate {
         &self.gate
     }
 
     /// `systemctl daemon-reload`: systemd rereads unit files and drop-ins. Waits until no
     /// command unit of this daemon exists (systemd 239-58's StandardErrorFile bug).
-    pub async fn reload(&self) -> Result<()> {
+    pub(crate) async fn reload(&self) -> Result<()> {
         let _no_commands = self.gate.exclusive().await;
         self.manager
             .reload()
@@ -153,7 +153,7 @@ impl Systemd {
     }
 
     /// The unit's object path (loading the unit if systemd has not yet).
-    pub async fn unit_path(&self, unit: &str) -> Result<OwnedObjectPath> {
+    pub(crate) async fn unit_path(&self, unit: &str) -> Result<OwnedObjectPath> {
         self.manager
             .load_unit(unit)
             .await
@@ -161,7 +161,7 @@ impl Systemd {
     }
 
     /// `ActiveState` of a unit: active, inactive, failed, activating, …
-    pub async fn active_state(&self, unit: &str) -> Result<String> {
+    pub(crate) async fn active_state(&self, unit: &str) -> Result<String> {
         let proxy = UnitProxy::builder(&self.conn)
             .path(self.unit_path(unit).await?)?
             .cache_properties(zbus::proxy::CacheProperties::No)
@@ -175,7 +175,7 @@ impl Systemd {
 
     /// Reboots through systemd (`systemctl reboot`). Returns once the job is queued; the
     /// daemon is then stopped by the shutdown.
-    pub async fn reboot(&self) -> Result<()> {
+    pub(crate) async fn reboot(&self) -> Result<()> {
         self.manager
             .start_unit("reboot.target", "replace-irreversibly")
             .await

@@ -4,7 +4,7 @@
 use zbus::zvariant::{OwnedObjectPath, Value};
 
 /// One entry of `ListUnitsByPatterns`.
-pub type UnitListEntry = (
+pub(crate) type UnitListEntry = (
     String,
     String,
     String,
@@ -23,7 +23,7 @@ pub type UnitListEntry = (
     default_path = "/org/freedesktop/systemd1",
     gen_blocking = false
 )]
-pub trait Manager {
+pub(crate) trait Manager {
     fn subscribe(&self) -> zbus::Result<()>;
 
     fn start_transient_unit(
@@ -64,7 +64,7 @@ pub trait Manager {
     default_service = "org.freedesktop.systemd1",
     gen_blocking = false
 )]
-pub trait Unit {
+pub(crate) trait Unit {
     #[zbus(property)]
     fn active_state(&self) -> zbus::Result<String>;
 }
@@ -74,7 +74,7 @@ pub trait Unit {
     default_service = "org.freedesktop.systemd1",
     gen_blocking = false
 )]
-pub trait Service {
+pub(crate) trait Service {
     #[zbus(property)]
     fn exec_main_code(&self) -> zbus::Result<i32>;
     #[zbus(property)]
@@ -93,7 +93,7 @@ pub trait Service {
     default_path = "/Tuned",
     gen_blocking = false
 )]
-pub trait Tuned {
+pub(crate) trait Tuned {
     #[zbus(name = "switch_profile")]
     fn switch_profile(&self, profile: &str) -> zbus::Result<(bool, String)>;
     #[zbus(name = "active_profile")]

@@ -21,11 +21,11 @@ use crate::runner::{
 };
 
 /// Prefix of every transient unit the daemon starts.
-pub const UNIT_PREFIX: &str = "pga-cmd-";
+pub(crate) const UNIT_PREFIX: &str = "pga-cmd-";
 
 /// The values of the transient unit's properties, before they become D-Bus variants.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Prop {
+pub(crate) enum Prop {
     Str(String),
     Bool(bool),
     U64(u64),
@@ -36,7 +36,8 @@ pub enum Prop {
 
 impl Prop {
     /// The D-Bus signature the value is sent with (checked against systemd 239's).
-    pub fn dbus_signature(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn dbus_signature(&self) -> String {
         self.to_value().value_signature().to_string()
     }
 
@@ -53,7 +54,7 @@ impl Prop {
 
 /// The unit properties for a command (pure; tested). `program` must be absolute;
 /// `environment` is the command's complete environment.
-pub fn unit_properties(
+pub(crate) fn unit_properties(
     spec: &CommandSpec,
     program: &str,
     stdout: &Path,
@@ -125,7 +126,7 @@ pub fn unit_properties(
 
 /// How a oneshot unit's main process ended, from `ExecMainCode` (CLD_* of waitid),
 /// `ExecMainStatus` and the service `Result`.
-pub fn exit_status(code: i32, status: i32, result: &str) -> ExitStatus {
+pub(crate) fn exit_status(code: i32, status: i32, result: &str) -> ExitStatus {
     const CLD_EXITED: i32 = 1;
     if result == "timeout" {
         return ExitStatus::TimedOut;
@@ -139,7 +140,7 @@ pub fn exit_status(code: i32, status: i32, result: &str) -> ExitStatus {
 
 /// What systemd's own exit statuses (200–243, set when a unit could not even start the
 /// program) mean, for the error message.
-pub fn systemd_exit_meaning(status: i32) -> Option<&'static str> {
+pub(crate) fn systemd_exit_meaning(status: i32) -> Option<&'static str> {
     Some(match status {
         200 => "CHDIR: the working directory could not be entered",
         203 => "EXEC: the program could not be executed",
@@ -153,7 +154,7 @@ pub fn systemd_exit_meaning(status: i32) -> Option<&'static str> {
 }
 
 /// Finds `program` the way a shell would (systemd 239 wants an absolute path).
-pub fn resolve_program(program: &str, path_var: &str) -> Option<PathBuf> {
+pub(crate) fn resolve_program(program: &str, path_var: &str) -> Option<PathBuf> {
     if program.contains('/') {
         return Some(PathBuf::from(program));
     }
@@ -170,7 +171,7 @@ pub fn resolve_program(program: &str, path_var: &str) -> Option<PathBuf> {
 }
 
 /// Runs commands as transient units.
-pub struct SystemdExecutor {
+pub(crate) struct SystemdExecutor {
     systemd: Systemd,
     capture_dir: PathBuf,
     tag: String,
@@ -179,7 +180,7 @@ pub struct SystemdExecutor {
 
 impl SystemdExecutor {
     /// `capture_dir` holds the output of commands whose spec names no output files.
-    pub fn new(systemd: Systemd, capture_dir: &Path) -> anyhow::Result<Arc<Self>> {
+    pub(crate) fn new(systemd: Systemd, capture_dir: &Path) -> anyhow::Result<Arc<Self>> {
         crate::fsutil::create_dir_all(capture_dir)?;
         Ok(Arc::new(SystemdExecutor {
             systemd,
@@ -191,7 +192,7 @@ impl SystemdExecutor {
 
     /// Stops the transient units an earlier daemon process left running (its step is
     /// redone) and clears failed ones.
-    pub async fn stop_leftovers(&self) -> anyhow::Result<usize> {
+    pub(crate) async fn stop_leftovers(&self) -> anyhow::Result<usize> {
         let pattern = format!("{UNIT_PREFIX}*.service");
         let units = self
             .systemd

@@ -7,13 +7,13 @@ use super::{Systemd, TunedProxy};
 /// What tuned reported after the switch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TunedState {
-    pub active: String,
+    pub(crate) active: String,
     /// tuned's own check that every setting of the profile is in place.
-    pub verified: bool,
+    pub(crate) verified: bool,
 }
 
 /// Starts tuned (enabled so it reapplies the profile at boot) and activates `profile`.
-pub async fn activate(systemd: &Systemd, profile: &str) -> Result<TunedState> {
+pub(crate) async fn activate(systemd: &Systemd, profile: &str) -> Result<TunedState> {
     systemd.enable_unit_files(&["tuned.service"]).await?;
     systemd.start_unit("tuned.service").await?;
     let tuned = connect(systemd).await?;
@@ -45,7 +45,7 @@ pub async fn activate(systemd: &Systemd, profile: &str) -> Result<TunedState> {
 }
 
 /// tuned's active profile and its verdict on it, as they are now (no switch).
-pub async fn state(systemd: &Systemd) -> Result<TunedState> {
+pub(crate) async fn state(systemd: &Systemd) -> Result<TunedState> {
     let tuned = connect(systemd).await?;
     let active = tuned
         .active_profile()
