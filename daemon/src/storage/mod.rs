@@ -11,8 +11,8 @@ use crate::inventory::BlockDevice;
 use crate::plan::{Devices, Filesystem, Layout, Storage};
 
 /// Volume group and logical volume the appliance creates.
-pub const VG: &str = "pgappliance";
-pub const LV: &str = "data";
+pub(crate) const VG: &str = "pgappliance";
+pub(crate) const LV: &str = "data";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoragePlan {
@@ -57,7 +57,7 @@ fn seen_note(seen: &[String]) -> String {
 }
 
 /// What is on a device, in words, or `None` when it is empty.
-pub fn occupant(d: &BlockDevice) -> Option<String> {
+pub(crate) fn occupant(d: &BlockDevice) -> Option<String> {
     if !d.mountpoints.is_empty() {
         return Some(format!("is mounted at {}", d.mountpoints.join(", ")));
     }
@@ -242,7 +242,7 @@ pub fn plan_storage(
 }
 
 /// Removes the volume group of an interrupted build (its exit status 5 means there is none).
-pub fn clear_interrupted_build_command() -> Vec<String> {
+pub(crate) fn clear_interrupted_build_command() -> Vec<String> {
     ["vgremove", "--force", "--yes", VG]
         .iter()
         .map(|s| s.to_string())
