@@ -6,15 +6,15 @@
 
 /// The parts of a failed request that matter to the operator.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The HTTP status, when the server answered.
-    pub status: Option<u16>,
+    pub(crate) status: Option<u16>,
     /// The AWS error code (`<Code>`), when the answer held one.
-    pub code: Option<String>,
+    pub(crate) code: Option<String>,
     /// The AWS error message (`<Message>`).
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// No answer: what the connection did (refused, name not resolved, timed out).
-    pub connection: Option<&'static str>,
+    pub(crate) connection: Option<&'static str>,
 }
 
 /// The text of the first `<tag>…</tag>` in `xml`, XML entities decoded.
@@ -57,7 +57,7 @@ fn status_in(text: &str) -> Option<u16> {
 /// answer): the first `<Code>`/`<Message>` of an AWS XML error wherever it is (S3 answers
 /// `<Error>` at the root, STS `<ErrorResponse><Error>`, EC2 `<Response><Errors><Error>`),
 /// the status, or the connection's failure (pure).
-pub fn read(text: &str) -> Failure {
+pub(crate) fn read(text: &str) -> Failure {
     let lower = text.to_ascii_lowercase();
     let connection = if lower.contains("connection refused") {
         Some("the connection was refused")
@@ -89,7 +89,7 @@ pub fn read(text: &str) -> Failure {
 /// What the operator should do about a failure (pure). `keys` describes the keys used
 /// ("key AKIA… from the environment (AWS_ACCESS_KEY_ID)"), `other_keys` how to give others
 /// ("--credentials-file FILE, AWS_PROFILE or AWS_ACCESS_KEY_ID").
-pub fn fix(f: &Failure, service: &str, keys: Option<&str>, other_keys: &str) -> String {
+pub(crate) fn fix(f: &Failure, service: &str, keys: Option<&str>, other_keys: &str) -> String {
     let keys_text = keys.unwrap_or("the keys used");
     if f.connection.is_some() {
         return format!(
@@ -135,7 +135,7 @@ pub fn fix(f: &Failure, service: &str, keys: Option<&str>, other_keys: &str) -> 
 }
 
 /// The cause in a few words: "403 SignatureDoesNotMatch: The request signature …" (pure).
-pub fn cause(f: &Failure) -> Option<String> {
+pub(crate) fn cause(f: &Failure) -> Option<String> {
     let mut out = String::new();
     if let Some(s) = f.status {
         out.push_str(&s.to_string());

@@ -24,10 +24,10 @@ use super::store::{read_credentials_file, KeyPair, DEFAULT_PROFILE};
 /// Keys found on this machine and where.
 #[derive(Clone)]
 pub struct CallerKeys {
-    pub pair: KeyPair,
+    pub(crate) pair: KeyPair,
     /// Where they came from: `the environment (AWS_ACCESS_KEY_ID)`, `--credentials-file F`,
     /// `profile "lab" of ~/.aws/credentials`.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl std::fmt::Debug for CallerKeys {
@@ -89,7 +89,7 @@ impl Chain<'_> {
     }
 
     /// Resolves the chain with `env` for the environment (pure but for reading files).
-    pub fn resolve_with(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<CallerKeys> {
+    pub(crate) fn resolve_with(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<CallerKeys> {
         if let Some(file) = self.file {
             let profile = self.profile.unwrap_or(DEFAULT_PROFILE);
             let pair = read_credentials_file(file, profile)

@@ -48,7 +48,7 @@ use sha2::{Digest, Sha256};
 pub use store::{Store, StoreConfig};
 
 pub const MANIFEST: &str = "manifest.json";
-pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+pub(crate) const MANIFEST_SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Copy)]
 pub struct UploadOptions {
@@ -114,29 +114,29 @@ pub struct Manifest {
 
 /// What the upload journal remembers per object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct UploadJournal {
-    pub run_id: String,
-    pub key: String,
+pub(crate) struct UploadJournal {
+    pub(crate) run_id: String,
+    pub(crate) key: String,
     /// Objects known to be in the store with this size and sha256.
-    pub done: BTreeMap<String, ManifestEntry>,
+    pub(crate) done: BTreeMap<String, ManifestEntry>,
     /// Multipart uploads in flight: object → upload id, part size, finished parts.
-    pub multipart: BTreeMap<String, MultipartProgress>,
+    pub(crate) multipart: BTreeMap<String, MultipartProgress>,
     /// Multipart uploads that a restart resumed (evidence for operators and tests).
-    pub resumed: BTreeMap<String, String>,
-    pub manifest_done: bool,
+    pub(crate) resumed: BTreeMap<String, String>,
+    pub(crate) manifest_done: bool,
     /// Objects a verification found missing or different in the store, with why; present
     /// from the moment the repair starts (before the stored manifest is deleted) until the
     /// manifest is written again.
     #[serde(default)]
-    pub repairing: BTreeMap<String, String>,
+    pub(crate) repairing: BTreeMap<String, String>,
 }
 
 /// A run verified in the store, and what had to be repaired for it.
 #[derive(Debug, Clone)]
 pub struct Stored {
-    pub manifest: Manifest,
+    pub(crate) manifest: Manifest,
     /// Objects (and `manifest.json`) that were missing or different, with why.
-    pub repaired: BTreeMap<String, String>,
+    pub(crate) repaired: BTreeMap<String, String>,
 }
 
 impl Stored {
@@ -168,20 +168,20 @@ impl Stored {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MultipartProgress {
-    pub upload_id: String,
-    pub part_size: usize,
+pub(crate) struct MultipartProgress {
+    pub(crate) upload_id: String,
+    pub(crate) part_size: usize,
     /// Finished parts: part index → the store's id (ETag) for it.
-    pub parts: BTreeMap<usize, String>,
+    pub(crate) parts: BTreeMap<usize, String>,
 }
 
 /// A failure with whether waiting could fix it.
 #[derive(Debug)]
-pub struct UploadError {
-    pub permanent: bool,
+pub(crate) struct UploadError {
+    pub(crate) permanent: bool,
     /// The store refused the keys (401, 403, or an S3 token error).
-    pub credentials_refused: bool,
-    pub error: anyhow::Error,
+    pub(crate) credentials_refused: bool,
+    pub(crate) error: anyhow::Error,
 }
 
 impl std::fmt::Display for UploadError {
@@ -276,13 +276,13 @@ pub fn list_files(dir: &Path) -> Result<Vec<String>> {
 /// Where a run goes in the store.
 #[derive(Debug, Clone)]
 pub struct RunKey {
-    pub appliance: String,
-    pub machine_id: String,
-    pub run_id: String,
+    pub(crate) appliance: String,
+    pub(crate) machine_id: String,
+    pub(crate) run_id: String,
 }
 
 impl RunKey {
-    pub fn parts(&self) -> [&str; 3] {
+    pub(crate) fn parts(&self) -> [&str; 3] {
         [&self.appliance, &self.machine_id, &self.run_id]
     }
 }
@@ -956,10 +956,10 @@ fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {
 const REGENERATED: &[&str] = &["results.json", "summary.csv", "report.html"];
 
 /// The uploader's own journal in the work directory.
-pub const UPLOAD_STATE_FILE: &str = "upload-state.json";
+pub(crate) const UPLOAD_STATE_FILE: &str = "upload-state.json";
 
 /// The upload journal of a work dir.
-pub fn journal_path(workdir: &Path) -> PathBuf {
+pub(crate) fn journal_path(workdir: &Path) -> PathBuf {
     workdir.join(UPLOAD_STATE_FILE)
 }
 
@@ -996,7 +996,7 @@ fn read_upload_journal(path: &Path) -> UploadJournal {
 }
 
 /// Uploads a run dir, retrying transient failures until it is complete and verified.
-pub async fn upload_run(
+pub(crate) async fn upload_run(
     store: &Store,
     key: &RunKey,
     run_dir: &Path,

@@ -51,14 +51,6 @@ pub struct StoreOverrides {
 }
 
 impl StoreOverrides {
-    /// Only a store URL.
-    pub fn store(url: Option<&str>) -> Self {
-        StoreOverrides {
-            store: url.map(str::to_string),
-            ..Default::default()
-        }
-    }
-
     /// The store the plan's upload section names, with these changes.
     pub fn config(&self, upload: &Upload) -> StoreConfig {
         let mut cfg = StoreConfig::from_plan(upload, self.store.as_deref());
@@ -79,7 +71,7 @@ impl StoreOverrides {
     }
 
     /// The store URL the run goes to.
-    pub fn url(&self, upload: &Upload) -> String {
+    pub(crate) fn url(&self, upload: &Upload) -> String {
         self.store.clone().unwrap_or_else(|| upload.store.clone())
     }
 }

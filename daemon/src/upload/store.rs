@@ -41,7 +41,7 @@ pub struct StoreConfig {
 impl StoreConfig {
     /// `url` reached with the environment's keys (no endpoint, credentials file or caller
     /// keys): the benchmarks' and tests' stores.
-    pub fn environment(url: impl Into<String>, region: impl Into<String>) -> Self {
+    pub(crate) fn environment(url: impl Into<String>, region: impl Into<String>) -> Self {
         StoreConfig {
             url: url.into(),
             endpoint: None,
@@ -53,7 +53,7 @@ impl StoreConfig {
         }
     }
 
-    pub fn from_plan(upload: &crate::plan::Upload, url_override: Option<&str>) -> Self {
+    pub(crate) fn from_plan(upload: &crate::plan::Upload, url_override: Option<&str>) -> Self {
         StoreConfig {
             url: url_override.unwrap_or(&upload.store).to_string(),
             endpoint: upload.endpoint.clone(),
@@ -130,17 +130,17 @@ pub struct Store {
     pub url: String,
     pub objects: Arc<dyn ObjectStore>,
     /// Present for S3: the low-level API whose upload ids can be journaled and resumed.
-    pub multipart: Option<Arc<dyn MultipartStore>>,
+    pub(crate) multipart: Option<Arc<dyn MultipartStore>>,
     /// Present for S3: presigns URLs (e.g. an ISO a BMC fetches without credentials).
     pub signer: Option<Arc<dyn Signer>>,
-    pub prefix: Vec<String>,
+    pub(crate) prefix: Vec<String>,
     /// The credentials file the S3 client reads its keys from (`credentials = "file"`).
-    pub credentials_file: Option<Arc<FileCredentials>>,
+    pub(crate) credentials_file: Option<Arc<FileCredentials>>,
     /// Which keys the store is reached with, for messages: "key AKIA… from …" (never the
     /// secret); None for a file store.
     pub keys: Option<String>,
     /// The S3 endpoint given (plan, command line or AWS_ENDPOINT_URL), for messages.
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
 }
 
 impl Store {
@@ -278,7 +278,7 @@ impl Store {
     /// When a request was refused because the keys expired, what to tell the operator:
     /// the store answered `ExpiredToken`, or it refused the keys (`refused`) after the
     /// expiry the credentials file gives. None for any other failure.
-    pub fn expired_credentials(&self, error_text: &str, refused: bool) -> Option<String> {
+    pub(crate) fn expired_credentials(&self, error_text: &str, refused: bool) -> Option<String> {
         let store_says_expired = error_text.contains("ExpiredToken");
         match &self.credentials_file {
             Some(file) => {
@@ -296,7 +296,7 @@ impl Store {
 
 /// Why a store gave no answer in time, from one connection to its endpoint (bounded to a
 /// few seconds): refused, not resolved, silent, or it accepts connections and is slow.
-pub async fn probe(store: &Store) -> String {
+pub(crate) async fn probe(store: &Store) -> String {
     let Some(endpoint) = store.endpoint.as_deref() else {
         return "no answer in time".into();
     };
@@ -319,7 +319,7 @@ pub async fn probe(store: &Store) -> String {
 
 /// "the store credentials in FILE expired at T; put fresh ones there" (T unknown when the
 /// file carries no expiry and the store said so).
-pub fn expired_message(file: &str, expires_at: Option<SystemTime>) -> String {
+pub(crate) fn expired_message(file: &str, expires_at: Option<SystemTime>) -> String {
     match expires_at {
         Some(at) => format!(
             "the store credentials in {file} expired at {}; put fresh ones there",
@@ -332,14 +332,14 @@ pub fn expired_message(file: &str, expires_at: Option<SystemTime>) -> String {
 }
 
 /// The key of a credentials file that holds the keys' expiry (RFC 3339, UTC).
-pub const EXPIRATION_KEY: &str = "aws_session_expiration";
+pub(crate) const EXPIRATION_KEY: &str = "aws_session_expiration";
 
 /// The keys of a credentials file for the S3 client, read again whenever the file changes
 /// (another inode, size or modification time), so fresh keys put there are used by the
 /// next request. A file that cannot be read (being replaced, wrong mode) fails that request
 /// with the reason, and the upload retries.
-pub struct FileCredentials {
-    pub path: PathBuf,
+pub(crate) struct FileCredentials {
+    pub(crate) path: PathBuf,
     profile: String,
     cache: Mutex<Option<CachedKeys>>,
 }
@@ -362,7 +362,7 @@ impl std::fmt::Debug for FileCredentials {
 }
 
 impl FileCredentials {
-    pub fn new(path: &str, profile: &str) -> Self {
+    pub(crate) fn new(path: &str, profile: &str) -> Self {
         FileCredentials {
             path: PathBuf::from(path),
             profile: profile.to_string(),
@@ -378,7 +378,7 @@ impl FileCredentials {
     }
 
     /// The keys as the file holds them now, and their expiry.
-    pub fn current(&self) -> Result<(Arc<AwsCredential>, Option<SystemTime>)> {
+    pub(crate) fn current(&self) -> Result<(Arc<AwsCredential>, Option<SystemTime>)> {
         let stamp = self.stamp()?;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cache.as_ref().filter(|c| c.stamp == stamp) {
@@ -402,7 +402,7 @@ impl FileCredentials {
     }
 
     /// The expiry the file gives for its keys (None: none given, or unreadable now).
-    pub fn expires_at(&self) -> Option<SystemTime> {
+    pub(crate) fn expires_at(&self) -> Option<SystemTime> {
         self.current().ok().and_then(|(_, at)| at)
     }
 }
@@ -548,7 +548,7 @@ pub fn parse_credentials(text: &str, profile: &str) -> Result<KeyPair, String> {
 
 /// An expiry as a credentials file gives it: RFC 3339 in UTC (`2026-12-02T04:00:00Z`,
 /// fractions of a second allowed), what STS returns.
-pub fn parse_expiration(value: &str) -> Result<SystemTime, String> {
+pub(crate) fn parse_expiration(value: &str) -> Result<SystemTime, String> {
     let v = value.trim();
     if !v.ends_with('Z') {
         return Err(format!(

@@ -15,19 +15,19 @@ use serde::Deserialize;
 use super::store::{parse_expiration, KeyPair};
 
 /// The STS API version of the Query API.
-pub const STS_VERSION: &str = "2011-06-15";
+pub(crate) const STS_VERSION: &str = "2011-06-15";
 /// STS limits: the shortest session any call gives, GetFederationToken's longest (an IAM
 /// user; 36 h), AssumeRole's longest (a role whose maximum session is set to 12 h).
-pub const MIN_TTL: Duration = Duration::from_secs(900);
-pub const MAX_FEDERATION_TTL: Duration = Duration::from_secs(129_600);
-pub const MAX_ASSUME_ROLE_TTL: Duration = Duration::from_secs(43_200);
+pub(crate) const MIN_TTL: Duration = Duration::from_secs(900);
+pub(crate) const MAX_FEDERATION_TTL: Duration = Duration::from_secs(129_600);
+pub(crate) const MAX_ASSUME_ROLE_TTL: Duration = Duration::from_secs(43_200);
 /// STS refuses a session policy longer than this (plain text).
-pub const MAX_POLICY_CHARS: usize = 2048;
+pub(crate) const MAX_POLICY_CHARS: usize = 2048;
 /// What the appliance's upload does in the store, and nothing else: put objects (also the
 /// parts of a multipart upload and its completion), read them back, list the run's keys,
 /// abort or list the parts of a multipart upload, and delete the run's `manifest.json` (a
 /// repair deletes it first, so a reader never sees a manifest for objects being replaced).
-pub const OBJECT_ACTIONS: [&str; 4] = [
+pub(crate) const OBJECT_ACTIONS: [&str; 4] = [
     "s3:PutObject",
     "s3:GetObject",
     "s3:AbortMultipartUpload",
@@ -104,7 +104,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub fn action(&self) -> &'static str {
+    pub(crate) fn action(&self) -> &'static str {
         match self {
             Method::FederationToken => "GetFederationToken",
             Method::AssumeRole { .. } => "AssumeRole",
@@ -185,7 +185,7 @@ pub fn operator_credentials() -> Result<AwsCredential> {
 /// Checks a request before anything is sent: the duration within the method's limits,
 /// the policy within STS's size, the keys fit for the method (GetFederationToken needs an
 /// IAM user's long-term keys, not session keys).
-pub fn check_request(req: &MintRequest, operator: &AwsCredential) -> Result<()> {
+pub(crate) fn check_request(req: &MintRequest, operator: &AwsCredential) -> Result<()> {
     // From --sts-endpoint, AWS_ENDPOINT_URL_STS or the plan: no credentials in it.
     crate::url::refuse_credentials(&req.endpoint)
         .map_err(|why| anyhow::anyhow!("the STS endpoint {why}"))?;
@@ -233,7 +233,7 @@ fn form_encode(value: &str) -> String {
 }
 
 /// The form body of a request.
-pub fn form_body(params: &[(&str, String)]) -> String {
+pub(crate) fn form_body(params: &[(&str, String)]) -> String {
     params
         .iter()
         .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
@@ -243,10 +243,10 @@ pub fn form_body(params: &[(&str, String)]) -> String {
 
 /// An AWS Query API error (`<ErrorResponse><Error><Code>…`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueryError {
-    pub status: u16,
-    pub code: String,
-    pub message: String,
+pub(crate) struct QueryError {
+    pub(crate) status: u16,
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 /// POSTs a SigV4-signed Query API request (`Action=…&Version=…&…`) to `endpoint` for
@@ -323,7 +323,7 @@ pub async fn query(
 
 /// The code and message of an AWS Query API error answer (pure); the raw start of the
 /// answer when it is not one.
-pub fn parse_error(status: u16, xml: &str) -> QueryError {
+pub(crate) fn parse_error(status: u16, xml: &str) -> QueryError {
     // AWS answers `<ErrorResponse><Error>…`; moto wraps the error in `<Errors>`.
     #[derive(Deserialize)]
     struct ErrorResponse {
@@ -376,7 +376,7 @@ pub fn parse_error(status: u16, xml: &str) -> QueryError {
 
 /// The keys, their expiry and the principal in a `GetFederationTokenResponse` or an
 /// `AssumeRoleResponse` (pure).
-pub fn parse_credentials_response(xml: &str) -> Result<Minted> {
+pub(crate) fn parse_credentials_response(xml: &str) -> Result<Minted> {
     #[derive(Deserialize)]
     struct Response {
         #[serde(
