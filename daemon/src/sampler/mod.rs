@@ -2,7 +2,7 @@
 //! written, and memory, read straight from /proc (no external tools). It measures its own
 //! CPU time (thread CPU clock around each sample) so its cost is on record.
 
-pub mod parse;
+pub(crate) mod parse;
 
 use std::time::{Duration, Instant};
 
@@ -12,28 +12,28 @@ use tokio::sync::oneshot;
 use parse::{parse_diskstats, parse_meminfo, parse_proc_stat, CpuTimes, DiskTotals};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OsSample {
+pub(crate) struct OsSample {
     /// Seconds since the sampler started (end of the interval).
-    pub t_s: f64,
-    pub cpu_busy_pct: f64,
-    pub cpu_iowait_pct: f64,
-    pub disk_read_bytes_per_s: f64,
-    pub disk_write_bytes_per_s: f64,
-    pub mem_used_bytes: u64,
-    pub mem_dirty_bytes: u64,
+    pub(crate) t_s: f64,
+    pub(crate) cpu_busy_pct: f64,
+    pub(crate) cpu_iowait_pct: f64,
+    pub(crate) disk_read_bytes_per_s: f64,
+    pub(crate) disk_write_bytes_per_s: f64,
+    pub(crate) mem_used_bytes: u64,
+    pub(crate) mem_dirty_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OsSamples {
-    pub interval_s: f64,
-    pub samples: Vec<OsSample>,
-    pub cpu_busy_avg_pct: Option<f64>,
-    pub disk_read_bytes: u64,
-    pub disk_write_bytes: u64,
-    pub mem_used_max_bytes: Option<u64>,
+    pub(crate) interval_s: f64,
+    pub(crate) samples: Vec<OsSample>,
+    pub(crate) cpu_busy_avg_pct: Option<f64>,
+    pub(crate) disk_read_bytes: u64,
+    pub(crate) disk_write_bytes: u64,
+    pub(crate) mem_used_max_bytes: Option<u64>,
     /// CPU seconds the sampler itself used, and that as a share of one core over the run.
-    pub sampler_cpu_s: f64,
-    pub sampler_cpu_pct_of_core: f64,
+    pub(crate) sampler_cpu_s: f64,
+    pub(crate) sampler_cpu_pct_of_core: f64,
 }
 
 struct Reading {
@@ -81,13 +81,13 @@ fn pct(part: u64, whole: u64) -> f64 {
 }
 
 /// A running sampler; [`Sampler::stop`] ends it and returns what it saw.
-pub struct Sampler {
+pub(crate) struct Sampler {
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<OsSamples>,
 }
 
 impl Sampler {
-    pub fn start(interval: Duration) -> Sampler {
+    pub(crate) fn start(interval: Duration) -> Sampler {
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
             let started = Instant::now();
@@ -151,7 +151,7 @@ impl Sampler {
         Sampler { stop, task }
     }
 
-    pub async fn stop(self) -> Option<OsSamples> {
+    pub(crate) async fn stop(self) -> Option<OsSamples> {
         let _ = self.stop.send(());
         self.task.await.ok()
     }

@@ -2,15 +2,15 @@
 
 /// Aggregate CPU jiffies from the first line of /proc/stat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CpuTimes {
-    pub busy: u64,
-    pub iowait: u64,
-    pub total: u64,
+pub(crate) struct CpuTimes {
+    pub(crate) busy: u64,
+    pub(crate) iowait: u64,
+    pub(crate) total: u64,
 }
 
 /// `cpu  user nice system idle iowait irq softirq steal guest guest_nice`; guest time is
 /// already counted in user/nice, so it is left out of the total.
-pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+pub(crate) fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -36,12 +36,12 @@ pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
 /// Sectors (512 bytes) read and written, summed over whole disks (`is_disk` decides which
 /// names count, so partitions and holders are not counted twice).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DiskTotals {
-    pub read_bytes: u64,
-    pub write_bytes: u64,
+pub(crate) struct DiskTotals {
+    pub(crate) read_bytes: u64,
+    pub(crate) write_bytes: u64,
 }
 
-pub fn parse_diskstats(text: &str, is_disk: impl Fn(&str) -> bool) -> DiskTotals {
+pub(crate) fn parse_diskstats(text: &str, is_disk: impl Fn(&str) -> bool) -> DiskTotals {
     let mut t = DiskTotals::default();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -62,13 +62,13 @@ pub fn parse_diskstats(text: &str, is_disk: impl Fn(&str) -> bool) -> DiskTotals
 
 /// MemTotal, MemAvailable and Dirty from /proc/meminfo, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Memory {
-    pub total: u64,
-    pub available: u64,
-    pub dirty: u64,
+pub(crate) struct Memory {
+    pub(crate) total: u64,
+    pub(crate) available: u64,
+    pub(crate) dirty: u64,
 }
 
-pub fn parse_meminfo(text: &str) -> Option<Memory> {
+pub(crate) fn parse_meminfo(text: &str) -> Option<Memory> {
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name))
