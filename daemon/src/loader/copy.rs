@@ -10,7 +10,7 @@ use super::ACCOUNTS_PER_SCALE;
 
 const HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0";
 
-pub struct AccountsEncoder {
+pub(crate) struct AccountsEncoder {
     first: u64,
     next: u64,
     last: u64,
@@ -21,7 +21,7 @@ pub struct AccountsEncoder {
 
 impl AccountsEncoder {
     /// Rows with aid in `from..=to`.
-    pub fn new(from: u64, to: u64, bigint: bool) -> Self {
+    pub(crate) fn new(from: u64, to: u64, bigint: bool) -> Self {
         AccountsEncoder {
             first: from,
             next: from,
@@ -34,11 +34,11 @@ impl AccountsEncoder {
 
     /// The next piece of the COPY stream, about `target` bytes; `None` after the trailer.
     /// Rows encoded so far.
-    pub fn rows_encoded(&self) -> u64 {
+    pub(crate) fn rows_encoded(&self) -> u64 {
         self.next - self.first
     }
 
-    pub fn next_chunk(&mut self, target: usize) -> Option<Bytes> {
+    pub(crate) fn next_chunk(&mut self, target: usize) -> Option<Bytes> {
         if self.done {
             return None;
         }

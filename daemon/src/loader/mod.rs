@@ -18,7 +18,7 @@
 //! The journal fact `load_settings` is set while the load settings are in force; a resumed
 //! run finds it and restores the plan's settings before anything else.
 
-pub mod copy;
+pub(crate) mod copy;
 mod writeback;
 
 use std::collections::BTreeMap;
@@ -32,13 +32,13 @@ use crate::postgres::sql::{literal, Session};
 use crate::postgres::Cluster;
 
 /// Rows of pgbench_accounts per unit of scale.
-pub const ACCOUNTS_PER_SCALE: u64 = 100_000;
+pub(crate) const ACCOUNTS_PER_SCALE: u64 = 100_000;
 const TELLERS_PER_SCALE: u64 = 10;
 /// pgbench switches aid to bigint from this scale on.
 const BIGINT_SCALE: u32 = 20_000;
 
 /// Settings in force during the load (name, value). Index builds use every core.
-pub fn load_settings(cores: u32, ram_bytes: u64) -> Vec<(&'static str, String)> {
+pub(crate) fn load_settings(cores: u32, ram_bytes: u64) -> Vec<(&'static str, String)> {
     let maintenance_mb = (ram_bytes / 8 / (1 << 20)).clamp(64, 4096);
     vec![
         ("fsync", "off".into()),
@@ -69,7 +69,7 @@ const FREEZE_PASSES: u32 = 20;
 /// stream 3.3–3.5 s COPY + 0.3 s VACUUM; two streams 3.8–4.1 s + 2.1–2.3 s. With a stream
 /// per two cores, the streams' share shrinks but the VACUUM does not, so several streams pay
 /// only from about 8 cores on (docs/performance.md); below that, one.
-pub fn default_degree(cores: u32) -> u32 {
+pub(crate) fn default_degree(cores: u32) -> u32 {
     if cores < 8 {
         1
     } else {
@@ -79,10 +79,10 @@ pub fn default_degree(cores: u32) -> u32 {
 
 /// What a parallel init did and how long each phase took.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ParallelInit {
-    pub degree: u32,
-    pub phases: Vec<(String, f64)>,
-    pub total_s: f64,
+pub(crate) struct ParallelInit {
+    pub(crate) degree: u32,
+    pub(crate) phases: Vec<(String, f64)>,
+    pub(crate) total_s: f64,
 }
 
 async fn connect(c: &Cluster, db: &str) -> Result<Session> {
@@ -91,7 +91,7 @@ async fn connect(c: &Cluster, db: &str) -> Result<Session> {
 
 /// Sets the load settings for `cores` and `ram_bytes` and restarts the server; undone by
 /// [`restore_settings`].
-pub async fn apply_load_settings(c: &Cluster, cores: u32, ram_bytes: u64) -> Result<()> {
+pub(crate) async fn apply_load_settings(c: &Cluster, cores: u32, ram_bytes: u64) -> Result<()> {
     apply_settings(c, &load_settings(cores, ram_bytes), None).await
 }
 
@@ -118,7 +118,7 @@ async fn apply_settings(
 
 /// Puts the plan's settings back after a load (also after an interrupted one): restart,
 /// OS-level sync, CHECKPOINT.
-pub async fn restore_settings(
+pub(crate) async fn restore_settings(
     c: &Cluster,
     cores: u32,
     ram_bytes: u64,
@@ -158,18 +158,18 @@ fn ddl(scale: u32, fillfactor: u32) -> Vec<String> {
 /// nothing; this applies and restores the load settings itself.
 /// What to load and with how much of the machine.
 #[derive(Debug, Clone)]
-pub struct LoadSpec<'a> {
-    pub database: &'a str,
-    pub scale: u32,
-    pub fillfactor: u32,
+pub(crate) struct LoadSpec<'a> {
+    pub(crate) database: &'a str,
+    pub(crate) scale: u32,
+    pub(crate) fillfactor: u32,
     /// Connections loading pgbench_accounts.
-    pub degree: u32,
+    pub(crate) degree: u32,
     /// CPUs, for the parallel index builds.
-    pub cores: u32,
-    pub ram_bytes: u64,
+    pub(crate) cores: u32,
+    pub(crate) ram_bytes: u64,
 }
 
-pub async fn parallel_init(
+pub(crate) async fn parallel_init(
     c: &Cluster,
     spec: &LoadSpec<'_>,
     planned: &BTreeMap<String, String>,

@@ -22,19 +22,19 @@ const IDLE_PASS: Duration = Duration::from_millis(20);
 const IDLE_PAUSE: Duration = Duration::from_millis(50);
 
 /// `syncfs` on the filesystem holding `dir`: every dirty page of it reaches the disk.
-pub fn sync_filesystem(dir: &Path) -> Result<()> {
+pub(crate) fn sync_filesystem(dir: &Path) -> Result<()> {
     let f = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     nix::unistd::syncfs(&f).with_context(|| format!("syncfs on {}", dir.display()))
 }
 
-pub struct Writeback {
+pub(crate) struct Writeback {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<u64>>>,
 }
 
 impl Writeback {
     /// Starts writing back the filesystem of `dir` until [`Writeback::stop`].
-    pub fn start(dir: PathBuf) -> Result<Self> {
+    pub(crate) fn start(dir: PathBuf) -> Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -62,7 +62,7 @@ impl Writeback {
 
     /// Ends the passes after the current one (there is always at least one); the number of
     /// passes, or the error of the one that failed.
-    pub async fn stop(mut self) -> Result<u64> {
+    pub(crate) async fn stop(mut self) -> Result<u64> {
         self.stop.store(true, Ordering::Relaxed);
         let thread = self.thread.take().expect("stopped once");
         tokio::task::spawn_blocking(move || thread.join())
