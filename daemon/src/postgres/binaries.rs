@@ -20,19 +20,19 @@ const REQUIRED: [&str; 6] = [
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgBin {
-    pub dir: PathBuf,
-    pub major: u32,
+    pub(crate) dir: PathBuf,
+    pub(crate) major: u32,
     /// Full server version, e.g. `15.18`.
-    pub version: String,
+    pub(crate) version: String,
 }
 
 impl PgBin {
-    pub fn tool(&self, name: &str) -> String {
+    pub(crate) fn tool(&self, name: &str) -> String {
         self.dir.join(name).display().to_string()
     }
 
     /// The bin directory for `version`, or the newest installed one.
-    pub async fn find(
+    pub(crate) async fn find(
         runner: &Runner,
         version: Option<u32>,
         explicit: Option<&Path>,

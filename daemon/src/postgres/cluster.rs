@@ -13,21 +13,21 @@ use super::PgBin;
 use crate::runner::{CommandSpec, Runner};
 
 /// Superuser role created by initdb and used by the appliance.
-pub const SUPERUSER: &str = "postgres";
+pub(crate) const SUPERUSER: &str = "postgres";
 
 /// The pg_ident.conf map through which the daemon's and the cluster's OS users log in as
 /// [`SUPERUSER`] over the local socket (peer authentication).
-pub const IDENT_MAP: &str = "pgappliance";
+pub(crate) const IDENT_MAP: &str = "pgappliance";
 
 /// Longest Unix socket path Linux accepts (sun_path is 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
 /// A boxed future of a server control operation.
-pub type ControlFuture<'a, T> =
+pub(crate) type ControlFuture<'a, T> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + 'a>>;
 
 /// Starts and stops a server some other way than pg_ctl (the host's service manager).
-pub trait ServerControl {
+pub(crate) trait ServerControl {
     /// Whether the server runs (a start may still be in progress).
     fn is_running(&self) -> ControlFuture<'_, bool>;
     /// Starts it; returns once the start has been carried out (not yet accepting).
@@ -45,7 +45,7 @@ enum Control {
 
 /// initdb's option for the planned checksum state: `--data-checksums` to have them, and
 /// from 18 on, where initdb turns them on by default, `--no-data-checksums` to not (pure).
-pub fn initdb_checksums_option(major: u32, checksums: bool) -> Option<&'static str> {
+pub(crate) fn initdb_checksums_option(major: u32, checksums: bool) -> Option<&'static str> {
     match (checksums, major >= 18) {
         (true, _) => Some("--data-checksums"),
         (false, true) => Some("--no-data-checksums"),
@@ -55,11 +55,11 @@ pub fn initdb_checksums_option(major: u32, checksums: bool) -> Option<&'static s
 
 #[derive(Clone)]
 pub struct Cluster {
-    pub bin: PgBin,
-    pub dir: PathBuf,
-    pub port: u16,
+    pub(crate) bin: PgBin,
+    pub(crate) dir: PathBuf,
+    pub(crate) port: u16,
     /// OS user that owns and runs the cluster (None: the daemon's own user).
-    pub os_user: Option<String>,
+    pub(crate) os_user: Option<String>,
     runner: Runner,
     data_dir: PathBuf,
     socket_dir: PathBuf,
@@ -67,7 +67,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn new(
+    pub(crate) fn new(
         bin: PgBin,
         dir: &Path,
         port: u16,
@@ -98,7 +98,7 @@ impl Cluster {
     /// A server started and stopped by `control` (the platform's service): PGDATA
     /// `data_dir` (its parent is [`Cluster::dir`]), the platform's socket directory and port,
     /// run by `os_user`.
-    pub fn controlled(
+    pub(crate) fn controlled(
         bin: PgBin,
         data_dir: &Path,
         socket_dir: &Path,
@@ -119,13 +119,13 @@ impl Cluster {
         }
     }
 
-    pub fn data_dir(&self) -> PathBuf {
+    pub(crate) fn data_dir(&self) -> PathBuf {
         self.data_dir.clone()
     }
-    pub fn socket_dir(&self) -> PathBuf {
+    pub(crate) fn socket_dir(&self) -> PathBuf {
         self.socket_dir.clone()
     }
-    pub fn log_file(&self) -> PathBuf {
+    pub(crate) fn log_file(&self) -> PathBuf {
         self.dir.join("server.log")
     }
 
@@ -134,7 +134,7 @@ impl Cluster {
     }
 
     /// Creates the cluster directory owned by the cluster user.
-    pub fn prepare_dir(&self) -> Result<()> {
+    pub(crate) fn prepare_dir(&self) -> Result<()> {
         for d in [self.dir.clone(), self.socket_dir()] {
             std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
             if let Some(user) = &self.os_user {
@@ -153,13 +153,13 @@ impl Cluster {
         Ok(())
     }
 
-    pub fn is_initialized(&self) -> bool {
+    pub(crate) fn is_initialized(&self) -> bool {
         self.data_dir().join("PG_VERSION").exists()
     }
 
     /// Removes a half-made data directory left by an interrupted initdb, first ending the
     /// bootstrap backend (`postgres --single`) that initdb leaves behind when it is killed.
-    pub async fn remove_data_dir(&self) -> Result<()> {
+    pub(crate) async fn remove_data_dir(&self) -> Result<()> {
         let d = self.data_dir();
         if let Some(pid) = std::fs::read_to_string(d.join("postmaster.pid"))
             .ok()
@@ -198,7 +198,7 @@ impl Cluster {
         Ok(())
     }
 
-    pub async fn initdb(&self, checksums: bool, stdout: &Path, stderr: &Path) -> Result<()> {
+    pub(crate) async fn initdb(&self, checksums: bool, stdout: &Path, stderr: &Path) -> Result<()> {
         let mut spec = self
             .spec("initdb")
             .args([
@@ -224,7 +224,7 @@ impl Cluster {
     /// by `peer` through [`IDENT_MAP`], which lets only the daemon's OS user and the
     /// cluster's in (as [`SUPERUSER`]); TCP by `scram-sha-256` (no role has a password, so
     /// nobody logs in over TCP). Run after initdb, before the first start.
-    pub fn configure_local_auth(&self) -> Result<()> {
+    pub(crate) fn configure_local_auth(&self) -> Result<()> {
         let daemon_user = crate::sys::current_user().context(
             "the daemon's user has no passwd entry, so peer authentication cannot name it",
         )?;
@@ -262,7 +262,7 @@ impl Cluster {
     }
 
     /// `pg_ctl status` (or the service is active): true when a postmaster runs.
-    pub async fn is_running(&self) -> Result<bool> {
+    pub(crate) async fn is_running(&self) -> Result<bool> {
         if let Control::Other(control) = &self.control {
             return control.is_running().await;
         }
@@ -278,7 +278,7 @@ impl Cluster {
         Ok(out.success())
     }
 
-    pub async fn start(&self) -> Result<()> {
+    pub(crate) async fn start(&self) -> Result<()> {
         if let Control::Other(control) = &self.control {
             control.start().await?;
             return self.wait_accepting().await;
@@ -311,7 +311,7 @@ impl Cluster {
         Ok(())
     }
 
-    pub async fn stop(&self) -> Result<()> {
+    pub(crate) async fn stop(&self) -> Result<()> {
         if let Control::Other(control) = &self.control {
             return control.stop().await;
         }
@@ -338,7 +338,7 @@ impl Cluster {
         Ok(())
     }
 
-    pub async fn restart(&self) -> Result<()> {
+    pub(crate) async fn restart(&self) -> Result<()> {
         if let Control::Other(control) = &self.control {
             control.restart().await?;
             return self.wait_accepting().await;
@@ -350,7 +350,7 @@ impl Cluster {
     /// Waits until a running server accepts connections (crash recovery can take a
     /// while); false when it stops running meanwhile (it was shutting down, e.g. an
     /// earlier daemon was killed inside a restart).
-    pub async fn accepting(&self) -> Result<bool> {
+    pub(crate) async fn accepting(&self) -> Result<bool> {
         let deadline = std::time::Instant::now() + Duration::from_secs(600);
         loop {
             match super::sql::Session::connect(&self.socket_dir, self.port, SUPERUSER, "postgres")
@@ -370,7 +370,7 @@ impl Cluster {
     }
 
     /// Waits until the server accepts connections (crash recovery can take a while).
-    pub async fn wait_accepting(&self) -> Result<()> {
+    pub(crate) async fn wait_accepting(&self) -> Result<()> {
         let deadline = std::time::Instant::now() + Duration::from_secs(600);
         loop {
             match super::sql::Session::connect(&self.socket_dir, self.port, SUPERUSER, "postgres")
@@ -389,7 +389,7 @@ impl Cluster {
     }
 
     /// `pg_controldata`'s output in the C locale (works on a stopped cluster).
-    pub async fn controldata(&self) -> Result<String> {
+    pub(crate) async fn controldata(&self) -> Result<String> {
         let out = self
             .runner
             .run(
@@ -403,13 +403,18 @@ impl Cluster {
     }
 
     /// Whether data checksums are on, from pg_controldata (works on a stopped cluster).
-    pub async fn checksums_enabled(&self) -> Result<bool> {
+    pub(crate) async fn checksums_enabled(&self) -> Result<bool> {
         parse_controldata_checksums(&self.controldata().await?)
             .context("pg_controldata printed no \"Data page checksum version\" line")
     }
 
     /// Switches data checksums with pg_checksums on the stopped cluster, then starts it.
-    pub async fn set_checksums(&self, enable: bool, stdout: &Path, stderr: &Path) -> Result<()> {
+    pub(crate) async fn set_checksums(
+        &self,
+        enable: bool,
+        stdout: &Path,
+        stderr: &Path,
+    ) -> Result<()> {
         self.stop().await?;
         self.runner
             .run(
@@ -430,7 +435,7 @@ impl Cluster {
 
 /// The appliance's pg_hba.conf (pure): peer on the local socket through [`IDENT_MAP`],
 /// scram-sha-256 over TCP.
-pub fn hba_conf() -> String {
+pub(crate) fn hba_conf() -> String {
     format!(
         "# Written by pgapplianced. Local sockets: peer, mapped in pg_ident.conf ({IDENT_MAP});\n\
          # TCP: scram-sha-256 (no role has a password).\n\
@@ -445,7 +450,7 @@ pub fn hba_conf() -> String {
 }
 
 /// The appliance's pg_ident.conf (pure): each OS user may log in as [`SUPERUSER`].
-pub fn ident_conf(os_users: &[&str]) -> String {
+pub(crate) fn ident_conf(os_users: &[&str]) -> String {
     let mut users: Vec<&str> = os_users.to_vec();
     users.sort_unstable();
     users.dedup();
@@ -457,14 +462,14 @@ pub fn ident_conf(os_users: &[&str]) -> String {
 }
 
 /// Picks a free TCP port on the loopback address.
-pub fn free_loopback_port() -> Result<u16> {
+pub(crate) fn free_loopback_port() -> Result<u16> {
     let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
 
 /// Checks that `user` can reach `dir` (every ancestor searchable), so a root-run daemon
 /// fails with a clear message instead of an initdb permission error.
-pub fn check_reachable_by(dir: &Path, user: &str) -> Result<()> {
+pub(crate) fn check_reachable_by(dir: &Path, user: &str) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let id = crate::sys::lookup_user(user).with_context(|| {
         format!("running as root needs an unprivileged user to own the cluster; \"{user}\" does not exist (install the PostgreSQL server package or pass --cluster-user)")

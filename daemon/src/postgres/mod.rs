@@ -1,11 +1,11 @@
 //! PostgreSQL as the appliance drives it: finding the binaries of a major version, the
 //! cluster's life cycle (initdb, start, stop, checksums) and SQL sessions.
 
-pub mod binaries;
-pub mod cluster;
-pub mod parse;
-pub mod sql;
-pub mod stats;
+pub(crate) mod binaries;
+pub(crate) mod cluster;
+pub(crate) mod parse;
+pub(crate) mod sql;
+pub(crate) mod stats;
 
-pub use binaries::PgBin;
-pub use cluster::Cluster;
+pub(crate) use binaries::PgBin;
+pub(crate) use cluster::Cluster;

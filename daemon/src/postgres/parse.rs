@@ -2,7 +2,7 @@
 
 /// `postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)` / `pgbench (PostgreSQL) 14.5`
 /// → (major, full version).
-pub fn parse_tool_version(text: &str) -> Option<(u32, String)> {
+pub(crate) fn parse_tool_version(text: &str) -> Option<(u32, String)> {
     let line = text.lines().find(|l| l.contains("(PostgreSQL)"))?;
     let version = line
         .split("(PostgreSQL)")
@@ -20,7 +20,7 @@ pub fn parse_tool_version(text: &str) -> Option<(u32, String)> {
 
 /// `Data page checksum version: 1` from pg_controldata → whether checksums are on. The
 /// only versions PostgreSQL writes are 0 (off) and 1 (PG_DATA_CHECKSUM_VERSION).
-pub fn parse_controldata_checksums(text: &str) -> Option<bool> {
+pub(crate) fn parse_controldata_checksums(text: &str) -> Option<bool> {
     match text
         .lines()
         .find_map(|l| l.strip_prefix("Data page checksum version:"))

@@ -8,13 +8,18 @@ use serde::Serialize;
 use tokio_postgres::{Client, NoTls};
 
 /// A connected session; the connection task ends when the client is dropped.
-pub struct Session {
+pub(crate) struct Session {
     client: Client,
     target: String,
 }
 
 impl Session {
-    pub async fn connect(socket_dir: &Path, port: u16, user: &str, dbname: &str) -> Result<Self> {
+    pub(crate) async fn connect(
+        socket_dir: &Path,
+        port: u16,
+        user: &str,
+        dbname: &str,
+    ) -> Result<Self> {
         let target = format!("{dbname} on {}:{port}", socket_dir.display());
         let mut cfg = tokio_postgres::Config::new();
         cfg.host_path(socket_dir)
@@ -35,11 +40,11 @@ impl Session {
     }
 
     /// The underlying client, for COPY.
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
-    pub async fn execute(&self, sql: &str) -> Result<()> {
+    pub(crate) async fn execute(&self, sql: &str) -> Result<()> {
         self.client
             .batch_execute(sql)
             .await
@@ -63,7 +68,7 @@ impl Session {
     }
 
     /// First column of every row, as text.
-    pub async fn column(&self, sql: &str) -> Result<Vec<Option<String>>> {
+    pub(crate) async fn column(&self, sql: &str) -> Result<Vec<Option<String>>> {
         Ok(self
             .simple_rows(sql)
             .await?
@@ -73,12 +78,12 @@ impl Session {
     }
 
     /// One value (first column of the first row).
-    pub async fn value(&self, sql: &str) -> Result<Option<String>> {
+    pub(crate) async fn value(&self, sql: &str) -> Result<Option<String>> {
         Ok(self.column(sql).await?.into_iter().next().flatten())
     }
 
     /// All rows as text columns.
-    pub async fn rows(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
+    pub(crate) async fn rows(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>> {
         Ok(self
             .simple_rows(sql)
             .await?
@@ -88,7 +93,7 @@ impl Session {
     }
 
     /// All rows as column name → text (NULLs left out).
-    pub async fn named_rows(&self, sql: &str) -> Result<Vec<BTreeMap<String, String>>> {
+    pub(crate) async fn named_rows(&self, sql: &str) -> Result<Vec<BTreeMap<String, String>>> {
         Ok(self
             .simple_rows(sql)
             .await?
@@ -104,7 +109,7 @@ impl Session {
     }
 
     /// The server's settings that differ from their built-in defaults.
-    pub async fn effective_settings(&self) -> Result<Vec<Setting>> {
+    pub(crate) async fn effective_settings(&self) -> Result<Vec<Setting>> {
         let rows = self
             .rows(
                 "SELECT name, setting, unit, source, pending_restart::text FROM pg_settings \
@@ -126,19 +131,19 @@ impl Session {
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Setting {
-    pub name: String,
-    pub setting: String,
-    pub unit: Option<String>,
-    pub source: String,
-    pub pending_restart: bool,
+    pub(crate) name: String,
+    pub(crate) setting: String,
+    pub(crate) unit: Option<String>,
+    pub(crate) source: String,
+    pub(crate) pending_restart: bool,
 }
 
 /// A string literal for SQL (standard_conforming_strings on).
-pub fn literal(s: &str) -> String {
+pub(crate) fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
 /// A quoted identifier.
-pub fn ident(s: &str) -> String {
+pub(crate) fn ident(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
 }

@@ -10,30 +10,30 @@ use serde::{Deserialize, Serialize};
 use super::sql::Session;
 
 /// One row of a statistics view, column → text value.
-pub type Row = BTreeMap<String, String>;
+pub(crate) type Row = BTreeMap<String, String>;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
-    pub wal_lsn: Option<String>,
-    pub database: Row,
-    pub bgwriter: Row,
-    pub checkpointer: Option<Row>,
+    pub(crate) wal_lsn: Option<String>,
+    pub(crate) database: Row,
+    pub(crate) bgwriter: Row,
+    pub(crate) checkpointer: Option<Row>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatsDelta {
-    pub wal_bytes: Option<f64>,
+    pub(crate) wal_bytes: Option<f64>,
     /// `pg_stat_database` of the dataset's database (commits, rollbacks, blocks read/hit,
     /// tuples, temp files/bytes, deadlocks, block I/O times, …).
-    pub database: BTreeMap<String, f64>,
-    pub bgwriter: BTreeMap<String, f64>,
+    pub(crate) database: BTreeMap<String, f64>,
+    pub(crate) bgwriter: BTreeMap<String, f64>,
     /// `pg_stat_checkpointer` (17+); `None` before 17, where checkpoints are in bgwriter.
-    pub checkpointer: Option<BTreeMap<String, f64>>,
+    pub(crate) checkpointer: Option<BTreeMap<String, f64>>,
 }
 
 /// Numeric columns that grew between two rows (after − before). Text columns (names,
 /// timestamps) are left out.
-pub fn row_delta(before: &Row, after: &Row) -> BTreeMap<String, f64> {
+pub(crate) fn row_delta(before: &Row, after: &Row) -> BTreeMap<String, f64> {
     after
         .iter()
         .filter_map(|(k, a)| {
@@ -45,7 +45,7 @@ pub fn row_delta(before: &Row, after: &Row) -> BTreeMap<String, f64> {
         .collect()
 }
 
-pub fn delta(before: &Snapshot, after: &Snapshot, wal_bytes: Option<f64>) -> StatsDelta {
+pub(crate) fn delta(before: &Snapshot, after: &Snapshot, wal_bytes: Option<f64>) -> StatsDelta {
     StatsDelta {
         wal_bytes,
         database: row_delta(&before.database, &after.database),
@@ -62,7 +62,7 @@ async fn one_row(s: &Session, sql: &str) -> Result<Row> {
     Ok(rows.into_iter().next().unwrap_or_default())
 }
 
-pub async fn snapshot(s: &Session, pg_major: u32) -> Result<Snapshot> {
+pub(crate) async fn snapshot(s: &Session, pg_major: u32) -> Result<Snapshot> {
     Ok(Snapshot {
         wal_lsn: s.value("SELECT pg_current_wal_lsn()::text").await?,
         database: one_row(
@@ -84,7 +84,10 @@ pub async fn snapshot(s: &Session, pg_major: u32) -> Result<Snapshot> {
 /// database: an exiting backend flushes its statistics before it leaves pg_stat_activity,
 /// so after this a snapshot counts every transaction of the clients that just finished.
 /// Returns how many were still there when the time ran out (0 normally).
-pub async fn wait_for_other_backends(s: &Session, limit: std::time::Duration) -> Result<u64> {
+pub(crate) async fn wait_for_other_backends(
+    s: &Session,
+    limit: std::time::Duration,
+) -> Result<u64> {
     let deadline = std::time::Instant::now() + limit;
     loop {
         let left: u64 = s
@@ -108,7 +111,7 @@ pub async fn wait_for_other_backends(s: &Session, limit: std::time::Duration) ->
     }
 }
 
-pub async fn reset(s: &Session, pg_major: u32) -> Result<()> {
+pub(crate) async fn reset(s: &Session, pg_major: u32) -> Result<()> {
     s.execute("SELECT pg_stat_reset()").await?;
     s.execute("SELECT pg_stat_reset_shared('bgwriter')").await?;
     if pg_major >= 17 {
@@ -122,7 +125,7 @@ pub async fn reset(s: &Session, pg_major: u32) -> Result<()> {
 }
 
 /// WAL bytes between two LSNs, computed by the server.
-pub async fn wal_bytes(s: &Session, from: &str, to: &str) -> Result<Option<f64>> {
+pub(crate) async fn wal_bytes(s: &Session, from: &str, to: &str) -> Result<Option<f64>> {
     Ok(s.value(&format!(
         "SELECT pg_wal_lsn_diff({}, {})",
         super::sql::literal(to),
