@@ -1,9 +1,9 @@
 //! pgbench: invoking it is in [`crate::sweep`] and the steps; everything here is parsing.
 
-pub mod init;
-pub mod progress;
+pub(crate) mod init;
+pub(crate) mod progress;
 pub mod summary;
-pub mod txlog;
+pub(crate) mod txlog;
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 pub use init::{parse_init, InitBreakdown};
 pub use progress::{parse_progress, ProgressSample};
 pub use summary::{parse_summary, Summary, SummaryError};
-pub use txlog::{AggregateLog, LatencyStats, TransactionLog, TxLogError};
+pub(crate) use txlog::{AggregateLog, LatencyStats, TransactionLog, TxLogError};
 
 /// The log files pgbench wrote for `--log-prefix=<dir>/<name>`: `<name>.<pid>` and
 /// `<name>.<pid>.<thread>`, sorted.
-pub fn log_files(dir: &Path, name: &str) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn log_files(dir: &Path, name: &str) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

@@ -12,7 +12,7 @@ pub struct ProgressSample {
     pub tps: f64,
     /// `None` when pgbench printed NaN (no transaction finished in the interval).
     pub latency_ms: Option<f64>,
-    pub stddev_ms: Option<f64>,
+    pub(crate) stddev_ms: Option<f64>,
     pub lag_ms: Option<f64>,
     pub failed: Option<u64>,
 }
@@ -22,8 +22,8 @@ pub struct ProgressSample {
 #[error("progress line {line_no}: {problem}: \"{line}\"")]
 pub struct ProgressError {
     pub line_no: usize,
-    pub problem: String,
-    pub line: String,
+    pub(crate) problem: String,
+    pub(crate) line: String,
 }
 
 /// A latency column: pgbench prints `NaN` when no transaction finished in the interval
@@ -40,7 +40,7 @@ fn latency(text: &str, what: &str) -> Result<Option<f64>, String> {
 
 /// Parses one progress line: `Ok(None)` for lines that are not progress reports, an error
 /// naming the figure for one that is but reports something impossible.
-pub fn parse_progress_line(line: &str) -> Result<Option<ProgressSample>, String> {
+pub(crate) fn parse_progress_line(line: &str) -> Result<Option<ProgressSample>, String> {
     let Some(rest) = line.trim().strip_prefix("progress: ") else {
         return Ok(None);
     };

@@ -40,7 +40,7 @@ pub struct Summary {
     /// Present when the server's major version differs from the client's.
     pub server_version: Option<String>,
     pub transaction_type: Option<String>,
-    pub scaling_factor: Option<u32>,
+    pub(crate) scaling_factor: Option<u32>,
     pub query_mode: Option<String>,
     pub clients: u32,
     pub threads: u32,

@@ -16,12 +16,12 @@ use serde::{Deserialize, Serialize};
 /// Latency distribution of one point, in milliseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
-    pub source: LatencySource,
+    pub(crate) source: LatencySource,
     pub transactions: u64,
     pub failed: u64,
     pub skipped: u64,
     pub mean_ms: Option<f64>,
-    pub min_ms: Option<f64>,
+    pub(crate) min_ms: Option<f64>,
     /// The lower quartile (absent from runs recorded before it was kept).
     #[serde(default)]
     pub p25_ms: Option<f64>,
@@ -30,7 +30,7 @@ pub struct LatencyStats {
     #[serde(default)]
     pub p75_ms: Option<f64>,
     pub p90_ms: Option<f64>,
-    pub p95_ms: Option<f64>,
+    pub(crate) p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub p99_9_ms: Option<f64>,
     pub max_ms: Option<f64>,
@@ -38,7 +38,7 @@ pub struct LatencyStats {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LatencySource {
+pub(crate) enum LatencySource {
     TransactionLog,
     AggregateLog,
 }
@@ -91,7 +91,7 @@ fn for_each_record(
 const MAX_TRACKED_US: u64 = 3_600_000_000;
 
 /// Accumulates per-transaction log files into one histogram.
-pub struct TransactionLog {
+pub(crate) struct TransactionLog {
     hist: Histogram<u64>,
     failed: u64,
     skipped: u64,
@@ -104,7 +104,7 @@ impl Default for TransactionLog {
 }
 
 impl TransactionLog {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         TransactionLog {
             hist: Histogram::new_with_bounds(1, MAX_TRACKED_US, 3)
                 .expect("static histogram bounds are valid"),
@@ -114,7 +114,7 @@ impl TransactionLog {
     }
 
     /// Adds one log file's lines; `file` names it in errors.
-    pub fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
+    pub(crate) fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
         for_each_record(file, reader, |fields, malformed| {
             match fields[2] {
                 "failed" | "serialization" | "deadlock" | "other" => self.failed += 1,
@@ -128,7 +128,7 @@ impl TransactionLog {
         })
     }
 
-    pub fn stats(&self) -> LatencyStats {
+    pub(crate) fn stats(&self) -> LatencyStats {
         let h = &self.hist;
         let n = h.len();
         let ms = |us: u64| us as f64 / 1000.0;
@@ -153,7 +153,7 @@ impl TransactionLog {
 }
 
 /// Accumulates aggregate log files (written without `--rate` or `--failures-detailed`).
-pub struct AggregateLog {
+pub(crate) struct AggregateLog {
     client_major: u32,
     transactions: u64,
     sum_us: f64,
@@ -165,7 +165,7 @@ pub struct AggregateLog {
 
 impl AggregateLog {
     /// The layout depends on the pgbench client's major version.
-    pub fn new(client_major: u32) -> Self {
+    pub(crate) fn new(client_major: u32) -> Self {
         AggregateLog {
             client_major,
             transactions: 0,
@@ -177,7 +177,7 @@ impl AggregateLog {
         }
     }
 
-    pub fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
+    pub(crate) fn add(&mut self, file: &str, reader: impl BufRead) -> Result<(), TxLogError> {
         for_each_record(file, reader, |f, malformed| {
             // Counts are whole numbers; latencies (µs) finite and not negative.
             let count = |s: &str| s.parse::<u64>().map_err(|_| malformed());
@@ -221,7 +221,7 @@ impl AggregateLog {
         })
     }
 
-    pub fn stats(&self) -> LatencyStats {
+    pub(crate) fn stats(&self) -> LatencyStats {
         let n = self.transactions;
         LatencyStats {
             source: LatencySource::AggregateLog,
