@@ -2,8 +2,8 @@
 //! The output layouts by version and the captured fixtures are described in
 //! daemon/tests/fixtures/sysbench/README.md.
 
-pub mod output;
+pub(crate) mod output;
 pub mod scripts;
-pub mod tpcc;
+pub(crate) mod tpcc;
 
 pub use output::{parse_output, SummaryLayout, SysbenchParseError, SysbenchRun, SysbenchSecond};

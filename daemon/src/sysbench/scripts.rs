@@ -20,10 +20,10 @@ pub const PAYLOAD_ARCHIVE: &str = "usr/share/pgappliance/sysbench-tpcc.tar.gz";
 pub const MAX_ARCHIVE_BYTES: u64 = 16 << 20;
 
 /// The script every run starts (the others are loaded from its directory).
-pub const ENTRY: &str = "tpcc.lua";
+pub(crate) const ENTRY: &str = "tpcc.lua";
 
 /// The hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
@@ -84,7 +84,7 @@ pub async fn fetch(sb: &Sysbench) -> Result<Vec<u8>> {
 /// once per sha256: from `packed` (the payload's copy) when it is there and verifies, else
 /// fetched from the plan's source. Unpacked into a temporary directory and renamed, so a
 /// directory that exists is complete.
-pub async fn ensure(sb: &Sysbench, work: &Path, packed: Option<&Path>) -> Result<PathBuf> {
+pub(crate) async fn ensure(sb: &Sysbench, work: &Path, packed: Option<&Path>) -> Result<PathBuf> {
     let sha = sb.tpcc_sha256.to_ascii_lowercase();
     let dest = work.join(format!("sysbench-tpcc-{}", &sha[..16.min(sha.len())]));
     if let Some(dir) = script_dir(&dest)? {
@@ -125,7 +125,7 @@ pub async fn ensure(sb: &Sysbench, work: &Path, packed: Option<&Path>) -> Result
 }
 
 /// Unpacks a .tar.gz into `dir`, refusing links and paths that leave it.
-pub fn unpack(bytes: &[u8], dir: &Path) -> Result<()> {
+pub(crate) fn unpack(bytes: &[u8], dir: &Path) -> Result<()> {
     crate::fsutil::create_dir_all(dir)?;
     let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
     for entry in ar.entries().context("reading the sysbench-tpcc archive")? {

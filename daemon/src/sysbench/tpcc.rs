@@ -8,15 +8,15 @@ use crate::plan::TpccDataset;
 use crate::sweep::{Limit, SweepPoint};
 
 /// The program (from the platform's packages: Debian's `sysbench`, EPEL 8's on Rocky 8).
-pub const SYSBENCH: &str = "sysbench";
+pub(crate) const SYSBENCH: &str = "sysbench";
 
 /// Where and as whom sysbench connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conn {
     /// The server's Unix socket directory (libpq reads a host starting with `/` as one).
-    pub socket_dir: PathBuf,
-    pub port: u16,
-    pub user: String,
+    pub(crate) socket_dir: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) user: String,
 }
 
 fn common(ds: &TpccDataset, conn: &Conn, threads: u32) -> Vec<String> {
@@ -34,7 +34,12 @@ fn common(ds: &TpccDataset, conn: &Conn, threads: u32) -> Vec<String> {
 }
 
 /// `tpcc.lua` arguments that build `ds` with `threads` loaders.
-pub fn prepare_args(script: &Path, ds: &TpccDataset, conn: &Conn, threads: u32) -> Vec<String> {
+pub(crate) fn prepare_args(
+    script: &Path,
+    ds: &TpccDataset,
+    conn: &Conn,
+    threads: u32,
+) -> Vec<String> {
     let mut a = vec![script.display().to_string()];
     a.extend(common(ds, conn, threads));
     a.push("prepare".into());
@@ -43,13 +48,13 @@ pub fn prepare_args(script: &Path, ds: &TpccDataset, conn: &Conn, threads: u32) 
 
 /// The default number of prepare threads: the CPUs, but no more than there are warehouses
 /// to load (tpcc.lua gives each thread whole warehouses and tables).
-pub fn default_prepare_threads(ds: &TpccDataset, cpus: u32) -> u32 {
+pub(crate) fn default_prepare_threads(ds: &TpccDataset, cpus: u32) -> u32 {
     let work = ds.scale.max(ds.tables);
     cpus.clamp(1, work.max(1))
 }
 
 /// `tpcc.lua` arguments of a sweep point (a warm-up runs with the same ones).
-pub fn run_args(script: &Path, p: &SweepPoint, conn: &Conn) -> Option<Vec<String>> {
+pub(crate) fn run_args(script: &Path, p: &SweepPoint, conn: &Conn) -> Option<Vec<String>> {
     let t = p.tpcc?;
     let mut a = vec![script.display().to_string()];
     a.extend(common(&t.dataset, conn, p.threads));
