@@ -9,7 +9,7 @@
 //!
 //! [`evaluate`] is pure (planned + observed → checks); [`observe`] reads the host.
 
-pub mod parse;
+pub(crate) mod parse;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,51 +21,51 @@ use crate::plan::{Devices, Filesystem, Layout, Plan};
 use crate::platform::thp_mode;
 use crate::postgres::sql::{literal, Session};
 use crate::runner::{CommandSpec, Runner};
-pub use parse::{LvSegment, MountInfo, PgSettingRow, TunedProfileFile};
+pub(crate) use parse::{LvSegment, MountInfo, PgSettingRow, TunedProfileFile};
 
 /// What results.json records under `tuning_in_effect`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TuningInEffect {
-    pub collected_at: String,
+    pub(crate) collected_at: String,
     /// OS tuning was planned on this host (the appliance); false in local mode.
-    pub os_tuning_planned: bool,
+    pub(crate) os_tuning_planned: bool,
     /// `/proc/cmdline`.
-    pub kernel_cmdline: Option<String>,
+    pub(crate) kernel_cmdline: Option<String>,
     /// The bracketed mode of /sys/kernel/mm/transparent_hugepage/enabled.
-    pub transparent_hugepage: Option<String>,
+    pub(crate) transparent_hugepage: Option<String>,
     /// tuned's `active_profile` and `verify_profile` over D-Bus (null when no profile is planned).
-    pub tuned: Option<TunedInEffect>,
+    pub(crate) tuned: Option<TunedInEffect>,
     /// The CPUs' scaling governors (distinct, comma-separated), or "none" without cpufreq.
-    pub cpu_governor: String,
+    pub(crate) cpu_governor: String,
     /// The data volume's mount (null without one).
-    pub data_volume: Option<MountInfo>,
+    pub(crate) data_volume: Option<MountInfo>,
     /// The data volume's LVM segments (empty without one).
-    pub lvm: Vec<LvSegment>,
-    pub checks: Vec<Check>,
+    pub(crate) lvm: Vec<LvSegment>,
+    pub(crate) checks: Vec<Check>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TunedInEffect {
-    pub active_profile: String,
+pub(crate) struct TunedInEffect {
+    pub(crate) active_profile: String,
     /// tuned's own verdict on every setting of the profile (false also when the machine
     /// lacks a setting, e.g. a CPU governor in a VM; the checks below say which).
-    pub verified: bool,
+    pub(crate) verified: bool,
 }
 
 /// One planned value and what is in effect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// `kernel`, `tuned`, `sysctl`, `cpu`, `volume`, `lvm`, `postgres`.
-    pub area: String,
-    pub name: String,
-    pub planned: String,
-    pub actual: Option<String>,
-    pub status: CheckStatus,
+    pub(crate) area: String,
+    pub(crate) name: String,
+    pub(crate) planned: String,
+    pub(crate) actual: Option<String>,
+    pub(crate) status: CheckStatus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CheckStatus {
+pub(crate) enum CheckStatus {
     InEffect,
     NotInEffect,
     /// This machine has no such setting (a sysctl the kernel lacks, no cpufreq): recorded,
@@ -74,7 +74,7 @@ pub enum CheckStatus {
 }
 
 impl TuningInEffect {
-    pub fn not_in_effect(&self) -> Vec<&Check> {
+    pub(crate) fn not_in_effect(&self) -> Vec<&Check> {
         self.checks
             .iter()
             .filter(|c| c.status == CheckStatus::NotInEffect)
@@ -82,7 +82,7 @@ impl TuningInEffect {
     }
 
     /// An error naming every planned value that is not in effect, planned vs actual.
-    pub fn ensure(&self) -> Result<()> {
+    pub(crate) fn ensure(&self) -> Result<()> {
         let bad = self.not_in_effect();
         if bad.is_empty() {
             return Ok(());
@@ -105,46 +105,46 @@ impl TuningInEffect {
 
 /// The data volume the plan asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedVolume {
-    pub mount_point: String,
-    pub fstype: String,
-    pub layout: Layout,
-    pub stripe_size_bytes: u64,
+pub(crate) struct PlannedVolume {
+    pub(crate) mount_point: String,
+    pub(crate) fstype: String,
+    pub(crate) layout: Layout,
+    pub(crate) stripe_size_bytes: u64,
     /// The number of devices when the plan lists them (`auto` takes what it finds).
-    pub devices_listed: Option<usize>,
+    pub(crate) devices_listed: Option<usize>,
 }
 
 /// The OS tuning the plan asks for (the appliance).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedOs {
-    pub kernel_args: Vec<String>,
+pub(crate) struct PlannedOs {
+    pub(crate) kernel_args: Vec<String>,
     /// None for `tuned_profile = "none"`.
-    pub tuned_profile: Option<String>,
+    pub(crate) tuned_profile: Option<String>,
     /// The profile's readable settings, its includes merged.
-    pub profile: TunedProfileFile,
-    pub volume: Option<PlannedVolume>,
+    pub(crate) profile: TunedProfileFile,
+    pub(crate) volume: Option<PlannedVolume>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Planned {
-    pub os: Option<PlannedOs>,
+pub(crate) struct Planned {
+    pub(crate) os: Option<PlannedOs>,
     /// The settings applied with ALTER SYSTEM.
-    pub pg_settings: BTreeMap<String, String>,
+    pub(crate) pg_settings: BTreeMap<String, String>,
 }
 
 /// What the host and the server show.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Observed {
-    pub kernel_cmdline: Option<String>,
-    pub thp: Option<String>,
-    pub tuned: Option<TunedInEffect>,
+pub(crate) struct Observed {
+    pub(crate) kernel_cmdline: Option<String>,
+    pub(crate) thp: Option<String>,
+    pub(crate) tuned: Option<TunedInEffect>,
     /// scaling_governor of each CPU (empty without cpufreq).
-    pub governors: Vec<String>,
+    pub(crate) governors: Vec<String>,
     /// Each planned sysctl's value from /proc/sys (None: the kernel has no such sysctl).
-    pub sysctls: BTreeMap<String, Option<String>>,
-    pub mount: Option<MountInfo>,
-    pub lvm: Vec<LvSegment>,
-    pub pg_rows: Vec<PgSettingRow>,
+    pub(crate) sysctls: BTreeMap<String, Option<String>>,
+    pub(crate) mount: Option<MountInfo>,
+    pub(crate) lvm: Vec<LvSegment>,
+    pub(crate) pg_rows: Vec<PgSettingRow>,
 }
 
 fn check(area: &str, name: &str, planned: &str, actual: Option<String>, ok: bool) -> Check {
@@ -162,7 +162,7 @@ fn check(area: &str, name: &str, planned: &str, actual: Option<String>, ok: bool
 }
 
 /// The planned sysctls whose values can be compared (tuned's `${…}` expressions cannot).
-pub fn comparable_sysctls(p: &TunedProfileFile) -> BTreeMap<String, String> {
+pub(crate) fn comparable_sysctls(p: &TunedProfileFile) -> BTreeMap<String, String> {
     p.sysctls
         .iter()
         .filter(|(_, v)| !v.contains("${"))
@@ -171,7 +171,7 @@ pub fn comparable_sysctls(p: &TunedProfileFile) -> BTreeMap<String, String> {
 }
 
 /// Planned against observed (pure).
-pub fn evaluate(planned: &Planned, seen: &Observed, collected_at: String) -> TuningInEffect {
+pub(crate) fn evaluate(planned: &Planned, seen: &Observed, collected_at: String) -> TuningInEffect {
     let mut checks = Vec::new();
     let mut governors: Vec<String> = seen.governors.clone();
     governors.sort();
@@ -347,7 +347,7 @@ fn volume_checks(v: &PlannedVolume, seen: &Observed, checks: &mut Vec<Check>) {
 
 /// What the plan asks of this host; `os_tuning` says whether the host tunes the OS (the
 /// appliance does, local mode does not).
-pub fn planned(
+pub(crate) fn planned(
     plan: &Plan,
     os_tuning: bool,
     profile: TunedProfileFile,
@@ -383,7 +383,7 @@ pub fn planned(
 
 /// Reads a tuned profile and what it includes from `dirs` (the first that has it), the
 /// included ones first (depth-limited; a missing file reads as empty).
-pub fn load_tuned_profile(name: &str, dirs: &[PathBuf]) -> TunedProfileFile {
+pub(crate) fn load_tuned_profile(name: &str, dirs: &[PathBuf]) -> TunedProfileFile {
     fn walk(name: &str, dirs: &[PathBuf], depth: usize, out: &mut Vec<TunedProfileFile>) {
         if depth > 8 {
             return;
@@ -418,7 +418,7 @@ fn read_opt(path: &str) -> Option<String> {
 }
 
 /// The lvs command whose report [`parse::parse_lvs`] reads.
-pub fn lvs_command() -> CommandSpec {
+pub(crate) fn lvs_command() -> CommandSpec {
     CommandSpec::new("lvs").args([
         "--reportformat",
         "json",
@@ -433,7 +433,7 @@ pub fn lvs_command() -> CommandSpec {
 
 /// Reads what the host and the server show for `planned`. `tuned` is asked only when a
 /// profile is planned (the appliance's systemd connection).
-pub async fn observe(
+pub(crate) async fn observe(
     planned: &Planned,
     runner: &Runner,
     tuned: Option<&crate::systemd::Systemd>,

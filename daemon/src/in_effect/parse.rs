@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 /// The word of `cmdline` that sets the same thing as `arg` (`key=…` or the bare word).
-pub fn cmdline_word(cmdline: &str, arg: &str) -> Option<String> {
+pub(crate) fn cmdline_word(cmdline: &str, arg: &str) -> Option<String> {
     let key = arg.split('=').next().unwrap_or(arg);
     // The last one wins on the kernel's command line.
     cmdline
@@ -19,14 +19,14 @@ pub fn cmdline_word(cmdline: &str, arg: &str) -> Option<String> {
 /// What a tuned profile file sets that can be read back (pure): its `include`s and
 /// `[sysctl]`, `[cpu] governor`, `[vm] transparent_hugepages` (or the singular alias).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TunedProfileFile {
-    pub includes: Vec<String>,
-    pub sysctls: BTreeMap<String, String>,
-    pub governor: Option<String>,
-    pub transparent_hugepages: Option<String>,
+pub(crate) struct TunedProfileFile {
+    pub(crate) includes: Vec<String>,
+    pub(crate) sysctls: BTreeMap<String, String>,
+    pub(crate) governor: Option<String>,
+    pub(crate) transparent_hugepages: Option<String>,
 }
 
-pub fn parse_tuned_profile(text: &str) -> TunedProfileFile {
+pub(crate) fn parse_tuned_profile(text: &str) -> TunedProfileFile {
     let mut out = TunedProfileFile::default();
     let mut section = String::new();
     for line in text.lines() {
@@ -64,7 +64,7 @@ pub fn parse_tuned_profile(text: &str) -> TunedProfileFile {
 
 /// A profile and the profiles it includes, merged the way tuned does: the including
 /// profile's values win (pure; `files` are the texts, the included ones first).
-pub fn merge_profiles(files: &[TunedProfileFile]) -> TunedProfileFile {
+pub(crate) fn merge_profiles(files: &[TunedProfileFile]) -> TunedProfileFile {
     let mut out = TunedProfileFile::default();
     for f in files {
         out.includes.extend(f.includes.iter().cloned());
@@ -81,13 +81,13 @@ pub fn merge_profiles(files: &[TunedProfileFile]) -> TunedProfileFile {
 }
 
 /// `/proc/sys/…` path of a sysctl name (`vm.swappiness` → `vm/swappiness`).
-pub fn sysctl_path(name: &str) -> String {
+pub(crate) fn sysctl_path(name: &str) -> String {
     format!("/proc/sys/{}", name.replace('.', "/"))
 }
 
 /// Whether a sysctl's value as read back equals the planned one (white space as tuned
 /// normalises it: any run of blanks is one separator).
-pub fn sysctl_matches(planned: &str, actual: &str) -> bool {
+pub(crate) fn sysctl_matches(planned: &str, actual: &str) -> bool {
     let a: Vec<&str> = planned.split_whitespace().collect();
     let b: Vec<&str> = actual.split_whitespace().collect();
     a == b
@@ -95,18 +95,18 @@ pub fn sysctl_matches(planned: &str, actual: &str) -> bool {
 
 /// Whether the governor in effect is one the profile allows (`performance|powersave`:
 /// tuned takes the first the driver offers).
-pub fn governor_matches(planned: &str, actual: &str) -> bool {
+pub(crate) fn governor_matches(planned: &str, actual: &str) -> bool {
     planned.split('|').any(|g| g.trim() == actual.trim())
 }
 
 /// One mount from `/proc/self/mountinfo`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MountInfo {
-    pub mount_point: String,
-    pub source: String,
-    pub fstype: String,
+pub(crate) struct MountInfo {
+    pub(crate) mount_point: String,
+    pub(crate) source: String,
+    pub(crate) fstype: String,
     /// Per-mount options, then the filesystem's own (super) options.
-    pub options: Vec<String>,
+    pub(crate) options: Vec<String>,
 }
 
 fn unescape_octal(s: &str) -> String {
@@ -133,7 +133,7 @@ fn unescape_octal(s: &str) -> String {
 
 /// The mount at `mount_point` in `/proc/self/mountinfo` text (the last one: it hides the
 /// earlier), or `None` (pure).
-pub fn parse_mountinfo(text: &str, mount_point: &str) -> Option<MountInfo> {
+pub(crate) fn parse_mountinfo(text: &str, mount_point: &str) -> Option<MountInfo> {
     let want = match mount_point.trim_end_matches('/') {
         "" => "/",
         m => m,
@@ -164,12 +164,12 @@ pub fn parse_mountinfo(text: &str, mount_point: &str) -> Option<MountInfo> {
 /// One segment of a logical volume from `lvs --reportformat json --units b --nosuffix -o
 /// lv_name,stripes,stripe_size,devices`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LvSegment {
-    pub lv_name: String,
-    pub stripes: u32,
-    pub stripe_size_bytes: u64,
+pub(crate) struct LvSegment {
+    pub(crate) lv_name: String,
+    pub(crate) stripes: u32,
+    pub(crate) stripe_size_bytes: u64,
     /// The physical volumes, without lvm's `(first extent)` suffix.
-    pub devices: Vec<String>,
+    pub(crate) devices: Vec<String>,
 }
 
 fn json_u64(v: &serde_json::Value, what: &str) -> Result<u64> {
@@ -188,7 +188,7 @@ fn json_u64(v: &serde_json::Value, what: &str) -> Result<u64> {
 }
 
 /// Parses the lvs report (pure).
-pub fn parse_lvs(text: &str) -> Result<Vec<LvSegment>> {
+pub(crate) fn parse_lvs(text: &str) -> Result<Vec<LvSegment>> {
     let v: serde_json::Value = serde_json::from_str(text).context("lvs output is not JSON")?;
     let reports = v
         .get("report")
@@ -231,18 +231,19 @@ pub fn parse_lvs(text: &str) -> Result<Vec<LvSegment>> {
 
 /// A `pg_settings` row of a planned setting.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgSettingRow {
-    pub name: String,
-    pub setting: String,
-    pub unit: Option<String>,
+pub(crate) struct PgSettingRow {
+    pub(crate) name: String,
+    pub(crate) setting: String,
+    pub(crate) unit: Option<String>,
     /// `bool`, `enum`, `integer`, `real`, `string`.
-    pub vartype: String,
-    pub enumvals: Vec<String>,
+    pub(crate) vartype: String,
+    pub(crate) enumvals: Vec<String>,
 }
 
 /// Rows of `SELECT name, setting, unit, vartype, array_to_string(enumvals, ',')` as
 /// tab-separated text (psql -At), for fixtures (pure).
-pub fn parse_pg_settings_tsv(text: &str) -> Vec<PgSettingRow> {
+#[cfg(test)]
+fn parse_pg_settings_tsv(text: &str) -> Vec<PgSettingRow> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -265,7 +266,7 @@ pub fn parse_pg_settings_tsv(text: &str) -> Vec<PgSettingRow> {
 
 impl PgSettingRow {
     /// The value as `SHOW` would print it with its unit (`16384` × `8kB` → `16384 8kB`).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match &self.unit {
             Some(u) => format!("{} ({})", self.setting, u),
             None => self.setting.clone(),
@@ -329,7 +330,7 @@ fn number_with_unit(s: &str) -> Option<(f64, Option<&str>)> {
 /// Whether `planned` (as written in the plan or computed) is what `row` says is in effect
 /// (pure). Units are converted to the setting's own unit and rounded as PostgreSQL rounds;
 /// booleans and enum aliases (`wal_compression = on` runs as `pglz`) are compared by meaning.
-pub fn setting_matches(planned: &str, row: &PgSettingRow) -> bool {
+pub(crate) fn setting_matches(planned: &str, row: &PgSettingRow) -> bool {
     let p = planned.trim();
     let actual = row.setting.trim();
     match row.vartype.as_str() {
