@@ -77,7 +77,7 @@ pub struct InitReport {
 
 impl InitReport {
     /// The faster of pgbench's two modes.
-    pub fn best_pgbench_s(&self) -> f64 {
+    pub(crate) fn best_pgbench_s(&self) -> f64 {
         self.medians[0].1.min(self.medians[1].1)
     }
     /// Each loader candidate's speedup against the best pgbench mode.
@@ -139,7 +139,7 @@ async fn time_candidate(
 }
 
 /// The options a benchmark can run with, checked before anything starts (pure).
-pub fn check_options(o: &InitBenchOptions) -> Result<()> {
+pub(crate) fn check_options(o: &InitBenchOptions) -> Result<()> {
     if o.scale == 0 {
         anyhow::bail!("--scale 0: pgbench's scale factor is at least 1");
     }

@@ -9,7 +9,7 @@ pub mod seaweed;
 pub mod upload;
 
 /// Geometric mean of positive ratios.
-pub fn geometric_mean(values: &[f64]) -> Option<f64> {
+pub(crate) fn geometric_mean(values: &[f64]) -> Option<f64> {
     let logs: Vec<f64> = values
         .iter()
         .filter(|v| **v > 0.0)
@@ -19,7 +19,7 @@ pub fn geometric_mean(values: &[f64]) -> Option<f64> {
         .then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
-pub fn median(values: &mut [f64]) -> Option<f64> {
+pub(crate) fn median(values: &mut [f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
@@ -33,7 +33,7 @@ pub fn median(values: &mut [f64]) -> Option<f64> {
 }
 
 /// CPU seconds (user + system) this process has used so far.
-pub fn own_cpu_seconds() -> f64 {
+pub(crate) fn own_cpu_seconds() -> f64 {
     use nix::sys::resource::{getrusage, UsageWho};
     getrusage(UsageWho::RUSAGE_SELF)
         .map(|u| {

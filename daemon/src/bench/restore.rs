@@ -121,7 +121,7 @@ impl RestoreReport {
             .find(|(k, _)| *k == c)
             .map_or(f64::NAN, |(_, m)| *m)
     }
-    pub fn best_pgbench_s(&self) -> f64 {
+    pub(crate) fn best_pgbench_s(&self) -> f64 {
         self.median_of(Candidate::PgbenchClient)
             .min(self.median_of(Candidate::PgbenchServer))
     }
@@ -142,7 +142,7 @@ impl RestoreReport {
     pub fn threads_speedup(&self) -> f64 {
         self.median_of(Candidate::StoreOneThread) / self.median_of(Candidate::Store)
     }
-    pub fn local_s(&self) -> f64 {
+    pub(crate) fn local_s(&self) -> f64 {
         self.median_of(Candidate::Local)
     }
     /// The least a restore into a new directory can take here: a restart, making the
@@ -481,7 +481,7 @@ fn archive_sample(dir: &Path, manifest: &Manifest, limit: usize) -> Result<Vec<u
 }
 
 /// zstd at several levels and gzip on the sample, one thread each.
-pub fn measure_codecs(sample: &[u8]) -> Result<Vec<CodecFigure>> {
+pub(crate) fn measure_codecs(sample: &[u8]) -> Result<Vec<CodecFigure>> {
     let mib = sample.len() as f64 / (1 << 20) as f64;
     let mut figures = Vec::new();
     for level in [1, 3, 9] {
