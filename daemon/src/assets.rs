@@ -4,11 +4,12 @@
 pub const TUNED_POSTGRESQL: &str = include_str!("../assets/tuned/postgresql/tuned.conf");
 
 /// The name of that profile.
-pub const TUNED_POSTGRESQL_NAME: &str = "postgresql";
+pub(crate) const TUNED_POSTGRESQL_NAME: &str = "postgresql";
 
 /// Where tuned profiles live on the appliance.
 pub const TUNED_PROFILE_DIR: &str = "usr/lib/tuned";
 
 /// A PGDG-RPM-style PostgreSQL unit for platforms whose packages ship none (`@VERSION@`,
 /// `@BINDIR@` filled in by [`crate::platform`]).
-pub const POSTGRESQL_UNIT_TEMPLATE: &str = include_str!("../assets/units/postgresql-NN.service.in");
+pub(crate) const POSTGRESQL_UNIT_TEMPLATE: &str =
+    include_str!("../assets/units/postgresql-NN.service.in");

@@ -1,13 +1,13 @@
 //! Wall-clock time stamps for records and state files: RFC 3339 in UTC, whole seconds.
 
 /// Now, as `2026-12-02T09:49:20Z`.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 /// The longest duration a command-line flag takes: a year. Longer is taken for a typo (a
 /// deadline that far cannot be meant, and `Instant::now()` plus it may not be representable).
-pub const LONGEST_FLAG_DURATION: std::time::Duration =
+pub(crate) const LONGEST_FLAG_DURATION: std::time::Duration =
     std::time::Duration::from_secs(366 * 24 * 3600);
 
 /// The value parser of a command line's duration flags (`2m`, `6h`, `1h 30m`): above zero

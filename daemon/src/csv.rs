@@ -4,20 +4,20 @@
 
 /// Builds a CSV document record by record.
 #[derive(Debug, Default)]
-pub struct CsvWriter {
+pub(crate) struct CsvWriter {
     out: String,
 }
 
 impl CsvWriter {
     /// A document whose first record is `header`.
-    pub fn with_header(header: &[&str]) -> Self {
+    pub(crate) fn with_header(header: &[&str]) -> Self {
         let mut w = CsvWriter::default();
         w.record(header);
         w
     }
 
     /// Appends one record; fields are quoted where RFC 4180 requires it, records end in CRLF.
-    pub fn record<S: AsRef<str>>(&mut self, fields: &[S]) {
+    pub(crate) fn record<S: AsRef<str>>(&mut self, fields: &[S]) {
         for (i, f) in fields.iter().enumerate() {
             if i > 0 {
                 self.out.push(',');
@@ -27,7 +27,7 @@ impl CsvWriter {
         self.out.push_str("\r\n");
     }
 
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         self.out
     }
 }

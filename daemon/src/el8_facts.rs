@@ -8,16 +8,18 @@
 //!
 //! Backports that only RHEL's builds carry (systemd's `Type=exec`, `EnqueueUnitJob`) are
 //! left out on purpose: the appliance must not depend on a patch level.
+//! Only the tests use it, so it is compiled for them alone.
+#![cfg(test)]
 
 use crate::runner::CommandSpec;
 
 /// One option of a command-line tool: short letter and/or long name, and whether it takes a
 /// value (`-o X`, `-oX`, `--output X`, `--output=X`).
 #[derive(Debug, Clone, Copy)]
-pub struct Opt {
-    pub short: Option<char>,
-    pub long: Option<&'static str>,
-    pub value: bool,
+pub(crate) struct Opt {
+    pub(crate) short: Option<char>,
+    pub(crate) long: Option<&'static str>,
+    pub(crate) value: bool,
 }
 
 const fn o(short: char, long: &'static str, value: bool) -> Opt {
@@ -45,7 +47,7 @@ const fn short(short: char, value: bool) -> Opt {
 }
 
 /// util-linux 2.32.1 `lsblk` options (getopt "abdDze:fhJlnmo:OpPiI:rstVSTx:").
-pub const LSBLK_2_32_1_OPTIONS: &[Opt] = &[
+pub(crate) const LSBLK_2_32_1_OPTIONS: &[Opt] = &[
     o('a', "all", false),
     o('b', "bytes", false),
     o('d', "nodeps", false),
@@ -75,7 +77,7 @@ pub const LSBLK_2_32_1_OPTIONS: &[Opt] = &[
 
 /// util-linux 2.32.1 `lsblk -o` columns. Not there: PATH, FSAVAIL, FSSIZE, FSUSED, FSUSE%,
 /// PTUUID, PTTYPE (2.33), FSROOTS, MOUNTPOINTS (2.37).
-pub const LSBLK_2_32_1_COLUMNS: &[&str] = &[
+pub(crate) const LSBLK_2_32_1_COLUMNS: &[&str] = &[
     "NAME",
     "KNAME",
     "PKNAME",
@@ -124,7 +126,7 @@ pub const LSBLK_2_32_1_COLUMNS: &[&str] = &[
 ];
 
 /// util-linux 2.32.1 `wipefs` options (getopt "abfhiJnO:o:pqt:V"; no `--lock`).
-pub const WIPEFS_2_32_1_OPTIONS: &[Opt] = &[
+pub(crate) const WIPEFS_2_32_1_OPTIONS: &[Opt] = &[
     o('a', "all", false),
     o('b', "backup", false),
     o('f', "force", false),
@@ -209,10 +211,10 @@ const LVM_REPORT: &[Opt] = &[
 ];
 
 /// `--reportformat` values of lvm2 2.03.14 (`json_std` came in 2.03.17).
-pub const LVM_2_03_14_REPORT_FORMATS: &[&str] = &["basic", "json"];
+pub(crate) const LVM_2_03_14_REPORT_FORMATS: &[&str] = &["basic", "json"];
 
 /// Report fields of lvm2 2.03.14 the appliance may ask for with `-o`.
-pub const LVM_2_03_14_REPORT_FIELDS: &[&str] = &[
+pub(crate) const LVM_2_03_14_REPORT_FIELDS: &[&str] = &[
     "pv_name",
     "pv_uuid",
     "pv_size",
@@ -241,10 +243,10 @@ pub const LVM_2_03_14_REPORT_FIELDS: &[&str] = &[
 
 /// lvm2 commands that may prompt and so must carry `-y`/`--yes` (stdin is /dev/null in a
 /// transient unit: a prompt reads EOF, answers "n" and the command aborts).
-pub const LVM_MUST_SAY_YES: &[&str] = &["pvcreate", "vgcreate", "lvcreate", "vgremove"];
+pub(crate) const LVM_MUST_SAY_YES: &[&str] = &["pvcreate", "vgcreate", "lvcreate", "vgremove"];
 
 /// mkfs.xfs 5.0.0 options (getopt "b:d:i:l:L:m:n:KNp:qr:s:CfV").
-pub const MKFS_XFS_5_0_OPTIONS: &[Opt] = &[
+pub(crate) const MKFS_XFS_5_0_OPTIONS: &[Opt] = &[
     short('b', true),
     short('d', true),
     short('i', true),
@@ -265,7 +267,7 @@ pub const MKFS_XFS_5_0_OPTIONS: &[Opt] = &[
 
 /// mkfs.xfs 5.0.0 sub-options per option letter. `-m bigtime`/`inobtcount` are RHEL
 /// backports that older EL8 kernels cannot mount: left out.
-pub const MKFS_XFS_5_0_SUBOPTIONS: &[(char, &[&str])] = &[
+pub(crate) const MKFS_XFS_5_0_SUBOPTIONS: &[(char, &[&str])] = &[
     ('b', &["size"]),
     ('m', &["crc", "finobt", "uuid", "rmapbt", "reflink"]),
     (
@@ -307,7 +309,7 @@ pub const MKFS_XFS_5_0_SUBOPTIONS: &[(char, &[&str])] = &[
 ];
 
 /// grubby 8.40-42 (the EL8 BLS script) options.
-pub const GRUBBY_8_40_OPTIONS: &[Opt] = &[
+pub(crate) const GRUBBY_8_40_OPTIONS: &[Opt] = &[
     long("update-kernel", true),
     long("args", true),
     long("remove-args", true),
@@ -330,7 +332,7 @@ pub const GRUBBY_8_40_OPTIONS: &[Opt] = &[
 ];
 
 /// The tools and versions [`check_command`] knows.
-pub const CHECKED_TOOLS: &[(&str, &str)] = &[
+pub(crate) const CHECKED_TOOLS: &[(&str, &str)] = &[
     ("lsblk", "util-linux 2.32.1"),
     ("wipefs", "util-linux 2.32.1"),
     ("pvcreate", "lvm2 2.03.14"),
@@ -346,7 +348,7 @@ pub const CHECKED_TOOLS: &[(&str, &str)] = &[
 
 /// Programs the appliance runs on Rocky 8 whose version was not read from source: their
 /// command lines are not checked here (docs/rocky8.md lists them).
-pub const UNCHECKED_TOOLS: &[&str] = &[
+pub(crate) const UNCHECKED_TOOLS: &[&str] = &[
     "dnf",
     "rpm",
     "semanage",
@@ -358,7 +360,7 @@ pub const UNCHECKED_TOOLS: &[&str] = &[
 
 /// What [`check_command`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Every option and value is in the tool's allow-list.
     Allowed { tool: &'static str },
     /// The program is one of [`UNCHECKED_TOOLS`] (or a PostgreSQL binary).
@@ -470,7 +472,7 @@ fn has(given: &[Given], name: &str) -> bool {
 
 /// Checks one command line against the facts of the tool's Rocky 8.6 version. `Err` names
 /// the tool, its version and what it lacks.
-pub fn check_argv(program: &str, args: &[String]) -> Result<Verdict, String> {
+pub(crate) fn check_argv(program: &str, args: &[String]) -> Result<Verdict, String> {
     let base = program.rsplit('/').next().unwrap_or(program);
     let tool = CHECKED_TOOLS.iter().find(|(t, _)| *t == base);
     let Some((tool, version)) = tool else {
@@ -580,13 +582,13 @@ pub fn check_argv(program: &str, args: &[String]) -> Result<Verdict, String> {
 }
 
 /// [`check_argv`] for a command spec.
-pub fn check_command(spec: &CommandSpec) -> Result<Verdict, String> {
+pub(crate) fn check_command(spec: &CommandSpec) -> Result<Verdict, String> {
     check_argv(&spec.program, &spec.args)
 }
 
 /// A sequence of storage commands: each device given to `pvcreate` was wiped with
 /// `wipefs --all` earlier (lvm2 2.03.14 refuses a disk with a partition table).
-pub fn check_wiped_before_pvcreate(commands: &[Vec<String>]) -> Result<(), String> {
+pub(crate) fn check_wiped_before_pvcreate(commands: &[Vec<String>]) -> Result<(), String> {
     let mut wiped: Vec<&str> = Vec::new();
     for argv in commands {
         match argv.first().map(String::as_str) {
@@ -613,7 +615,7 @@ pub fn check_wiped_before_pvcreate(commands: &[Vec<String>]) -> Result<(), Strin
 
 /// systemd 239 (upstream; no RHEL backports) transient `.service` properties with their
 /// D-Bus signatures, as `StartTransientUnit` accepts them.
-pub const SYSTEMD_239_SERVICE_PROPERTIES: &[(&str, &str)] = &[
+pub(crate) const SYSTEMD_239_SERVICE_PROPERTIES: &[(&str, &str)] = &[
     ("Description", "s"),
     ("Type", "s"),
     ("RemainAfterExit", "b"),
@@ -650,7 +652,7 @@ pub const SYSTEMD_239_SERVICE_PROPERTIES: &[(&str, &str)] = &[
 ];
 
 /// Properties systemd 239-58 must never be sent, and why.
-pub const SYSTEMD_239_FORBIDDEN_PROPERTIES: &[(&str, &str)] = &[
+pub(crate) const SYSTEMD_239_FORBIDDEN_PROPERTIES: &[(&str, &str)] = &[
     (
         "StandardOutputFileToCreate",
         "systemd 239-58 accepts the name, then fails an assert() in PID 1",
@@ -675,12 +677,12 @@ pub const SYSTEMD_239_FORBIDDEN_PROPERTIES: &[(&str, &str)] = &[
 ];
 
 /// `Type=` values of upstream systemd 239 (`exec` is a 239-58 backport).
-pub const SYSTEMD_239_SERVICE_TYPES: &[&str] =
+pub(crate) const SYSTEMD_239_SERVICE_TYPES: &[&str] =
     &["simple", "forking", "oneshot", "dbus", "notify", "idle"];
 
 /// `StandardOutput=`/`StandardError=` values systemd 239 takes over D-Bus: the bare mode
 /// only; `file:PATH` is rejected (send `StandardOutputFile`).
-pub const SYSTEMD_239_OUTPUT_MODES: &[&str] = &[
+pub(crate) const SYSTEMD_239_OUTPUT_MODES: &[&str] = &[
     "inherit",
     "null",
     "tty",
@@ -696,7 +698,7 @@ pub const SYSTEMD_239_OUTPUT_MODES: &[&str] = &[
 ];
 
 /// `StandardInput=` values of systemd 239.
-pub const SYSTEMD_239_INPUT_MODES: &[&str] = &[
+pub(crate) const SYSTEMD_239_INPUT_MODES: &[&str] = &[
     "null",
     "tty",
     "tty-force",
@@ -707,7 +709,7 @@ pub const SYSTEMD_239_INPUT_MODES: &[&str] = &[
 ];
 
 /// Checks one transient-unit property (name, D-Bus signature, string value if any).
-pub fn check_transient_property(
+pub(crate) fn check_transient_property(
     name: &str,
     signature: &str,
     value: Option<&str>,
@@ -750,7 +752,7 @@ pub fn check_transient_property(
 }
 
 /// org.freedesktop.systemd1.Manager methods of upstream systemd 239: name, in, out.
-pub const SYSTEMD_239_MANAGER_METHODS: &[(&str, &str, &str)] = &[
+pub(crate) const SYSTEMD_239_MANAGER_METHODS: &[(&str, &str, &str)] = &[
     ("StartTransientUnit", "ssa(sv)a(sa(sv))", "o"),
     ("StartUnit", "ss", "o"),
     ("StopUnit", "ss", "o"),
@@ -768,7 +770,7 @@ pub const SYSTEMD_239_MANAGER_METHODS: &[(&str, &str, &str)] = &[
 ];
 
 /// Manager signals of systemd 239.
-pub const SYSTEMD_239_MANAGER_SIGNALS: &[&str] = &[
+pub(crate) const SYSTEMD_239_MANAGER_SIGNALS: &[&str] = &[
     "JobRemoved",
     "JobNew",
     "UnitNew",
@@ -777,7 +779,7 @@ pub const SYSTEMD_239_MANAGER_SIGNALS: &[&str] = &[
 ];
 
 /// Readable properties of systemd 239 per interface.
-pub const SYSTEMD_239_READ_PROPERTIES: &[(&str, &[&str])] = &[
+pub(crate) const SYSTEMD_239_READ_PROPERTIES: &[(&str, &[&str])] = &[
     (
         "org.freedesktop.systemd1.Unit",
         &[
@@ -806,7 +808,7 @@ pub const SYSTEMD_239_READ_PROPERTIES: &[(&str, &[&str])] = &[
 ];
 
 /// tuned 2.18.0's com.redhat.tuned.control methods: name, in, out.
-pub const TUNED_2_18_METHODS: &[(&str, &str, &str)] = &[
+pub(crate) const TUNED_2_18_METHODS: &[(&str, &str, &str)] = &[
     ("switch_profile", "s", "(bs)"),
     ("active_profile", "", "s"),
     ("verify_profile", "", "b"),
@@ -827,14 +829,14 @@ pub const TUNED_2_18_METHODS: &[(&str, &str, &str)] = &[
 
 /// A D-Bus member the daemon calls or reads, as found in its proxy definitions.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DbusMember {
-    pub interface: String,
-    pub name: String,
-    pub kind: MemberKind,
+pub(crate) struct DbusMember {
+    pub(crate) interface: String,
+    pub(crate) name: String,
+    pub(crate) kind: MemberKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemberKind {
+pub(crate) enum MemberKind {
     Method,
     Property,
     Signal,
@@ -857,7 +859,7 @@ fn camel(snake: &str) -> String {
 /// `fn` items, `#[zbus(property)]`, `#[zbus(signal)]`, `#[zbus(name = "…")]`), named as on
 /// the bus (zbus turns snake_case into CamelCase unless a name is given). Pure: the tests
 /// feed it `systemd/proxies.rs`.
-pub fn proxy_members(source: &str) -> Vec<DbusMember> {
+pub(crate) fn proxy_members(source: &str) -> Vec<DbusMember> {
     let mut out = Vec::new();
     let mut interface = String::new();
     let mut kind = MemberKind::Method;
@@ -888,7 +890,7 @@ pub fn proxy_members(source: &str) -> Vec<DbusMember> {
 }
 
 /// Checks one proxy member against systemd 239 and tuned 2.18.
-pub fn check_dbus_member(m: &DbusMember) -> Result<(), String> {
+pub(crate) fn check_dbus_member(m: &DbusMember) -> Result<(), String> {
     let ok = match (m.interface.as_str(), m.kind) {
         ("org.freedesktop.systemd1.Manager", MemberKind::Method) => SYSTEMD_239_MANAGER_METHODS
             .iter()
@@ -1008,7 +1010,7 @@ mod tests {
 #[zbus::proxy(
     interface = "org.freedesktop.systemd1.Manager",
 )]
-pub trait Manager {
+pub(crate) trait Manager {
     fn start_unit(&self, name: &str) -> zbus::Result<()>;
     fn enqueue_unit_job(&self) -> zbus::Result<()>;
     #[zbus(signal)]
@@ -1017,7 +1019,7 @@ pub trait Manager {
 #[zbus::proxy(
     interface = "com.redhat.tuned.control",
 )]
-pub trait Tuned {
+pub(crate) trait Tuned {
     #[zbus(name = "switch_profile")]
     fn switch_profile(&self, profile: &str) -> zbus::Result<(bool, String)>;
 }

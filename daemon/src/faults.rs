@@ -16,7 +16,7 @@
 
 /// Reached a named place.
 #[inline]
-pub fn point(name: &str) {
+pub(crate) fn point(name: &str) {
     #[cfg(debug_assertions)]
     imp::hit(name, None, None);
     #[cfg(not(debug_assertions))]
@@ -29,7 +29,7 @@ pub fn point(name: &str) {
 /// `spawned:pgbench:p001-rw-c00001-r1/attempt-1/stdout.txt`: one point of the sweep), to act
 /// only on the commands whose output goes there.
 #[inline]
-pub fn spawned(program: &str, child: Option<u32>, stdout: Option<&std::path::Path>) {
+pub(crate) fn spawned(program: &str, child: Option<u32>, stdout: Option<&std::path::Path>) {
     #[cfg(debug_assertions)]
     {
         let base = std::path::Path::new(program)

@@ -17,7 +17,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// What a file system entry is, in words for an error ("a FIFO", "a directory").
-pub fn kind_of(ft: fs::FileType) -> &'static str {
+pub(crate) fn kind_of(ft: fs::FileType) -> &'static str {
     if ft.is_file() {
         "a regular file"
     } else if ft.is_dir() {
@@ -100,7 +100,7 @@ pub fn read_to_string_limited(path: &Path, max: u64, what: &str) -> io::Result<S
     })
 }
 
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -138,7 +138,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Serialises to pretty JSON (with a final newline) and writes atomically.
-pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+pub(crate) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     bytes.push(b'\n');
     atomic_write(path, &bytes)
@@ -149,7 +149,7 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()>
 /// and refused unless it is a regular file of one name owned by this user, so that no
 /// link, hard link or special file planted under its name makes the daemon write
 /// somewhere else. `truncate` empties it once it is checked.
-pub fn open_own_file(path: &Path, read: bool, truncate: bool) -> io::Result<File> {
+pub(crate) fn open_own_file(path: &Path, read: bool, truncate: bool) -> io::Result<File> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let f = OpenOptions::new()
         .read(read)
@@ -205,7 +205,7 @@ pub fn open_own_file(path: &Path, read: bool, truncate: bool) -> io::Result<File
     Ok(f)
 }
 
-pub fn create_dir_all(path: &Path) -> io::Result<()> {
+pub(crate) fn create_dir_all(path: &Path) -> io::Result<()> {
     fs::create_dir_all(path)
         .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", path.display())))
 }
@@ -213,7 +213,7 @@ pub fn create_dir_all(path: &Path) -> io::Result<()> {
 /// Writes `text` to `path` (atomically, creating the directory) unless it already holds
 /// exactly that; says whether it wrote. For configuration the daemon owns (units, drop-ins,
 /// the tuned profile), so a resumed run changes nothing that is already right.
-pub fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<bool> {
+pub(crate) fn write_if_changed(path: &Path, text: &str) -> anyhow::Result<bool> {
     use anyhow::Context;
     if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
         return Ok(false);

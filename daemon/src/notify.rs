@@ -28,7 +28,7 @@ fn send(message: &str) {
 }
 
 /// The latest status line of a run, in its work directory.
-pub const STATUS_FILE: &str = "last-status.json";
+pub(crate) const STATUS_FILE: &str = "last-status.json";
 
 /// What [`STATUS_FILE`] holds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -36,13 +36,13 @@ pub struct LastStatus {
     pub text: String,
     pub at: String,
     /// The daemon that wrote it.
-    pub pid: u32,
+    pub(crate) pid: u32,
 }
 
 static STATUS_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Keeps the latest status line in `workdir` from now on.
-pub fn keep_status_in(workdir: &std::path::Path) {
+pub(crate) fn keep_status_in(workdir: &std::path::Path) {
     if let Ok(mut p) = STATUS_PATH.lock() {
         *p = Some(workdir.join(STATUS_FILE));
     }
@@ -66,6 +66,6 @@ pub fn status(text: &str) {
     }
 }
 
-pub fn ready() {
+pub(crate) fn ready() {
     send("READY=1");
 }

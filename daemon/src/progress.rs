@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often a long operation says where it is.
-pub const INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const INTERVAL: Duration = Duration::from_secs(30);
 
 /// In a debug build only: the interval instead of [`INTERVAL`] (a humantime duration, e.g.
 /// `1s`), for the tests. A release build never reads it.
@@ -23,12 +23,12 @@ pub const INTERVAL_VARIABLE: &str = "PGAPPLIANCE_PROGRESS_INTERVAL";
 
 /// The shortest interval [`INTERVAL_VARIABLE`] may set: a shorter one floods the log (a
 /// status line per tick).
-pub const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The interval in effect: [`INTERVAL`], or in a debug build [`INTERVAL_VARIABLE`] when it
 /// is set (a value that is not a duration of at least [`SHORTEST_INTERVAL`] is named, once
 /// per process, and ignored).
-pub fn interval() -> Duration {
+pub(crate) fn interval() -> Duration {
     #[cfg(debug_assertions)]
     {
         static IN_EFFECT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
@@ -45,7 +45,7 @@ pub fn interval() -> Duration {
 }
 
 /// The interval [`INTERVAL_VARIABLE`]'s value sets, and a warning when it is ignored (pure).
-pub fn interval_from(value: Option<&str>) -> (Duration, Option<String>) {
+pub(crate) fn interval_from(value: Option<&str>) -> (Duration, Option<String>) {
     let Some(v) = value else {
         return (INTERVAL, None);
     };
@@ -64,7 +64,7 @@ pub fn interval_from(value: Option<&str>) -> (Duration, Option<String>) {
 
 /// Which long operation it is: the fault point each tick passes is `progress:<name>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `pgbench -i`, the dataset's generation.
     Dataset,
     /// The parallel loader's generation.
@@ -76,7 +76,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Dataset => "dataset",
             Kind::Load => "load",
@@ -87,7 +87,7 @@ impl Kind {
 }
 
 /// A running operation's ticker; dropping it stops it.
-pub struct Progress {
+pub(crate) struct Progress {
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -98,7 +98,7 @@ impl Drop for Progress {
 }
 
 /// What an operation says about itself besides its time.
-pub enum Detail {
+pub(crate) enum Detail {
     /// The last line of a file the program writes its progress to.
     Tail(PathBuf),
     /// Rows done (a counter the operation keeps) of a total.
@@ -117,7 +117,7 @@ impl Detail {
 impl Progress {
     /// Says `label` with the time elapsed (of `total`) and `detail` (the program's own
     /// progress output, or a count) every [`interval`], from a background task.
-    pub fn start(
+    pub(crate) fn start(
         kind: Kind,
         label: String,
         total: Option<Duration>,
@@ -139,7 +139,7 @@ impl Progress {
 }
 
 /// "12000000 of 100000000 rows (12%)" (pure).
-pub fn rows(done: u64, total: u64) -> String {
+pub(crate) fn rows(done: u64, total: u64) -> String {
     let pct = (done.min(total) * 100).checked_div(total).unwrap_or(100);
     format!("{done} of {total} rows ({pct}%)")
 }
@@ -158,7 +158,7 @@ fn last_line_of(path: &Path) -> Option<String> {
 }
 
 /// The last non-empty line of `text`, `\r` and `\n` both ending lines (pure).
-pub fn last_line(text: &str) -> Option<&str> {
+pub(crate) fn last_line(text: &str) -> Option<&str> {
     text.split(['\r', '\n'])
         .map(str::trim)
         .rfind(|l| !l.is_empty())
@@ -166,7 +166,12 @@ pub fn last_line(text: &str) -> Option<&str> {
 
 /// "dataset: pgbench -i -s 100: 4m 30s; 4500000 of 10000000 tuples (45%) done (elapsed …)"
 /// (pure).
-pub fn line(label: &str, elapsed: Duration, total: Option<Duration>, last: Option<&str>) -> String {
+pub(crate) fn line(
+    label: &str,
+    elapsed: Duration,
+    total: Option<Duration>,
+    last: Option<&str>,
+) -> String {
     let secs = |d: Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
     let mut out = match total {
         Some(t) => format!("{label}: {} of {}", secs(elapsed), secs(t)),

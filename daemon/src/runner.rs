@@ -21,32 +21,33 @@ const STDERR_TAIL_LINES: usize = 12;
 /// category too. Nothing else passes: the daemon may hold object-store credentials
 /// (`AWS_*`), a BMC password or `PG*` connection settings, and the server or pgbench must
 /// never see them. What a command needs beyond this, its spec says ([`CommandSpec::env`]).
-pub const INHERITED_VARIABLES: &[&str] = &["PATH", "LANG", "LANGUAGE", "TZ"];
+pub(crate) const INHERITED_VARIABLES: &[&str] = &["PATH", "LANG", "LANGUAGE", "TZ"];
 
 /// `PATH` when the daemon has none.
-pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const DEFAULT_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Whether a variable of the daemon's environment passes to commands.
-pub fn is_inherited(name: &str) -> bool {
+pub(crate) fn is_inherited(name: &str) -> bool {
     INHERITED_VARIABLES.contains(&name) || name.starts_with("LC_")
 }
 
 /// What to run and how.
 #[derive(Debug, Clone, Default)]
 pub struct CommandSpec {
-    pub program: String,
+    pub(crate) program: String,
     pub args: Vec<String>,
     /// Run as this user (and its primary group) instead of the daemon's.
-    pub user: Option<String>,
-    pub cwd: Option<PathBuf>,
-    pub env: BTreeMap<String, String>,
+    pub(crate) user: Option<String>,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) env: BTreeMap<String, String>,
     /// Open-files limit (pgbench at 1000 clients needs well above 1024).
-    pub limit_nofile: Option<u64>,
+    pub(crate) limit_nofile: Option<u64>,
     /// Write stdout/stderr to these files (raw evidence) instead of capturing them.
-    pub stdout_file: Option<PathBuf>,
-    pub stderr_file: Option<PathBuf>,
+    pub(crate) stdout_file: Option<PathBuf>,
+    pub(crate) stderr_file: Option<PathBuf>,
     /// Kill the command when it runs longer than this.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl CommandSpec {
@@ -68,11 +69,11 @@ impl CommandSpec {
         self.args.extend(args.into_iter().map(Into::into));
         self
     }
-    pub fn user(mut self, user: Option<&str>) -> Self {
+    pub(crate) fn user(mut self, user: Option<&str>) -> Self {
         self.user = user.map(str::to_string);
         self
     }
-    pub fn cwd(mut self, dir: &Path) -> Self {
+    pub(crate) fn cwd(mut self, dir: &Path) -> Self {
         self.cwd = Some(dir.to_path_buf());
         self
     }
@@ -80,12 +81,12 @@ impl CommandSpec {
         self.env.insert(k.to_string(), v.into());
         self
     }
-    pub fn output_files(mut self, stdout: &Path, stderr: &Path) -> Self {
+    pub(crate) fn output_files(mut self, stdout: &Path, stderr: &Path) -> Self {
         self.stdout_file = Some(stdout.to_path_buf());
         self.stderr_file = Some(stderr.to_path_buf());
         self
     }
-    pub fn limit_nofile(mut self, n: u64) -> Self {
+    pub(crate) fn limit_nofile(mut self, n: u64) -> Self {
         self.limit_nofile = Some(n);
         self
     }
@@ -97,7 +98,7 @@ impl CommandSpec {
     /// The complete environment of the command (pure): the allowed variables of the
     /// daemon's environment `parent` ([`INHERITED_VARIABLES`], `LC_*`), `HOME`, `USER` and
     /// `LOGNAME` of the user it runs as, then the spec's own variables.
-    pub fn environment<I>(
+    pub(crate) fn environment<I>(
         &self,
         parent: I,
         user: Option<&crate::sys::Identity>,
@@ -122,7 +123,7 @@ impl CommandSpec {
 
     /// The user the command runs as: the spec's, else the daemon's own (None when the
     /// daemon's uid has no passwd entry).
-    pub fn identity(&self) -> std::io::Result<Option<crate::sys::Identity>> {
+    pub(crate) fn identity(&self) -> std::io::Result<Option<crate::sys::Identity>> {
         match &self.user {
             Some(name) => crate::sys::lookup_user(name).map(Some),
             None => Ok(crate::sys::current_user()),
@@ -174,11 +175,11 @@ impl fmt::Display for ExitStatus {
 /// What a command produced. Output sent to files is not captured (empty here).
 #[derive(Debug, Clone)]
 pub struct CommandOutput {
-    pub status: ExitStatus,
+    pub(crate) status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
     /// The CPU the command used, where its executor could measure it.
-    pub cpu: Option<CpuUse>,
+    pub(crate) cpu: Option<CpuUse>,
 }
 
 /// The CPU a finished command used.
@@ -187,10 +188,10 @@ pub struct CpuUse {
     /// User plus system CPU seconds of the command's process, every thread of it (a plain
     /// process: /proc/<pid>/stat read as it exits; a transient unit: its control group's
     /// `CPUUsageNSec`).
-    pub cpu_s: f64,
+    pub(crate) cpu_s: f64,
     /// Seconds the process's main thread was ready to run but waited on a run queue for a
     /// CPU (/proc/<pid>/schedstat); none where it cannot be read (a transient unit).
-    pub main_thread_wait_s: Option<f64>,
+    pub(crate) main_thread_wait_s: Option<f64>,
 }
 
 /// /proc's clock ticks per second: USER_HZ, which the kernel converts its own tick rate to
@@ -200,7 +201,7 @@ const USER_HZ: f64 = 100.0;
 /// The user and system CPU time of /proc/<pid>/stat, in clock ticks: fields 14 and 15,
 /// counted after the command name, which is in parentheses and may hold spaces and
 /// parentheses itself (so the fields start after the last `)`).
-pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
+pub(crate) fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // `rest` starts at field 3 (the state).
@@ -211,7 +212,7 @@ pub fn parse_stat_cpu_ticks(text: &str) -> Option<u64> {
 
 /// /proc/<pid>/schedstat: nanoseconds the thread ran on a CPU and nanoseconds it waited on
 /// a run queue (the third field, its time slices, is not needed).
-pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
     let mut fields = text.split_whitespace();
     let ran = fields.next()?.parse().ok()?;
     let waited = fields.next()?.parse().ok()?;
@@ -287,10 +288,11 @@ pub fn tail_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Result<CommandOutput, CommandError>> + 'a>>;
+pub(crate) type ExecFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<CommandOutput, CommandError>> + 'a>>;
 
 /// Something that runs commands: plain processes ([`LocalExecutor`]) or transient units.
-pub trait Executor {
+pub(crate) trait Executor {
     fn execute<'a>(&'a self, spec: &'a CommandSpec) -> ExecFuture<'a>;
 }
 
@@ -301,7 +303,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub fn new(executor: Arc<dyn Executor + Send + Sync>) -> Self {
+    pub(crate) fn new(executor: Arc<dyn Executor + Send + Sync>) -> Self {
         Runner { executor }
     }
 
@@ -341,7 +343,7 @@ impl Runner {
 
 /// Plain child processes of the daemon. Children die with the daemon (`PR_SET_PDEATHSIG`)
 /// so a killed run leaves no orphan pgbench loading the server; the journal redoes the step.
-pub struct LocalExecutor;
+pub(crate) struct LocalExecutor;
 
 impl Executor for LocalExecutor {
     fn execute<'a>(&'a self, spec: &'a CommandSpec) -> ExecFuture<'a> {

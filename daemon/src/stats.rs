@@ -22,13 +22,13 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The confidence level of every interval.
-pub const CONFIDENCE: f64 = 0.95;
+pub(crate) const CONFIDENCE: f64 = 0.95;
 
 /// The threshold T in percent when none is given.
 pub const DEFAULT_THRESHOLD_PCT: f64 = 5.0;
 
 /// The largest number of repeats a one-sample verdict suggests; beyond it, "more than".
-pub const MAX_SUGGESTED_REPEATS: u32 = 50;
+pub(crate) const MAX_SUGGESTED_REPEATS: u32 = 50;
 
 /// What the data support about a ratio against its baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +54,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
@@ -66,7 +66,7 @@ impl Verdict {
     }
 
     /// The verdict of an interval of the change in percent against a threshold in percent.
-    pub fn of_interval(lo_pct: f64, hi_pct: f64, threshold_pct: f64) -> Verdict {
+    pub(crate) fn of_interval(lo_pct: f64, hi_pct: f64, threshold_pct: f64) -> Verdict {
         let t = threshold_pct;
         if lo_pct > t {
             Verdict::Faster
@@ -84,7 +84,7 @@ impl Verdict {
     }
 
     /// Whether the verdict claims a difference (what a false verdict on equal machines is).
-    pub fn claims_difference(self) -> bool {
+    pub(crate) fn claims_difference(self) -> bool {
         matches!(self, Verdict::Faster | Verdict::Slower | Verdict::Small)
     }
 }
@@ -120,7 +120,7 @@ impl LogSample {
 
 /// The usable repeats of a side: finite and above 0 (a tps of 0 has no logarithm and is a
 /// failed point, not a slow one).
-pub fn usable(values: &[f64]) -> Vec<f64> {
+pub(crate) fn usable(values: &[f64]) -> Vec<f64> {
     values
         .iter()
         .copied()
@@ -132,23 +132,23 @@ pub fn usable(values: &[f64]) -> Vec<f64> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
     /// Repeats on the compared side and on the baseline's.
-    pub n: usize,
-    pub n_baseline: usize,
+    pub(crate) n: usize,
+    pub(crate) n_baseline: usize,
     /// Geometric mean of the side over that of the baseline.
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// The ratio's 95 % interval; none with one sample on a side.
-    pub ci: Option<(f64, f64)>,
+    pub(crate) ci: Option<(f64, f64)>,
     /// Two-sided Mann-Whitney U p-value (exact without ties, normal with tie correction
     /// otherwise); none with one sample on a side.
-    pub p_value: Option<f64>,
+    pub(crate) p_value: Option<f64>,
     /// Cliff's δ of the side against the baseline, in [−1, 1]: positive when the side's
     /// repeats tend to be higher.
-    pub cliffs_delta: Option<f64>,
-    pub verdict: Verdict,
+    pub(crate) cliffs_delta: Option<f64>,
+    pub(crate) verdict: Verdict,
     /// One sample on a side and at least two on the other: the repeats per side that the
     /// other side's noise suggests (see [`suggested_repeats`]); `MAX_SUGGESTED_REPEATS + 1`
     /// stands for "more than that".
-    pub repeats_suggested: Option<u32>,
+    pub(crate) repeats_suggested: Option<u32>,
     /// The log-scale difference, its squared standard error and degrees of freedom, for
     /// [`geometric_mean`]; none with one sample on a side.
     log: Option<LogDiff>,
@@ -163,24 +163,24 @@ struct LogDiff {
 
 impl Comparison {
     /// The change in percent: (ratio − 1) × 100.
-    pub fn change_pct(&self) -> f64 {
+    pub(crate) fn change_pct(&self) -> f64 {
         (self.ratio - 1.0) * 100.0
     }
 
     /// The interval of the change in percent.
-    pub fn ci_pct(&self) -> Option<(f64, f64)> {
+    pub(crate) fn ci_pct(&self) -> Option<(f64, f64)> {
         self.ci
             .map(|(lo, hi)| ((lo - 1.0) * 100.0, (hi - 1.0) * 100.0))
     }
 
     /// `+19.0 % (+17.2 … +20.9)`, or `+19.0 % (one sample)`.
-    pub fn display_change(&self) -> String {
+    pub(crate) fn display_change(&self) -> String {
         display_change(self.change_pct(), self.ci_pct())
     }
 }
 
 /// A percentage with its sign, the minus a true minus sign: `−9.8`, `+4.0`.
-pub fn signed(pct: f64) -> String {
+pub(crate) fn signed(pct: f64) -> String {
     let s = format!("{pct:+.1}");
     match s.strip_prefix('-') {
         // -0.0 rounds to "-0.0": show it as the zero it is.
@@ -191,7 +191,7 @@ pub fn signed(pct: f64) -> String {
 }
 
 /// `−9.8 % (−14.1 … −5.2)`, or `−9.8 % (one sample)` without an interval.
-pub fn display_change(pct: f64, ci_pct: Option<(f64, f64)>) -> String {
+pub(crate) fn display_change(pct: f64, ci_pct: Option<(f64, f64)>) -> String {
     match ci_pct {
         Some((lo, hi)) => format!("{} % ({} … {})", signed(pct), signed(lo), signed(hi)),
         None => format!("{} % (one sample)", signed(pct)),
@@ -201,7 +201,7 @@ pub fn display_change(pct: f64, ci_pct: Option<(f64, f64)>) -> String {
 /// `side` against `baseline` (tps of the repeats, any order) at threshold `threshold_pct`.
 /// Repeats that are not finite and above 0 are left out first. `None` when a side has no
 /// usable repeat.
-pub fn compare(side: &[f64], baseline: &[f64], threshold_pct: f64) -> Option<Comparison> {
+pub(crate) fn compare(side: &[f64], baseline: &[f64], threshold_pct: f64) -> Option<Comparison> {
     let (x, y) = (usable(side), usable(baseline));
     if x.is_empty() || y.is_empty() {
         return None;
@@ -265,7 +265,7 @@ fn welch_df(parts: &[(f64, f64)]) -> f64 {
 /// sd × √(2/n), is at most half the threshold, so that a difference of 1.5 T is called
 /// `faster` or `slower` and one up to T/2 `same` or `small`. `MAX_SUGGESTED_REPEATS + 1`
 /// when even that many would not do.
-pub fn suggested_repeats(sd: f64, threshold_pct: f64) -> u32 {
+pub(crate) fn suggested_repeats(sd: f64, threshold_pct: f64) -> u32 {
     let target = (1.0 + threshold_pct / 100.0).ln() / 2.0;
     (2..=MAX_SUGGESTED_REPEATS)
         .find(|&n| {
@@ -279,23 +279,19 @@ pub fn suggested_repeats(sd: f64, threshold_pct: f64) -> u32 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GeometricMean {
     /// How many ratios it is the mean of (those with an interval).
-    pub count: usize,
-    pub ratio: f64,
-    pub ci: (f64, f64),
-    pub verdict: Verdict,
+    pub(crate) count: usize,
+    pub(crate) ratio: f64,
+    pub(crate) ci: (f64, f64),
+    pub(crate) verdict: Verdict,
 }
 
 impl GeometricMean {
-    pub fn change_pct(&self) -> f64 {
+    pub(crate) fn change_pct(&self) -> f64 {
         (self.ratio - 1.0) * 100.0
     }
 
-    pub fn ci_pct(&self) -> (f64, f64) {
+    pub(crate) fn ci_pct(&self) -> (f64, f64) {
         ((self.ci.0 - 1.0) * 100.0, (self.ci.1 - 1.0) * 100.0)
-    }
-
-    pub fn display_change(&self) -> String {
-        display_change(self.change_pct(), Some(self.ci_pct()))
     }
 }
 
@@ -304,7 +300,7 @@ impl GeometricMean {
 /// whose variance is Σ SE²/k² with Welch–Satterthwaite df over the parts. The interval is
 /// of these client counts' mean ratio (each count's repeats independent of the others'),
 /// not of a count that was not run.
-pub fn geometric_mean(parts: &[&Comparison], threshold_pct: f64) -> Option<GeometricMean> {
+pub(crate) fn geometric_mean(parts: &[&Comparison], threshold_pct: f64) -> Option<GeometricMean> {
     let logs: Vec<LogDiff> = parts.iter().filter_map(|c| c.log).collect();
     if logs.is_empty() {
         return None;
@@ -325,7 +321,7 @@ pub fn geometric_mean(parts: &[&Comparison], threshold_pct: f64) -> Option<Geome
 
 /// The 95 % interval of the mean of a side's repeats (for a chart's error bar): mean ±
 /// t(0.975, n − 1) × s/√n; none with one repeat.
-pub fn mean_interval(values: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn mean_interval(values: &[f64]) -> Option<(f64, f64)> {
     let v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
     let n = v.len();
     if n < 2 {
@@ -338,7 +334,7 @@ pub fn mean_interval(values: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// Cliff's δ of `x` against `y`: (#{x > y} − #{x < y}) / (n_x n_y).
-pub fn cliffs_delta(x: &[f64], y: &[f64]) -> f64 {
+pub(crate) fn cliffs_delta(x: &[f64], y: &[f64]) -> f64 {
     if x.is_empty() || y.is_empty() {
         return 0.0;
     }
@@ -361,7 +357,7 @@ const EXACT_MW_MAX: usize = 50;
 /// The two-sided p-value of the Mann-Whitney U test of `x` against `y`: exact (counting
 /// every arrangement) when there are no ties and neither side is larger than 50; else the
 /// normal approximation with the tie correction and a continuity correction.
-pub fn mann_whitney_p(x: &[f64], y: &[f64]) -> f64 {
+pub(crate) fn mann_whitney_p(x: &[f64], y: &[f64]) -> f64 {
     let (n1, n2) = (x.len(), y.len());
     if n1 == 0 || n2 == 0 {
         return 1.0;
@@ -437,7 +433,7 @@ fn u_distribution(n1: usize, n2: usize) -> Vec<f64> {
 
 /// The standard normal distribution function (Abramowitz and Stegun 7.1.26 through erfc,
 /// error below 1.5e-7).
-pub fn normal_cdf(z: f64) -> f64 {
+pub(crate) fn normal_cdf(z: f64) -> f64 {
     let x = z.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly = t
@@ -527,7 +523,7 @@ fn incomplete_beta(x: f64, a: f64, b: f64) -> f64 {
 
 /// Student's t distribution function with `df` (> 0, not necessarily whole) degrees of
 /// freedom.
-pub fn t_cdf(t: f64, df: f64) -> f64 {
+pub(crate) fn t_cdf(t: f64, df: f64) -> f64 {
     let x = df / (df + t * t);
     let tail = 0.5 * incomplete_beta(x, df / 2.0, 0.5);
     if t >= 0.0 {
@@ -539,7 +535,7 @@ pub fn t_cdf(t: f64, df: f64) -> f64 {
 
 /// The `p` quantile (0.5 < p < 1) of Student's t with `df` degrees of freedom, by bisection
 /// of [`t_cdf`].
-pub fn t_quantile(p: f64, df: f64) -> f64 {
+pub(crate) fn t_quantile(p: f64, df: f64) -> f64 {
     let df = df.max(1e-3);
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     while t_cdf(hi, df) < p && hi < 1e12 {
@@ -569,7 +565,7 @@ impl SplitMix64 {
         SplitMix64(seed)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -578,18 +574,18 @@ impl SplitMix64 {
     }
 
     /// Uniform in (0, 1).
-    pub fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
     /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f64 {
+    pub(crate) fn normal(&mut self) -> f64 {
         let (u, v) = (self.uniform(), self.uniform());
         (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
     }
 
     /// A uniform index below `n` (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.uniform() * n as f64) as usize % n
     }
 

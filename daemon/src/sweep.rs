@@ -23,20 +23,20 @@ pub enum Limit {
 pub struct SweepPoint {
     /// Stable id, e.g. `p003-tpcb-c00050-r1` (`-cs-on` appended inside a checksum matrix,
     /// `warmup` runs are `w…`).
-    pub id: String,
-    pub workload: String,
+    pub(crate) id: String,
+    pub(crate) workload: String,
     #[serde(default)]
-    pub kind: WorkloadKind,
+    pub(crate) kind: WorkloadKind,
     /// sysbench-tpcc's dataset and run options (None for pgbench points).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpcc: Option<TpccRun>,
+    pub(crate) tpcc: Option<TpccRun>,
     pub builtin: Builtin,
     pub clients: u32,
-    pub threads: u32,
+    pub(crate) threads: u32,
     pub limit: Limit,
-    pub protocol: Protocol,
+    pub(crate) protocol: Protocol,
     /// 1-based repeat number (the round, when the sweep runs in rounds).
-    pub repeat: u32,
+    pub(crate) repeat: u32,
     /// Adaptive repeats: a round past the plan's `min` runs only while the 95 % interval of
     /// the mean tps of the point's earlier rounds is wider than ±this many percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,16 +45,16 @@ pub struct SweepPoint {
     pub checksums: Option<Checksums>,
     /// A warm-up run: executed and kept as evidence, not reported as a result.
     pub warmup: bool,
-    pub checkpoint: bool,
-    pub statement_latencies: bool,
-    pub latency_log: LatencyLog,
-    pub sampling_rate: Option<f64>,
-    pub progress_interval_s: u32,
+    pub(crate) checkpoint: bool,
+    pub(crate) statement_latencies: bool,
+    pub(crate) latency_log: LatencyLog,
+    pub(crate) sampling_rate: Option<f64>,
+    pub(crate) progress_interval_s: u32,
 }
 
 impl SweepPoint {
     /// The database the point runs in: its sysbench-tpcc dataset's, else pgbench's.
-    pub fn database(&self, plan: &Plan) -> String {
+    pub(crate) fn database(&self, plan: &Plan) -> String {
         match &self.tpcc {
             Some(t) => t.dataset.database(),
             None => plan.dataset.database.clone(),
@@ -64,15 +64,15 @@ impl SweepPoint {
 
 /// What a sysbench-tpcc point runs beyond its thread count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TpccRun {
-    pub dataset: TpccDataset,
-    pub rand_type: RandType,
-    pub trx_level: TrxLevel,
+pub(crate) struct TpccRun {
+    pub(crate) dataset: TpccDataset,
+    pub(crate) rand_type: RandType,
+    pub(crate) trx_level: TrxLevel,
 }
 
 /// Threads for a point: the plan's number, or min(clients, cores) (a sysbench-tpcc point's
 /// threads are its connections).
-pub fn threads_for(threads: &Threads, clients: u32, cores: u32) -> u32 {
+pub(crate) fn threads_for(threads: &Threads, clients: u32, cores: u32) -> u32 {
     match threads {
         Threads::Fixed(t) => (*t).min(clients).max(1),
         Threads::Auto => clients.min(cores.max(1)).max(1),
@@ -151,7 +151,7 @@ pub fn expand(plan: &Plan, cores: u32) -> Vec<SweepPoint> {
 
 /// The checksum groups in the order round `round` runs them: the points without a
 /// requirement first, then the states, reversed in every even round.
-pub fn round_order(groups: &[Option<Checksums>], round: u32) -> Vec<Option<Checksums>> {
+pub(crate) fn round_order(groups: &[Option<Checksums>], round: u32) -> Vec<Option<Checksums>> {
     let mut out: Vec<Option<Checksums>> = groups.iter().copied().filter(Option::is_none).collect();
     let mut states: Vec<Option<Checksums>> =
         groups.iter().copied().filter(Option::is_some).collect();
@@ -284,7 +284,7 @@ fn expand_workload(
 
 /// Whether a point's (`workload`, kind, checksums, clients) is the same measurement as
 /// another's, in another round.
-pub fn same_series(a: &SweepPoint, b: &SweepPoint) -> bool {
+pub(crate) fn same_series(a: &SweepPoint, b: &SweepPoint) -> bool {
     a.workload == b.workload
         && a.kind == b.kind
         && a.checksums == b.checksums
@@ -304,7 +304,7 @@ pub fn wants_another_round(ci_pct: f64, tps: &[f64]) -> bool {
 }
 
 /// The pgbench arguments for a point (connection arguments and database excluded).
-pub fn pgbench_args(point: &SweepPoint, log_prefix: &str) -> Vec<String> {
+pub(crate) fn pgbench_args(point: &SweepPoint, log_prefix: &str) -> Vec<String> {
     let mut a = vec![
         format!("--client={}", point.clients),
         format!("--jobs={}", point.threads),

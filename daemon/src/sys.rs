@@ -10,15 +10,15 @@ use nix::unistd::{Gid, Uid, User};
 
 /// A user to run commands as.
 #[derive(Debug, Clone)]
-pub struct Identity {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub groups: Vec<u32>,
-    pub home: PathBuf,
+pub(crate) struct Identity {
+    pub(crate) name: String,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) groups: Vec<u32>,
+    pub(crate) home: PathBuf,
 }
 
-pub fn lookup_user(name: &str) -> io::Result<Identity> {
+pub(crate) fn lookup_user(name: &str) -> io::Result<Identity> {
     let user = User::from_name(name)
         .map_err(io::Error::from)?
         .ok_or_else(|| {
@@ -44,12 +44,12 @@ pub fn lookup_user(name: &str) -> io::Result<Identity> {
 }
 
 /// The daemon's own user (by effective uid); None when it has no passwd entry.
-pub fn current_user() -> Option<Identity> {
+pub(crate) fn current_user() -> Option<Identity> {
     let user = User::from_uid(Uid::effective()).ok().flatten()?;
     lookup_user(&user.name).ok()
 }
 
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Uid::effective().is_root()
 }
 
@@ -57,7 +57,7 @@ pub fn is_root() -> bool {
 /// privilege the next one gives up: raise the file limit, switch identity, then ask for
 /// SIGKILL when the daemon dies (a credential change would clear that request).
 #[allow(unsafe_code)]
-pub fn prepare_child(
+pub(crate) fn prepare_child(
     cmd: &mut std::process::Command,
     limit_nofile: Option<u64>,
     identity: Option<&Identity>,

@@ -13,10 +13,11 @@ pub const SYSBENCH_TPCC: &str =
     "sysbench-tpcc/sysbench-tpcc-585e2b8af327d35866aed7e56837c2134d8835a9.tar.gz";
 
 /// util-linux 2.32.1, Rocky 8's version, as a `git archive` tarball.
-pub const UTIL_LINUX: &str = "util-linux/util-linux-2.32.1.tar.xz";
+#[cfg(test)]
+const UTIL_LINUX: &str = "util-linux/util-linux-2.32.1.tar.xz";
 
 /// The repository's `third_party/` folder.
-pub fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../third_party")
 }
 

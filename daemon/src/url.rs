@@ -9,7 +9,7 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UrlParts<'a> {
     pub scheme: &'a str,
-    pub userinfo: Option<&'a str>,
+    pub(crate) userinfo: Option<&'a str>,
     /// Host and port.
     pub authority: &'a str,
     pub path: &'a str,
@@ -59,7 +59,7 @@ pub fn split(url: &str) -> Option<UrlParts<'_>> {
 }
 
 /// `url` with any user name and password replaced by `***`: what every message shows.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match split(url) {
         Some(UrlParts {
             scheme,
