@@ -1,8 +1,7 @@
 //! The benchmark commands run and print their result line (at a tiny size; the figures
 //! themselves are in docs/performance.md, not asserted).
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::process::Command;
 

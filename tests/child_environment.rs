@@ -4,8 +4,7 @@
 //! `/proc/<pid>/environ`, also through SQL as the superuser would. None holds a credential.
 //! The local socket takes `peer` through the appliance's ident map, never `trust`.
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

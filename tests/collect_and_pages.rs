@@ -2,8 +2,7 @@
 //! skip (no manifest, checksum mismatch, newer schema), and the per-run report and the
 //! comparison page rendered in headless Chromium (screenshots kept in target/artifacts/).
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,7 @@
 //! key pair given to `pgappliance build --upload-credentials` is what the medium delivers,
 //! and a run uploads with the file the user-data writes.
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;

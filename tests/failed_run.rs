@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use harness::{describe, Workdir};
 

@@ -4,8 +4,7 @@
 
 use std::path::Path;
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use harness::{describe, example, Workdir};
 use serde_json::Value;

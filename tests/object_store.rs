@@ -3,8 +3,7 @@
 //! killed in the middle of a multipart upload, and a proxy injecting 503s and cut
 //! connections. In every case each object's sha256 in the store equals the local file's.
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -2,8 +2,7 @@
 //! fillfactor, row counts, values (a content checksum per table), primary keys, vacuumed
 //! and analysed; and the server is back in the plan's configuration afterwards.
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::path::Path;
 

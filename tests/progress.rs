@@ -15,8 +15,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use harness::{describe, image_binary, workspace, Rest, Workdir};
 

@@ -5,8 +5,7 @@
 //! policy and make the checksum variant; kill -9 during a snapshot, its upload or a
 //! restore is finished or redone by the next start.
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

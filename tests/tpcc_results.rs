@@ -4,8 +4,7 @@
 //! kept in target/artifacts/); and a version 1 results.json from before them, still
 //! collected.
 
-#[path = "harness/mod.rs"]
-mod harness;
+use pgappliance_test_support as harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

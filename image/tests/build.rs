@@ -7,6 +7,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use pgappliance_test_support::launch::fake_aarch64_binary;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -35,21 +37,6 @@ fn mark(p: &Path) {
         .open(p)
         .and_then(|mut f| f.write_all(pgappliance::identity::marker().as_bytes()))
         .expect("mark");
-}
-
-/// A file that is an aarch64 ELF executable (`ET_EXEC`) as far as its header goes, with the
-/// mark of a pgapplianced build.
-fn fake_aarch64_binary(dir: &Path) -> PathBuf {
-    let mut h = vec![0u8; 4096];
-    h[..4].copy_from_slice(b"\x7fELF");
-    h[4] = 2;
-    h[5] = 1;
-    h[16..18].copy_from_slice(&2u16.to_le_bytes());
-    h[18..20].copy_from_slice(&0xb7u16.to_le_bytes());
-    h.extend_from_slice(pgappliance::identity::marker().as_bytes());
-    let p = dir.join("pgapplianced-aarch64");
-    std::fs::write(&p, h).expect("write");
-    p
 }
 
 fn build_command(plan: &Path, out: &Path, daemon: &Path, extra: &[&str]) -> Command {

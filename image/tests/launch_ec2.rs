@@ -9,66 +9,40 @@
 //! (`KeyError: 'HTTP_AUTHORIZATION'` in its log, also for URLs boto3 presigns), so it
 //! cannot show that the presigned payload URL downloads.
 
-mod launch_support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use launch_support::*;
+use pgappliance_test_support::launch::*;
 
 fn launch(dir: &Path, plan: &Path, moto: &Moto, extra: &[&str], env: &[(&str, &str)]) -> Output {
-    let ami = moto.aws(&[
-        "ec2",
-        "describe-images",
-        "--owners",
-        "amazon",
-        "--query",
-        "Images[0].ImageId",
-        "--output",
-        "text",
-    ]);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_pgappliance"));
-    c.arg("launch")
-        .arg(plan)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir))
-        .args([
-            "--ec2",
-            "--image-id",
-            ami.trim(),
-            "--instance-type",
-            "m6g.large",
-        ])
-        .args([
-            "--ec2-endpoint",
-            &moto.endpoint(),
-            "--ec2-region",
-            "us-east-1",
-        ])
-        .args(["--ec2-wait", "60s"])
-        .args(extra)
-        .env("SOURCE_DATE_EPOCH", "1700000000")
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ENDPOINT_URL_EC2")
-        .env_remove("AWS_REGION")
-        .env_remove("AWS_PROFILE");
+    let ami = moto.ami();
+    let mut c = launch_command(dir, plan);
+    c.args([
+        "--ec2",
+        "--image-id",
+        ami.trim(),
+        "--instance-type",
+        "m6g.large",
+    ])
+    .args([
+        "--ec2-endpoint",
+        &moto.endpoint(),
+        "--ec2-region",
+        "us-east-1",
+    ])
+    .args(["--ec2-wait", "60s"])
+    .args(extra)
+    .env("SOURCE_DATE_EPOCH", "1700000000")
+    .env_remove("AWS_ACCESS_KEY_ID")
+    .env_remove("AWS_SECRET_ACCESS_KEY")
+    .env_remove("AWS_ENDPOINT_URL")
+    .env_remove("AWS_ENDPOINT_URL_EC2")
+    .env_remove("AWS_REGION")
+    .env_remove("AWS_PROFILE");
     for (k, v) in env {
         c.env(k, v);
     }
     c.output().expect("run pgappliance launch")
-}
-
-fn launch_id(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("launch "))
-        .and_then(|l| l.split(':').next())
-        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
-        .to_string()
 }
 
 #[test]
@@ -106,18 +80,7 @@ fn instances_run_with_the_user_data_tags_and_terminate_on_shutdown() {
     let id = launch_id(&o);
 
     let store = weed.store("lab");
-    let bytes = runtime()
-        .block_on(async {
-            use object_store::ObjectStoreExt;
-            store
-                .objects
-                .get(&store.path(&["launches", &format!("{id}.json")]))
-                .await?
-                .bytes()
-                .await
-        })
-        .expect("record in the store");
-    let rec: serde_json::Value = serde_json::from_slice(&bytes).expect("record");
+    let rec = stored_record(&store, &id);
     let started = &rec["targets"][0]["started"];
     assert_eq!(rec["targets"][0]["method"], "ec2", "{rec}");
     assert_eq!(started["state"], "running", "{rec}");
@@ -483,13 +446,7 @@ fn a_store_refusing_the_keys_says_so_in_one_line_naming_them() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir.path()))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
+    let o = launch_command(dir.path(), &altra_plan(dir.path()))
         .args([
             "--ec2",
             "--image-id",

@@ -2,23 +2,15 @@
 //! lanplus`. fakebmc (pyghmi 1.6.19) keeps the boot device but not the EFI flag, powers on,
 //! takes a hard reset, and has no power cycle; a wrong password never opens a session.
 
-mod launch_support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use launch_support::*;
+use pgappliance_test_support::launch::*;
 
 const FAKEBMC_PASSWORD: &str = "password";
 
 fn launch(dir: &Path, target: &str, password: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir))
-        .arg("--out")
-        .arg(dir.join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir))
+    launch_command(dir, &altra_plan(dir))
         .args(["--ipmi", target])
         .args([
             "--store",
@@ -42,22 +34,8 @@ fn ipmitool(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// The launch id `launch` printed.
-fn rec_id(o: &Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout);
-    out.lines()
-        .find_map(|l| l.strip_prefix("launch "))
-        .and_then(|l| l.split(':').next())
-        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
-        .to_string()
-}
-
 fn record(dir: &Path, o: &Output) -> serde_json::Value {
-    let id = rec_id(o);
-    serde_json::from_str(&read_to_string(
-        &dir.join("records/launches").join(format!("{id}.json")),
-    ))
-    .expect("record")
+    file_record(&dir.join("records"), &launch_id(o))
 }
 
 #[test]
@@ -85,7 +63,7 @@ fn next_boot_is_cdrom_and_the_server_is_powered_on_then_reset() {
     let flags = ipmitool(bmc.port, &["chassis", "bootparam", "get", "5"]);
     assert!(flags.contains("Force Boot from CD/DVD"), "{flags}");
     // What next: wait for the run, named with this launch and its store.
-    let id = rec_id(&o);
+    let id = launch_id(&o);
     assert!(
         text.contains(&format!(
             "next: `pgappliance wait {id} --store file://{}",
@@ -168,13 +146,7 @@ fn an_ipmi_launch_of_a_plan_that_cannot_install_is_refused_before_anything_start
         .expect("[install] in the Altra plan")];
     std::fs::write(&plan, cloud).expect("write");
     // No BMC listens there: a launch that went on would fail at the BMC instead.
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(&plan)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
+    let o = launch_command(dir.path(), &plan)
         .args(["--ipmi", "127.0.0.1:9"])
         .args([
             "--store",

@@ -8,21 +8,13 @@
 //! are kept, but `BootSourceOverrideEnabled` always reads `Continuous`, so a launch against
 //! it reports that the BMC did not keep `Once` and exits 2.
 
-mod launch_support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use launch_support::*;
+use pgappliance_test_support::launch::*;
 
 fn launch(dir: &Path, bmc: &Daemon, password: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir))
-        .arg("--out")
-        .arg(dir.join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir))
+    launch_command(dir, &altra_plan(dir))
         .args(["--bmc", &format!("https://127.0.0.1:{}", bmc.port)])
         .arg("--bmc-ca")
         .arg(bmc.dir.path().join("cert.pem"))
@@ -32,22 +24,6 @@ fn launch(dir: &Path, bmc: &Daemon, password: &str, extra: &[&str]) -> Output {
         .env("SOURCE_DATE_EPOCH", "1700000000")
         .output()
         .expect("run pgappliance launch")
-}
-
-fn launch_id(o: &Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout);
-    out.lines()
-        .find_map(|l| l.strip_prefix("launch "))
-        .and_then(|l| l.split(':').next())
-        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
-        .to_string()
-}
-
-fn file_record(store: &Path, id: &str) -> serde_json::Value {
-    serde_json::from_str(&read_to_string(
-        &store.join("launches").join(format!("{id}.json")),
-    ))
-    .expect("record json")
 }
 
 fn system_path(bmc: &Daemon) -> String {
@@ -122,20 +98,7 @@ fn presigned_iso_is_inserted_booted_once_reset_and_ejected() {
 
     // The launch record, through the daemon library's store.
     let id = launch_id(&o);
-    let store = weed.store("lab");
-    let rt = runtime();
-    let bytes = rt
-        .block_on(async {
-            use object_store::ObjectStoreExt;
-            store
-                .objects
-                .get(&store.path(&["launches", &format!("{id}.json")]))
-                .await?
-                .bytes()
-                .await
-        })
-        .expect("record in the store");
-    let rec: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    let rec = stored_record(&weed.store("lab"), &id);
     assert_eq!(rec["launch_id"], id.as_str());
     assert_eq!(rec["plan"]["name"], "altra-q80");
     assert_eq!(
@@ -251,13 +214,7 @@ fn an_unreachable_bmc_is_named_and_recorded_and_the_others_are_still_launched() 
     let dir = tempfile::tempdir().expect("tmp");
     let files = dir.path().join("records");
     let port = seaweed::free_port();
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir.path()))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
+    let o = launch_command(dir.path(), &altra_plan(dir.path()))
         .args(["--bmc", &format!("https://127.0.0.1:{port}")])
         .args(["--bmc", &format!("https://127.0.0.1:{}", bmc.port)])
         .arg("--insecure")
@@ -328,14 +285,8 @@ fn https_without_a_ca_or_insecure_and_loose_credentials_are_refused_before_any_w
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tmp");
     let run = |extra: &[&str], env: &[(&str, &str)]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_pgappliance"));
-        c.arg("launch")
-            .arg(altra_plan(dir.path()))
-            .arg("--out")
-            .arg(dir.path().join("out"))
-            .arg("--daemon-binary")
-            .arg(fake_aarch64_binary(dir.path()))
-            .args(["--iso-url", "https://example.invalid/a.iso"])
+        let mut c = launch_command(dir.path(), &altra_plan(dir.path()));
+        c.args(["--iso-url", "https://example.invalid/a.iso"])
             .args(extra)
             .env_remove("PGAPPLIANCE_BMC_USER")
             .env_remove("PGAPPLIANCE_BMC_PASSWORD");
@@ -382,13 +333,7 @@ fn https_without_a_ca_or_insecure_and_loose_credentials_are_refused_before_any_w
     assert!(!dir.path().join("out").exists(), "nothing built: {text}");
     let iso = dir.path().join("rocky.iso");
     std::fs::write(&iso, "not read: refused first").expect("iso");
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir.path()))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
+    let o = launch_command(dir.path(), &altra_plan(dir.path()))
         .arg("--iso")
         .arg(&iso)
         .args(["--bmc", "https://127.0.0.1:1", "--insecure"])

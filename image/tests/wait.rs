@@ -3,23 +3,12 @@
 //! record names an IPMI target (pyghmi's fakebmc, powered off by --teardown) or an EC2
 //! instance (moto_server, terminated by --teardown).
 
-mod launch_support;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use launch_support::*;
-
-fn daemon() -> PathBuf {
-    let d = Path::new(env!("CARGO_BIN_EXE_pgappliance")).with_file_name("pgapplianced");
-    assert!(
-        d.exists(),
-        "{} is not built: run `cargo build -p pgappliance-daemon` (or `cargo test --workspace`)",
-        d.display()
-    );
-    d
-}
+use pgappliance_test_support::daemon_binary;
+use pgappliance_test_support::launch::*;
 
 /// A scratch directory under /var/tmp the `postgres` user can reach (local runs as root
 /// run PostgreSQL as postgres).
@@ -80,7 +69,7 @@ fn wait_cmd(record: &str, store: &str, extra: &[&str], cache: &Path) -> Command 
 
 /// `pgapplianced run --local PLAN` uploading to `store`.
 fn local_run(plan: &Path, work: &Path, store: &str) -> Output {
-    Command::new(daemon())
+    Command::new(daemon_binary())
         .args(["run", "--local"])
         .arg(plan)
         .arg("--workdir")
@@ -310,16 +299,7 @@ fn a_target_without_a_status_times_out_by_name_and_a_record_is_found_by_id() {
 #[test]
 fn teardown_terminates_the_ec2_instance() {
     let moto = Moto::start();
-    let ami = moto.aws(&[
-        "ec2",
-        "describe-images",
-        "--owners",
-        "amazon",
-        "--query",
-        "Images[0].ImageId",
-        "--output",
-        "text",
-    ]);
+    let ami = moto.ami();
     let run: serde_json::Value = serde_json::from_str(&moto.aws(&[
         "ec2",
         "run-instances",
@@ -399,13 +379,7 @@ fn a_redfish_launch_records_the_system_uuid_and_teardown_ejects_and_powers_off()
     let files = dir.path().join("store");
     let store = format!("file://{}", files.display());
     let bmc_url = format!("https://127.0.0.1:{}", bmc.port);
-    let o = Command::new(env!("CARGO_BIN_EXE_pgappliance"))
-        .arg("launch")
-        .arg(altra_plan(dir.path()))
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .arg("--daemon-binary")
-        .arg(fake_aarch64_binary(dir.path()))
+    let o = launch_command(dir.path(), &altra_plan(dir.path()))
         .args(["--bmc", &bmc_url, "--bmc-ca"])
         .arg(bmc.dir.path().join("cert.pem"))
         .args([
@@ -550,7 +524,7 @@ fn a_failed_dataset_step_leaves_its_bundle_in_seaweedfs_and_wait_names_the_step(
         &dir.path().join("cache"),
     );
     let waiting = waiting.envs(weed.env()).spawn().expect("pgappliance wait");
-    let run = Command::new(daemon())
+    let run = Command::new(daemon_binary())
         .args(["run", "--local"])
         .arg(workspace().join("tests/plans/dataset-fails.toml"))
         .arg("--workdir")

@@ -14,12 +14,24 @@ use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::runner::CommandSpec;
 
+/// `bench init`'s options (its command line).
+#[derive(Debug, clap::Args)]
 pub struct InitBenchOptions {
-    pub plan: PathBuf,
-    pub workdir: PathBuf,
+    // The plan whose cluster configuration is used (examples/quick.toml in the source tree
+    // is a small one).
+    #[command(flatten)]
+    pub plan: crate::engine::PlanArg,
+    /// pgbench scale factor of the datasets generated.
+    #[arg(long)]
     pub scale: u32,
+    /// Where the benchmark's cluster lives.
+    #[arg(long, default_value = "/var/tmp/pgappliance-bench-init")]
+    pub workdir: PathBuf,
+    /// Rounds over all candidates (the order rotates each round).
+    #[arg(long, default_value_t = 3)]
     pub rounds: u32,
-    /// Worker counts to report for the parallel loader besides the default (CPU count).
+    /// Other worker counts of the parallel loader to report (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub workers: Vec<u32>,
 }
 
@@ -153,7 +165,7 @@ pub(crate) fn check_options(o: &InitBenchOptions) -> Result<()> {
 /// before the cluster starts, and the cluster is stopped however the timings end.
 pub async fn run(o: InitBenchOptions, on_event: &mut dyn FnMut(&InitEvent)) -> Result<InitReport> {
     check_options(&o)?;
-    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
+    let run = crate::engine::prepare(&o.plan.path(), &o.workdir).await?;
     let measured = measure(&run, &o, on_event).await;
     let stopped = run.stop().await;
     let report = measured?;

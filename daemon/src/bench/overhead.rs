@@ -11,9 +11,16 @@ use anyhow::{Context, Result};
 use super::{geometric_mean, own_cpu_seconds};
 use crate::pgbench::parse_summary;
 
+/// `bench overhead`'s options (its command line).
+#[derive(Debug, clap::Args)]
 pub struct OverheadOptions {
-    pub plan: PathBuf,
+    #[command(flatten)]
+    pub plan: crate::engine::PlanArg,
+    /// Where the benchmark's cluster lives.
+    #[arg(long, default_value = "/var/tmp/pgappliance-bench")]
     pub workdir: PathBuf,
+    /// Rounds over all points (the order alternates each round).
+    #[arg(long, default_value_t = 3)]
     pub rounds: u32,
 }
 
@@ -63,7 +70,7 @@ pub async fn run(
     o: OverheadOptions,
     on_pair: &mut dyn FnMut(&PointPair),
 ) -> Result<OverheadReport> {
-    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
+    let run = crate::engine::prepare(&o.plan.path(), &o.workdir).await?;
     let points: Vec<_> = run.points()?.into_iter().filter(|p| !p.warmup).collect();
     let bench_dir = o.workdir.join("bench-overhead");
     let mut pairs = Vec::new();

@@ -26,18 +26,45 @@ use crate::upload::{Store, StoreConfig};
 
 const DB: &str = "bench_restore";
 
+/// `bench restore`'s options (its command line).
+#[derive(Debug, clap::Args)]
 pub struct RestoreBenchOptions {
-    pub plan: PathBuf,
-    /// Where the cluster (its data directory), the snapshots and the test store live.
-    pub workdir: PathBuf,
-    /// Each scale measured in turn (how restore time grows with the dataset); the first
-    /// gives the last line.
+    // The plan whose cluster configuration is used (examples/quick.toml in the source tree
+    // is a small one).
+    #[command(flatten)]
+    pub plan: crate::engine::PlanArg,
+    /// pgbench scale factor of the dataset; repeated, each scale is measured in turn
+    /// (how restore time grows) and the first gives the last line.
+    #[arg(id = "scale", long = "scale", value_name = "SCALE", required = true)]
     pub scales: Vec<u32>,
-    pub rounds: u32,
-    /// s3://bucket/prefix with AWS_* credentials; None: SeaweedFS on loopback.
-    pub store: Option<String>,
-    /// Threads of the store restore (and upload); None: [`snapstore::transfer_threads`].
+    /// Where the benchmark's cluster and snapshot live.
+    #[arg(long, default_value = "/var/tmp/pgappliance-bench-restore")]
+    pub workdir: PathBuf,
+    /// Put the benchmark's cluster (its data directory) and snapshots on this file
+    /// system instead (in DIR/pgappliance-bench-restore), e.g. an XFS made with reflink=1.
+    #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
+    pub dir: Option<PathBuf>,
+    /// Threads of the object store restore and upload (default: the CPUs, at most 64).
+    #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Rounds over all candidates (the order rotates each round).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// s3://bucket/prefix (credentials and endpoint from AWS_* variables); without it
+    /// the test object store (SeaweedFS on loopback) is started.
+    #[arg(long)]
+    pub store: Option<String>,
+}
+
+impl RestoreBenchOptions {
+    /// Where the cluster (its data directory), the snapshots and the test store live:
+    /// `--workdir`, or `pgappliance-bench-restore` in `--dir`.
+    pub fn base(&self) -> PathBuf {
+        self.dir.as_ref().map_or_else(
+            || self.workdir.clone(),
+            |d| d.join("pgappliance-bench-restore"),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,7 +583,8 @@ pub async fn run(
         bail!("--threads 0: a restore needs at least one thread");
     }
     let threads = o.threads.unwrap_or_else(snapstore::transfer_threads);
-    let run = crate::engine::prepare(&o.plan, &o.workdir).await?;
+    let base = o.base();
+    let run = crate::engine::prepare(&o.plan.path(), &base).await?;
     let weed;
     let store = match &o.store {
         Some(url) => Store::open(&StoreConfig::environment(
@@ -567,7 +595,7 @@ pub async fn run(
             on_event(&RestoreEvent::Note(
                 "starting the test object store (SeaweedFS on loopback)".into(),
             ));
-            weed = Seaweed::start(o.workdir.join("weed")).await?;
+            weed = Seaweed::start(base.join("weed")).await?;
             weed.store("bench")?
         }
     };
@@ -576,10 +604,7 @@ pub async fn run(
         reports.push(run_scale(&run, &o, &store, scale, threads, on_event).await?);
     }
     run.cluster()?.stop().await?;
-    Ok(RestoreRun {
-        reports,
-        dir: o.workdir.clone(),
-    })
+    Ok(RestoreRun { reports, dir: base })
 }
 
 async fn run_scale(
@@ -602,7 +627,7 @@ async fn run_scale(
     }
     pgbench_init(run, scale, false).await?;
     let key = crate::snapshot::current_key(&c, &format!("bench-restore scale={scale}")).await?;
-    let root = o.workdir.join("snapshots");
+    let root = o.base().join("snapshots");
     c.stop().await?;
     let (checksums, redo) = crate::snapshot::stopped_state(&c).await?;
     let (data, r, k) = (c.data_dir(), root.clone(), key.clone());

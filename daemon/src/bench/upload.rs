@@ -13,11 +13,23 @@ use anyhow::{bail, Context, Result};
 use crate::runner::CommandSpec;
 use crate::upload::{upload_run, RunKey, Store, StoreConfig, UploadOptions};
 
+/// `bench upload`'s options (its command line).
+#[derive(Debug, clap::Args)]
 pub struct UploadBenchOptions {
+    /// Size of the random file uploaded, in MiB.
+    #[arg(long, default_value_t = 1024)]
     pub size_mib: u64,
+    /// s3://bucket/prefix; credentials and endpoint from AWS_* variables.
+    #[arg(long)]
     pub store: String,
+    /// The awscli executable.
+    #[arg(long, default_value = "aws")]
     pub aws: PathBuf,
+    /// Multipart part size of the appliance's uploader, in MiB.
+    #[arg(long, default_value_t = 8)]
     pub part_size_mib: u32,
+    /// Where the test file is written.
+    #[arg(long, default_value = "/var/tmp")]
     pub workdir: PathBuf,
 }
 

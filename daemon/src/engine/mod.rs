@@ -13,6 +13,7 @@
 
 pub mod live;
 mod lock;
+mod plan_arg;
 pub mod reset;
 mod run;
 pub mod status;
@@ -24,6 +25,7 @@ use anyhow::Result;
 
 pub use crate::journal::journal_path;
 pub use crate::steps::{Check, Context, Product, Step};
+pub use plan_arg::PlanArg;
 pub use run::{prepare, run, Outcome, Prepared, RunMode, RunOptions};
 
 use crate::journal::StepName;

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use crate::build::BuildArgs;
 
-/// How to reach Redfish BMCs (shared by `launch` and `eject`).
+/// Which Redfish BMCs, and how to reach them (shared by `launch` and `eject`).
 #[derive(Debug, clap::Args)]
 pub struct BmcArgs {
     /// Redfish BMC base URL (https://BMC); repeat for several servers.
@@ -36,6 +36,14 @@ pub struct BmcArgs {
     /// The Redfish system id on the BMC (needed when it has several).
     #[arg(long, value_name = "ID")]
     pub system: Option<String>,
+    #[command(flatten)]
+    pub access: BmcAccess,
+}
+
+/// How every request reaches a BMC: its credentials, the check of its certificate and a
+/// timeout (`launch` and `eject` with [`BmcArgs`], `wait --teardown` alone).
+#[derive(Debug, Clone, clap::Args)]
+pub struct BmcAccess {
     /// A 0600 file with `user = …` and `password = …` lines; default: PGAPPLIANCE_BMC_USER
     /// and PGAPPLIANCE_BMC_PASSWORD.
     #[arg(long, value_name = "FILE")]
@@ -51,7 +59,7 @@ pub struct BmcArgs {
     pub bmc_timeout: Duration,
 }
 
-impl BmcArgs {
+impl BmcAccess {
     fn connect(&self, url: &str, creds: &credentials::BmcCredentials) -> Result<bmc::Bmc> {
         let ca_pem = match &self.bmc_ca {
             Some(p) => Some(
@@ -328,7 +336,9 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
         .collect::<Result<Vec<_>>>()?;
     let bmc_targets = !args.bmc.bmcs.is_empty() || !ipmi_targets.is_empty();
     let creds = if bmc_targets {
-        Some(credentials::load(args.bmc.bmc_credentials.as_deref())?)
+        Some(credentials::load(
+            args.bmc.access.bmc_credentials.as_deref(),
+        )?)
     } else {
         None
     };
@@ -337,7 +347,7 @@ pub fn run(args: LaunchArgs) -> Result<i32> {
             .bmc
             .bmcs
             .iter()
-            .map(|u| args.bmc.connect(u, c).map(|b| (u.clone(), b)))
+            .map(|u| args.bmc.access.connect(u, c).map(|b| (u.clone(), b)))
             .collect::<Result<Vec<_>>>()?,
         None => Vec::new(),
     };
@@ -644,10 +654,10 @@ pub fn eject(args: EjectArgs) -> Result<i32> {
     if args.bmc.bmcs.is_empty() {
         bail!("give --bmc URL");
     }
-    let creds = credentials::load(args.bmc.bmc_credentials.as_deref())?;
+    let creds = credentials::load(args.bmc.access.bmc_credentials.as_deref())?;
     runtime()?.block_on(async {
         for url in &args.bmc.bmcs {
-            let bmc = args.bmc.connect(url, &creds)?;
+            let bmc = args.bmc.access.connect(url, &creds)?;
             let media = redfish::eject(&bmc, args.bmc.system.as_deref()).await?;
             pgappliance::outln!("{url}: ejected {media}");
         }

@@ -33,6 +33,17 @@ cannot be read, a store that cannot be opened); 2 the command line is malformed.
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = WAIT_EXIT_CODES)]
+// The BMC flags are `launch`'s (`BmcAccess`), their help said for the teardown.
+#[command(mut_arg("bmc_credentials", |a| a.help(
+    "BMC credentials for the teardown: a 0600 file with `user = …` and `password = …` \
+     lines; default: PGAPPLIANCE_BMC_USER and PGAPPLIANCE_BMC_PASSWORD"
+)))]
+#[command(mut_arg("bmc_ca", |a| a.help(
+    "PEM certificate (or CA) the Redfish BMCs' https certificates must chain to"
+)))]
+#[command(mut_arg("insecure", |a| a.help(
+    "Do not check the Redfish BMCs' certificates (and allow plain http BMC URLs)"
+)))]
 pub struct WaitArgs {
     /// A launch id (its record is `<prefix>/launches/<id>.json` in the store) or the path of
     /// a local copy of a launch record.
@@ -73,19 +84,8 @@ pub struct WaitArgs {
     /// Where collect writes its pages [default: ./collect-<launch id>].
     #[arg(long, value_name = "DIR", requires = "teardown")]
     pub out: Option<PathBuf>,
-    /// BMC credentials for the teardown: a 0600 file with `user = …` and `password = …`
-    /// lines; default: PGAPPLIANCE_BMC_USER and PGAPPLIANCE_BMC_PASSWORD.
-    #[arg(long, value_name = "FILE")]
-    pub bmc_credentials: Option<PathBuf>,
-    /// PEM certificate (or CA) the Redfish BMCs' https certificates must chain to.
-    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
-    pub bmc_ca: Option<PathBuf>,
-    /// Do not check the Redfish BMCs' certificates (and allow plain http BMC URLs).
-    #[arg(long)]
-    pub insecure: bool,
-    /// Timeout of each request to a BMC.
-    #[arg(long, default_value = "60s", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub bmc_timeout: Duration,
+    #[command(flatten)]
+    pub bmc: super::BmcAccess,
     /// EC2 endpoint for the teardown; default: the one the launch used (in its record).
     #[arg(long, value_name = "URL")]
     pub ec2_endpoint: Option<String>,
@@ -981,7 +981,7 @@ fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs) -> Result<()> {
         .any(|(_, s)| matches!(s, Started::Redfish(_) | Started::Ipmi(_)));
     let creds = if needs_bmc {
         Some(
-            super::credentials::load(args.bmc_credentials.as_deref()).context(
+            super::credentials::load(args.bmc.bmc_credentials.as_deref()).context(
                 "--teardown powers off the launch's BMC targets when the wait ends, and needs their credentials now",
             )?,
         )
@@ -991,16 +991,8 @@ fn teardown_preflight(record: &LaunchRecord, args: &WaitArgs) -> Result<()> {
     for (address, s) in started {
         match s {
             Started::Redfish(r) => {
-                let bmc_args = super::BmcArgs {
-                    bmcs: Vec::new(),
-                    system: None,
-                    bmc_credentials: None,
-                    bmc_ca: args.bmc_ca.clone(),
-                    insecure: args.insecure,
-                    bmc_timeout: args.bmc_timeout,
-                };
                 if let Some(c) = &creds {
-                    bmc_args.connect(&r.bmc, c).with_context(|| {
+                    args.bmc.connect(&r.bmc, c).with_context(|| {
                         format!("--teardown ejects and powers off {address} when the wait ends")
                     })?;
                 }
@@ -1028,7 +1020,9 @@ async fn teardown(record: &LaunchRecord, args: &WaitArgs) -> bool {
         )
     });
     let creds = if needs_bmc {
-        Some(super::credentials::load(args.bmc_credentials.as_deref()))
+        Some(super::credentials::load(
+            args.bmc.bmc_credentials.as_deref(),
+        ))
     } else {
         None
     };
@@ -1063,15 +1057,7 @@ async fn teardown(record: &LaunchRecord, args: &WaitArgs) -> bool {
                         .join(", "))
                 }
                 Started::Redfish(r) => {
-                    let bmc_args = super::BmcArgs {
-                        bmcs: Vec::new(),
-                        system: None,
-                        bmc_credentials: None,
-                        bmc_ca: args.bmc_ca.clone(),
-                        insecure: args.insecure,
-                        bmc_timeout: args.bmc_timeout,
-                    };
-                    let bmc = bmc_args.connect(&r.bmc, bmc_creds()?)?;
+                    let bmc = args.bmc.connect(&r.bmc, bmc_creds()?)?;
                     super::redfish::power_off_and_eject(&bmc, &r.system).await
                 }
                 Started::Ipmi(i) => {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
-use pgappliance::engine::{RunMode, RunOptions};
+use pgappliance::engine::{PlanArg, RunMode, RunOptions};
 use pgappliance::upload::StoreOverrides;
 
 /// Exit statuses, shown in `--help`.
@@ -76,31 +76,6 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
-/// The plan: a file given as the argument (`--plan FILE` is still read, for units written
-/// before).
-#[derive(Debug, clap::Args)]
-pub struct PlanArg {
-    /// The plan file (TOML).
-    #[arg(value_name = "PLAN", required_unless_present = "plan_flag")]
-    plan: Option<PathBuf>,
-    /// The plan file, as a flag (same as the argument).
-    #[arg(
-        long = "plan",
-        value_name = "PLAN",
-        hide = true,
-        conflicts_with = "plan"
-    )]
-    plan_flag: Option<PathBuf>,
-}
-
-impl PlanArg {
-    pub fn path(self) -> PathBuf {
-        self.plan
-            .or(self.plan_flag)
-            .expect("clap requires one of them")
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct WorkdirArg {
     /// Where the journal, the cluster (local mode) and the run directories live.
@@ -159,85 +134,18 @@ impl PartArgs {
     }
 }
 
+// The benchmarks: each one's options are its module's (`pgappliance::bench::…`).
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// tps of the plan's points run directly vs through the appliance; daemon CPU cost.
-    Overhead {
-        #[command(flatten)]
-        plan: PlanArg,
-        /// Where the benchmark's cluster lives.
-        #[arg(long, default_value = "/var/tmp/pgappliance-bench")]
-        workdir: PathBuf,
-        /// Rounds over all points (the order alternates each round).
-        #[arg(long, default_value_t = 3)]
-        rounds: u32,
-    },
+    Overhead(pgappliance::bench::overhead::OverheadOptions),
     /// pgbench's init modes vs the parallel loader: medians and the speedup.
-    Init {
-        /// The plan whose cluster configuration is used (examples/quick.toml in the source
-        /// tree is a small one).
-        #[command(flatten)]
-        plan: PlanArg,
-        /// pgbench scale factor of the datasets generated.
-        #[arg(long)]
-        scale: u32,
-        /// Where the benchmark's cluster lives.
-        #[arg(long, default_value = "/var/tmp/pgappliance-bench-init")]
-        workdir: PathBuf,
-        /// Rounds over all candidates (the order rotates each round).
-        #[arg(long, default_value_t = 3)]
-        rounds: u32,
-        /// Other worker counts of the parallel loader to report (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "1,2")]
-        workers: Vec<u32>,
-    },
+    Init(pgappliance::bench::init::InitBenchOptions),
     /// Generating a dataset (pgbench -i) vs restoring its snapshot, locally and from an
     /// object store: medians and the speedups.
-    Restore {
-        /// The plan whose cluster configuration is used (examples/quick.toml in the source
-        /// tree is a small one).
-        #[command(flatten)]
-        plan: PlanArg,
-        /// pgbench scale factor of the dataset; repeated, each scale is measured in turn
-        /// (how restore time grows) and the first gives the last line.
-        #[arg(long, required = true)]
-        scale: Vec<u32>,
-        /// Where the benchmark's cluster and snapshot live.
-        #[arg(long, default_value = "/var/tmp/pgappliance-bench-restore")]
-        workdir: PathBuf,
-        /// Put the benchmark's cluster (its data directory) and snapshots on this file
-        /// system instead (in DIR/pgappliance-bench-restore), e.g. an XFS made with reflink=1.
-        #[arg(long, value_name = "DIR", conflicts_with = "workdir")]
-        dir: Option<PathBuf>,
-        /// Threads of the object store restore and upload (default: the CPUs, at most 64).
-        #[arg(long, value_name = "N")]
-        threads: Option<usize>,
-        /// Rounds over all candidates (the order rotates each round).
-        #[arg(long, default_value_t = 3)]
-        rounds: u32,
-        /// s3://bucket/prefix (credentials and endpoint from AWS_* variables); without it
-        /// the test object store (SeaweedFS on loopback) is started.
-        #[arg(long)]
-        store: Option<String>,
-    },
+    Restore(pgappliance::bench::restore::RestoreBenchOptions),
     /// Upload throughput and peak memory vs `aws s3 cp` to the same S3 store.
-    Upload {
-        /// Size of the random file uploaded, in MiB.
-        #[arg(long, default_value_t = 1024)]
-        size_mib: u64,
-        /// s3://bucket/prefix; credentials and endpoint from AWS_* variables.
-        #[arg(long)]
-        store: String,
-        /// The awscli executable.
-        #[arg(long, default_value = "aws")]
-        aws: PathBuf,
-        /// Multipart part size of the appliance's uploader, in MiB.
-        #[arg(long, default_value_t = 8)]
-        part_size_mib: u32,
-        /// Where the test file is written.
-        #[arg(long, default_value = "/var/tmp")]
-        workdir: PathBuf,
-    },
+    Upload(pgappliance::bench::upload::UploadBenchOptions),
     /// The measured side of `bench upload` (run by it in a child process).
     #[command(hide = true)]
     UploadChild {
@@ -321,93 +229,36 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             crate::present::reset(&outcome, &workdir.workdir);
             Ok(0)
         }
-        Command::Bench(BenchCommand::Overhead {
-            plan,
-            workdir,
-            rounds,
-        }) => {
-            let report = pgappliance::bench::overhead::run(
-                pgappliance::bench::overhead::OverheadOptions {
-                    plan: plan.path(),
-                    workdir,
-                    rounds,
-                },
-                &mut |p| {
-                    pgappliance::outln!(
-                        "round {} {}: direct {:.1} tps, appliance {:.1} tps, ratio {:.3}",
-                        p.round,
-                        p.point,
-                        p.direct_tps,
-                        p.appliance_tps,
-                        p.ratio()
-                    )
-                },
-            )
+        Command::Bench(BenchCommand::Overhead(options)) => {
+            let report = pgappliance::bench::overhead::run(options, &mut |p| {
+                pgappliance::outln!(
+                    "round {} {}: direct {:.1} tps, appliance {:.1} tps, ratio {:.3}",
+                    p.round,
+                    p.point,
+                    p.direct_tps,
+                    p.appliance_tps,
+                    p.ratio()
+                )
+            })
             .await?;
             crate::present::overhead(&report);
             Ok(0)
         }
-        Command::Bench(BenchCommand::Init {
-            scale,
-            plan,
-            workdir,
-            rounds,
-            workers,
-        }) => {
-            let report = pgappliance::bench::init::run(
-                pgappliance::bench::init::InitBenchOptions {
-                    plan: plan.path(),
-                    workdir,
-                    scale,
-                    rounds,
-                    workers,
-                },
-                &mut crate::present::init_event,
-            )
-            .await?;
+        Command::Bench(BenchCommand::Init(options)) => {
+            let report =
+                pgappliance::bench::init::run(options, &mut crate::present::init_event).await?;
             crate::present::init(&report);
             Ok(0)
         }
-        Command::Bench(BenchCommand::Restore {
-            plan,
-            scale,
-            workdir,
-            dir,
-            threads,
-            rounds,
-            store,
-        }) => {
-            let report = pgappliance::bench::restore::run(
-                pgappliance::bench::restore::RestoreBenchOptions {
-                    plan: plan.path(),
-                    workdir: dir.map_or(workdir, |d| d.join("pgappliance-bench-restore")),
-                    scales: scale,
-                    rounds,
-                    store,
-                    threads,
-                },
-                &mut crate::present::restore_event,
-            )
-            .await?;
+        Command::Bench(BenchCommand::Restore(options)) => {
+            let report =
+                pgappliance::bench::restore::run(options, &mut crate::present::restore_event)
+                    .await?;
             crate::present::restore(&report);
             Ok(0)
         }
-        Command::Bench(BenchCommand::Upload {
-            size_mib,
-            store,
-            aws,
-            part_size_mib,
-            workdir,
-        }) => {
-            let report =
-                pgappliance::bench::upload::run(pgappliance::bench::upload::UploadBenchOptions {
-                    size_mib,
-                    store,
-                    aws,
-                    part_size_mib,
-                    workdir,
-                })
-                .await?;
+        Command::Bench(BenchCommand::Upload(options)) => {
+            let report = pgappliance::bench::upload::run(options).await?;
             crate::present::upload(&report);
             Ok(0)
         }

@@ -12,7 +12,7 @@ pub const BUCKET: &str = "pgappliance-results";
 pub fn venv() -> PathBuf {
     std::env::var_os("PGAPPLIANCE_VENV")
         .map(PathBuf::from)
-        .unwrap_or_else(|| super::workspace().join(".venv"))
+        .unwrap_or_else(|| crate::workspace().join(".venv"))
 }
 
 pub fn weed_binary() -> PathBuf {
@@ -183,10 +183,10 @@ impl SeaweedFs {
 
     /// Waits until the bucket answers (the S3 port opens before buckets exist).
     fn wait_for_bucket(&mut self) {
-        let rt = super::runtime();
+        let rt = crate::runtime();
         let store = self.store("");
         let log = self.dir.path().join("weed.log");
-        super::wait_until_ready(
+        crate::wait_until_ready(
             "SeaweedFS",
             &mut self.child,
             || std::fs::read_to_string(&log).unwrap_or_default(),

@@ -1,8 +1,11 @@
-#![allow(dead_code)]
-//! Test harness for the integration tests: locating the built binaries, scratch work
-//! directories that the cluster user can reach, and clean-up of clusters left running
-//! by a failed test.
+//! What the integration tests share (`tests/*.rs` of pgapplianced, `image/tests/*.rs` of
+//! pgappliance), as a dev-dependency of both crates: locating the workspace and the built
+//! binaries, scratch work directories that the cluster user can reach (and clean-up of
+//! clusters left running by a failed test), the daemon's fault points, servers' readiness
+//! (`wait_until_ready`), SeaweedFS (`seaweed`), moto (`moto`), misbehaving proxies (`proxy`)
+//! and the launch tests' emulators (`launch`).
 
+pub mod launch;
 pub mod moto;
 pub mod proxy;
 pub mod seaweed;
@@ -11,17 +14,45 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-/// The workspace root (the tests are compiled as part of the daemon package).
+/// The workspace root (this crate is `tests/support/` in it).
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("daemon/ has a parent")
+        .ancestors()
+        .nth(2)
+        .expect("tests/support/ is two levels down the workspace")
         .to_path_buf()
+}
+
+/// A binary of the workspace that cargo built for the running test: where the test runner
+/// says (`CARGO_BIN_EXE_<name>`, `NEXTEST_BIN_EXE_<name>` at run time, for the binaries of
+/// the test's own package), else beside the test's own profile directory (a test binary is
+/// `target/<profile>/deps/<test>-<hash>`, the binaries `target/<profile>/<name>`).
+pub fn built_binary(name: &str) -> PathBuf {
+    let from_runner = [
+        format!("CARGO_BIN_EXE_{name}"),
+        format!("NEXTEST_BIN_EXE_{name}"),
+    ]
+    .into_iter()
+    .find_map(std::env::var_os);
+    let p = from_runner.map(PathBuf::from).unwrap_or_else(|| {
+        let test = std::env::current_exe().expect("the test binary's path");
+        let mut dir = test.parent().expect("the test binary's directory");
+        if dir.ends_with("deps") {
+            dir = dir.parent().expect("the profile directory");
+        }
+        dir.join(name)
+    });
+    assert!(
+        p.exists(),
+        "{} is not built: run the tests with `cargo test --workspace` (or build it first)",
+        p.display()
+    );
+    p
 }
 
 /// The daemon binary cargo built for these tests.
 pub fn daemon_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pgapplianced"))
+    built_binary("pgapplianced")
 }
 
 pub fn example(name: &str) -> PathBuf {
@@ -251,13 +282,7 @@ pub fn stand_in_daemon(dir: &Path) -> PathBuf {
 
 /// The `pgappliance` binary, built beside pgapplianced by `cargo test --workspace`.
 pub fn image_binary() -> PathBuf {
-    let p = daemon_binary().with_file_name("pgappliance");
-    assert!(
-        p.exists(),
-        "{} is not built: run the tests with `cargo test --workspace`",
-        p.display()
-    );
-    p
+    built_binary("pgappliance")
 }
 
 /// What headless Chromium made of a page.

@@ -20,13 +20,13 @@ pub const ACCOUNT: &str = "123456789012";
 
 impl Moto {
     pub fn start(no_auth_actions: u32) -> Moto {
-        let bin = super::seaweed::venv().join("bin/moto_server");
+        let bin = crate::seaweed::venv().join("bin/moto_server");
         assert!(
             bin.exists(),
             "{} is missing: run tools/install-deps (it installs moto[server] into the venv)",
             bin.display()
         );
-        let port = super::seaweed::free_port();
+        let port = crate::seaweed::free_port();
         let dir = tempfile::Builder::new()
             .prefix("pga-moto-")
             .tempdir()
@@ -42,7 +42,7 @@ impl Moto {
         let mut m = Moto { child, port, dir };
         // A TCP connect, not a request: every request counts against the unauthenticated ones.
         let dir = m.dir.path().to_path_buf();
-        super::wait_until_ready(
+        crate::wait_until_ready(
             "moto_server",
             &mut m.child,
             || std::fs::read_to_string(dir.join("moto.log")).unwrap_or_default(),
@@ -62,7 +62,7 @@ impl Moto {
     /// A signed Query API call (IAM, STS); the answer's body.
     pub fn query(&self, service: &str, cred: &AwsCredential, params: &[(&str, &str)]) -> String {
         let params: Vec<(&str, String)> = params.iter().map(|(k, v)| (*k, v.to_string())).collect();
-        super::runtime()
+        crate::runtime()
             .block_on(pgappliance::upload::sts::query(
                 &self.endpoint(),
                 service,
@@ -84,7 +84,7 @@ impl Moto {
         AwsAuthorizer::new(cred, "s3", "us-east-1")
             .try_authorize(&mut request, None)
             .expect("sign");
-        let answer = super::runtime().block_on(async {
+        let answer = crate::runtime().block_on(async {
             reqwest::Client::new()
                 .put(&url)
                 .headers(request.headers().clone())

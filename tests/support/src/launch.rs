@@ -1,39 +1,16 @@
-#![allow(dead_code)]
-//! What the launch tests share: a plan and a daemon stand-in to build from, real emulators
-//! started on loopback (sushy-emulator's fake driver, pyghmi's fakebmc, SeaweedFS), all
-//! stopped when dropped.
-
-#[path = "../../../tests/harness/seaweed.rs"]
-pub mod seaweed;
+//! What the launch, wait and build tests (`image/tests/`) share: a plan and a daemon
+//! stand-in to build from, the `launch` command they start from and the record it leaves,
+//! real emulators started on loopback (sushy-emulator's fake driver, pyghmi's fakebmc, moto
+//! as EC2, a plain HTTP server), all stopped when dropped. The crate's
+//! `describe`, `runtime`, `seaweed`, `wait_until_ready` and `workspace` are re-exported, so
+//! `use pgappliance_test_support::launch::*` is all a launch test imports.
 
 use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("image/ has a parent")
-        .to_path_buf()
-}
-
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
-pub fn describe(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+pub use crate::{describe, runtime, seaweed, wait_until_ready, workspace};
 
 pub fn venv_bin(name: &str) -> PathBuf {
     let p = seaweed::venv().join("bin").join(name);
@@ -113,33 +90,6 @@ pub fn synthetic_rocky_iso(dir: &Path) -> PathBuf {
         .expect("bash");
     assert!(o.status.success(), "{}", describe(&o));
     dir.join("rocky.iso")
-}
-
-/// Waits until a server started by a test is ready (`ready()` says so). A server that ended
-/// is reported at once with its log; a live one has five minutes (a loaded 2-core machine
-/// starts Python servers slowly). A bound on a slow start, not a race.
-pub fn wait_until_ready(
-    what: &str,
-    child: &mut Child,
-    log: impl Fn() -> String,
-    mut ready: impl FnMut() -> bool,
-) {
-    let limit = Duration::from_secs(300);
-    let deadline = Instant::now() + limit;
-    while !ready() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "{what} ended ({status}) before it was ready; its log:\n{}",
-                log()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} was not ready within {limit:?}; its log:\n{}",
-            log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Waits until `child` listens on `port` (see [`wait_until_ready`]).
@@ -391,6 +341,20 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.daemon.port)
     }
 
+    /// The id of the image moto offers first (`aws ec2 describe-images`), with its newline.
+    pub fn ami(&self) -> String {
+        self.aws(&[
+            "ec2",
+            "describe-images",
+            "--owners",
+            "amazon",
+            "--query",
+            "Images[0].ImageId",
+            "--output",
+            "text",
+        ])
+    }
+
     /// The AWS CLI (awscli from the venv) against this server, signed with its key.
     pub fn aws(&self, args: &[&str]) -> String {
         let o = Command::new(venv_bin("aws"))
@@ -422,4 +386,51 @@ impl Moto {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         p
     }
+}
+
+/// `pgappliance launch PLAN --out DIR/out --daemon-binary <a fake aarch64 pgapplianced in
+/// DIR>`: what every launch starts from; its targets and options are the caller's to add.
+pub fn launch_command(dir: &Path, plan: &Path) -> Command {
+    let mut c = Command::new(crate::image_binary());
+    c.arg("launch")
+        .arg(plan)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .arg("--daemon-binary")
+        .arg(fake_aarch64_binary(dir));
+    c
+}
+
+/// The launch id `launch` printed (its `launch ID: …` line).
+pub fn launch_id(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("launch "))
+        .and_then(|l| l.split(':').next())
+        .unwrap_or_else(|| panic!("no launch id: {}", describe(o)))
+        .to_string()
+}
+
+/// The launch record `id` in a `file://` store's directory.
+pub fn file_record(store: &Path, id: &str) -> serde_json::Value {
+    serde_json::from_str(&read_to_string(
+        &store.join("launches").join(format!("{id}.json")),
+    ))
+    .expect("record json")
+}
+
+/// The launch record `id` in an object store.
+pub fn stored_record(store: &pgappliance::upload::Store, id: &str) -> serde_json::Value {
+    let bytes = runtime()
+        .block_on(async {
+            use object_store::ObjectStoreExt;
+            store
+                .objects
+                .get(&store.path(&["launches", &format!("{id}.json")]))
+                .await?
+                .bytes()
+                .await
+        })
+        .expect("record in the store");
+    serde_json::from_slice(&bytes).expect("record json")
 }
