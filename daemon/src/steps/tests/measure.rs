@@ -73,7 +73,7 @@ async fn sweep_report_and_upload_measure_every_point_write_the_report_and_store_
         assert!(cx.run_dir.join(&rec.result).is_file(), "{}", rec.result);
     }
     let runs = host(&cx).script().commands_of("pgbench");
-    assert!(runs.iter().any(|c| c.contains(" -c 2 ")), "{runs:?}");
+    assert!(runs.iter().any(|c| c.contains(" --client=2 ")), "{runs:?}");
     assert_eq!(check(&Sweep, &mut cx).await, Check::Done);
 
     // Report.
