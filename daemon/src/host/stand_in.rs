@@ -415,6 +415,13 @@ impl StandInHost {
             Some(user.clone()),
             self.runner.clone(),
         )?;
+        // A `Cluster` is neither Send nor Sync (its control is an `Arc<dyn ServerControl>`),
+        // nor is the control it is given.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let control = Arc::new(Control {
+            pg_ctl: pg_ctl.clone(),
+            log: self.log.clone(),
+        });
         Ok(Cluster::controlled(
             bin,
             &pg_ctl.data_dir(),
@@ -422,10 +429,7 @@ impl StandInHost {
             port,
             &user,
             self.runner.clone(),
-            Arc::new(Control {
-                pg_ctl,
-                log: self.log.clone(),
-            }),
+            control,
         ))
     }
 
