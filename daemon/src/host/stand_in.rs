@@ -555,3 +555,58 @@ impl Drop for StandInHost {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_from_the_newest_matching_rule_into_the_output_files_and_records_each_command()
+    {
+        let host = StandInHost::new();
+        host.script().on("dnf", &[], ok("any"));
+        host.script()
+            .on("dnf", &["install"], fails(1, "no such package"));
+        let runner = host.runner();
+        let out = runner
+            .run(&CommandSpec::new("dnf").args(["-qy", "module", "disable", "postgresql"]))
+            .await
+            .expect("answered");
+        assert_eq!(out.stdout, "any");
+        let stderr = host.dir().join("raw/install.stderr");
+        let e = runner
+            .run(
+                &CommandSpec::new("/usr/bin/dnf")
+                    .args(["install", "-y", "x"])
+                    .output_files(&host.dir().join("raw/install.stdout"), &stderr),
+            )
+            .await
+            .expect_err("fails");
+        assert!(e.to_string().contains("no such package"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&stderr).expect("stderr file"),
+            "no such package"
+        );
+        assert_eq!(
+            host.script().commands(),
+            [
+                "dnf -qy module disable postgresql",
+                "/usr/bin/dnf install -y x"
+            ]
+        );
+        assert_eq!(host.script().commands_of("dnf").len(), 2);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "its script does not answer: lvremove -f pgappliance")]
+    async fn a_command_no_rule_answers_fails_naming_it_and_fails_the_test() {
+        let host = StandInHost::new();
+        let e = host
+            .runner()
+            .run(&CommandSpec::new("lvremove").args(["-f", "pgappliance"]))
+            .await
+            .expect_err("no answer");
+        assert!(e.to_string().contains("lvremove -f pgappliance"), "{e}");
+        drop(host);
+    }
+}
