@@ -34,40 +34,41 @@ pub struct DifferentPlan {
     pub now: String,
 }
 
-/// The steps of a run. Their order is [`crate::engine::ORDER`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepName {
-    Inventory,
-    Packages,
-    Storage,
-    Postgres,
-    Tuning,
-    OsTuning,
-    InEffect,
-    Dataset,
-    Sweep,
-    Report,
-    Upload,
+/// `StepName` from the one list of steps ([`crate::step_list`]).
+macro_rules! define_step_name {
+    ($($variant:ident($module:ident) in $phase:ident, changes_machine: $machine:literal;)*) => {
+        /// The steps of a run, in the order they run ([`crate::engine::ORDER`]).
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+        )]
+        #[serde(rename_all = "snake_case")]
+        pub enum StepName {
+            $($variant,)*
+        }
+
+        impl StepName {
+            /// Every step, in the order they run.
+            pub const ALL: &'static [StepName] = &[$(StepName::$variant,)*];
+
+            /// The step's name in the journal, the status and the logs (its module's).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(StepName::$variant => stringify!($module),)*
+                }
+            }
+
+            /// Whether the step changes the machine (packages, the data volume, the OS
+            /// tuning): only a host that may change it runs it.
+            pub fn changes_machine(self) -> bool {
+                match self {
+                    $(StepName::$variant => $machine,)*
+                }
+            }
+        }
+    };
 }
 
-impl StepName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepName::Inventory => "inventory",
-            StepName::Packages => "packages",
-            StepName::Storage => "storage",
-            StepName::OsTuning => "os_tuning",
-            StepName::InEffect => "in_effect",
-            StepName::Postgres => "postgres",
-            StepName::Tuning => "tuning",
-            StepName::Dataset => "dataset",
-            StepName::Sweep => "sweep",
-            StepName::Report => "report",
-            StepName::Upload => "upload",
-        }
-    }
-}
+crate::step_list::step_list!(define_step_name);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
@@ -605,6 +606,22 @@ impl JournalFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_is_named_in_the_journal_as_its_module_and_changes_the_machine_as_listed() {
+        for step in StepName::ALL {
+            let json = serde_json::to_string(step).expect("serialize");
+            assert_eq!(json, format!("\"{}\"", step.as_str()));
+            let back: StepName = serde_json::from_str(&json).expect("deserialize");
+            assert_eq!(back, *step);
+        }
+        let machine: Vec<&str> = StepName::ALL
+            .iter()
+            .filter(|s| s.changes_machine())
+            .map(|s| s.as_str())
+            .collect();
+        assert_eq!(machine, ["packages", "storage", "os_tuning"]);
+    }
 
     #[test]
     fn survives_reopen_and_refuses_another_plan() {

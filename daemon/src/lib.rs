@@ -32,6 +32,7 @@ pub mod sampler;
 pub mod snapshot;
 pub mod stats;
 pub mod stdout;
+mod step_list;
 pub mod steps;
 pub mod storage;
 pub mod sweep;

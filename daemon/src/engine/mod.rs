@@ -42,20 +42,40 @@ pub enum Phase {
     Deliver,
 }
 
-/// Every step, in the order it runs, with its phase. The one list.
-pub const ORDER: [(StepName, Phase); 11] = [
-    (StepName::Inventory, Phase::Prepare),
-    (StepName::Packages, Phase::Prepare),
-    (StepName::Storage, Phase::Prepare),
-    (StepName::Postgres, Phase::Prepare),
-    (StepName::Tuning, Phase::Prepare),
-    (StepName::OsTuning, Phase::Prepare),
-    (StepName::InEffect, Phase::Prepare),
-    (StepName::Dataset, Phase::Prepare),
-    (StepName::Sweep, Phase::Measure),
-    (StepName::Report, Phase::Measure),
-    (StepName::Upload, Phase::Deliver),
-];
+/// `ORDER`, `contract` and `drive` from the one list of steps ([`crate::step_list`]).
+macro_rules! define_engine_steps {
+    ($($variant:ident($module:ident) in $phase:ident, changes_machine: $machine:literal;)*) => {
+        /// Every step, in the order it runs, with its phase.
+        pub const ORDER: [(StepName, Phase); StepName::ALL.len()] =
+            [$((StepName::$variant, Phase::$phase),)*];
+
+        /// What a step needs and gives, by name (for the order check and the docs).
+        pub fn contract(step: StepName) -> (&'static [Product], &'static [Product]) {
+            fn of<S: Step>() -> (&'static [Product], &'static [Product]) {
+                (S::NEEDS, S::GIVES)
+            }
+            match step {
+                $(StepName::$variant => of::<steps::$module::$variant>(),)*
+            }
+        }
+
+        /// Runs one step by name (when the host runs it).
+        pub async fn drive(
+            step: StepName,
+            cx: &mut Context,
+            live: Option<&live::Live>,
+        ) -> Result<()> {
+            if !cx.host.runs(step) {
+                return Ok(());
+            }
+            match step {
+                $(StepName::$variant => drive_step(&steps::$module::$variant, cx, live).await,)*
+            }
+        }
+    };
+}
+
+crate::step_list::step_list!(define_engine_steps);
 
 /// The steps of the given phases, in order.
 pub fn steps_of(phases: &[Phase]) -> impl Iterator<Item = StepName> + '_ {
@@ -63,46 +83,6 @@ pub fn steps_of(phases: &[Phase]) -> impl Iterator<Item = StepName> + '_ {
         .iter()
         .filter(move |(_, p)| phases.contains(p))
         .map(|(s, _)| *s)
-}
-
-/// What a step needs and gives, by name (for the order check and the docs).
-pub fn contract(step: StepName) -> (&'static [Product], &'static [Product]) {
-    fn of<S: Step>() -> (&'static [Product], &'static [Product]) {
-        (S::NEEDS, S::GIVES)
-    }
-    match step {
-        StepName::Inventory => of::<steps::inventory::Inventory>(),
-        StepName::Packages => of::<steps::packages::Packages>(),
-        StepName::Storage => of::<steps::storage::Storage>(),
-        StepName::Postgres => of::<steps::postgres::Postgres>(),
-        StepName::Tuning => of::<steps::tuning::Tuning>(),
-        StepName::OsTuning => of::<steps::os_tuning::OsTuning>(),
-        StepName::InEffect => of::<steps::in_effect::InEffect>(),
-        StepName::Dataset => of::<steps::dataset::Dataset>(),
-        StepName::Sweep => of::<steps::sweep::Sweep>(),
-        StepName::Report => of::<steps::report::Report>(),
-        StepName::Upload => of::<steps::upload::Upload>(),
-    }
-}
-
-/// Runs one step by name (when the host runs it).
-pub async fn drive(step: StepName, cx: &mut Context, live: Option<&live::Live>) -> Result<()> {
-    if !cx.host.runs(step) {
-        return Ok(());
-    }
-    match step {
-        StepName::Inventory => drive_step(&steps::inventory::Inventory, cx, live).await,
-        StepName::Packages => drive_step(&steps::packages::Packages, cx, live).await,
-        StepName::Storage => drive_step(&steps::storage::Storage, cx, live).await,
-        StepName::Postgres => drive_step(&steps::postgres::Postgres, cx, live).await,
-        StepName::Tuning => drive_step(&steps::tuning::Tuning, cx, live).await,
-        StepName::OsTuning => drive_step(&steps::os_tuning::OsTuning, cx, live).await,
-        StepName::InEffect => drive_step(&steps::in_effect::InEffect, cx, live).await,
-        StepName::Dataset => drive_step(&steps::dataset::Dataset, cx, live).await,
-        StepName::Sweep => drive_step(&steps::sweep::Sweep, cx, live).await,
-        StepName::Report => drive_step(&steps::report::Report, cx, live).await,
-        StepName::Upload => drive_step(&steps::upload::Upload, cx, live).await,
-    }
 }
 
 /// Whether an error is a refusal: the plan or the machine must change before the run can
@@ -202,36 +182,8 @@ mod tests {
             }
             given.extend_from_slice(gives);
         }
-        // Every name is in ORDER (the match fails to compile when a name is added, so this
-        // list is kept complete).
-        let every = |s: StepName| match s {
-            StepName::Inventory
-            | StepName::Packages
-            | StepName::Storage
-            | StepName::Postgres
-            | StepName::Tuning
-            | StepName::OsTuning
-            | StepName::InEffect
-            | StepName::Dataset
-            | StepName::Sweep
-            | StepName::Report
-            | StepName::Upload => seen.contains(&s),
-        };
-        for s in [
-            StepName::Inventory,
-            StepName::Packages,
-            StepName::Storage,
-            StepName::Postgres,
-            StepName::Tuning,
-            StepName::OsTuning,
-            StepName::InEffect,
-            StepName::Dataset,
-            StepName::Sweep,
-            StepName::Report,
-            StepName::Upload,
-        ] {
-            assert!(every(s), "{} is not in ORDER", s.as_str());
-        }
+        // Every name is in ORDER, in the order of StepName (its journal's sort order).
+        assert_eq!(seen, StepName::ALL);
         // The phases come in order: prepare, measure, deliver.
         let phases: Vec<Phase> = ORDER.iter().map(|(_, p)| *p).collect();
         let mut sorted = phases.clone();

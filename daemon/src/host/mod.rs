@@ -10,10 +10,16 @@
 //! | volume, labels, tuned, reboot | none | mount units, SELinux labels, tuned over D-Bus, systemd reboot |
 //! | cloud metadata | not asked | EC2's IMDSv2 |
 //! | end of run | stop the server (unless kept running) | done marker, power-off if planned |
+//!
+//! The unit tests have a third host, `stand_in` (compiled for tests only): commands
+//! answered by a script and recorded, the machine's changes recorded, its files under a
+//! temporary root ([`Host::machine_path`]), PostgreSQL a real scratch cluster.
 
 pub mod appliance;
 pub mod local;
 mod selinux;
+#[cfg(test)]
+pub mod stand_in;
 
 use std::path::{Path, PathBuf};
 
@@ -33,6 +39,10 @@ pub use local::LocalHost;
 pub enum Host {
     Local(LocalHost),
     Appliance(ApplianceHost),
+    /// The unit tests' host (`stand_in`): a temporary directory, scripted commands,
+    /// recorded changes to the machine.
+    #[cfg(test)]
+    StandIn(stand_in::StandInHost),
 }
 
 impl Host {
@@ -41,6 +51,8 @@ impl Host {
         match self {
             Host::Local(h) => h.runner(),
             Host::Appliance(h) => h.runner(),
+            #[cfg(test)]
+            Host::StandIn(h) => h.runner(),
         }
     }
 
@@ -48,11 +60,10 @@ impl Host {
     /// change the machine).
     pub fn runs(&self, step: StepName) -> bool {
         match self {
-            Host::Local(_) => !matches!(
-                step,
-                StepName::Packages | StepName::Storage | StepName::OsTuning
-            ),
+            Host::Local(_) => !step.changes_machine(),
             Host::Appliance(_) => true,
+            #[cfg(test)]
+            Host::StandIn(h) => h.changes_machine() || !step.changes_machine(),
         }
     }
 
@@ -68,6 +79,8 @@ impl Host {
         match self {
             Host::Local(_) => None,
             Host::Appliance(h) => h.cloud_instance().await,
+            #[cfg(test)]
+            Host::StandIn(_) => None,
         }
     }
 
@@ -78,6 +91,8 @@ impl Host {
             // The appliance's server listens where the plan says; socket and port are the
             // platform's.
             Host::Appliance(_) => &["port", "unix_socket_directories"],
+            #[cfg(test)]
+            Host::StandIn(_) => &["port", "listen_addresses", "unix_socket_directories"],
         }
     }
 
@@ -86,6 +101,8 @@ impl Host {
         match self {
             Host::Local(_) => None,
             Host::Appliance(_) => Some(appliance::SERVICE_USER),
+            #[cfg(test)]
+            Host::StandIn(_) => None,
         }
     }
 
@@ -97,6 +114,8 @@ impl Host {
             Host::Appliance(_) => {
                 Some(std::path::Path::new("/").join(crate::sysbench::scripts::PAYLOAD_ARCHIVE))
             }
+            #[cfg(test)]
+            Host::StandIn(_) => None,
         }
     }
 
@@ -106,6 +125,8 @@ impl Host {
         match self {
             Host::Local(_) => None,
             Host::Appliance(h) => Some(h.systemd()),
+            #[cfg(test)]
+            Host::StandIn(_) => None,
         }
     }
 
@@ -116,6 +137,8 @@ impl Host {
         match self {
             Host::Local(h) => h.server(plan, port).await,
             Host::Appliance(h) => h.server(plan).await,
+            #[cfg(test)]
+            Host::StandIn(h) => h.server(plan, port).await,
         }
     }
 
@@ -126,6 +149,8 @@ impl Host {
         match self {
             Host::Local(h) => h.workdir().join("snapshots"),
             Host::Appliance(_) => cluster.dir.join("snapshots"),
+            #[cfg(test)]
+            Host::StandIn(h) => h.snapshot_root(),
         }
     }
 
@@ -134,6 +159,8 @@ impl Host {
         match self {
             Host::Local(h) => h.install_server(cluster),
             Host::Appliance(h) => h.install_server(plan).await,
+            #[cfg(test)]
+            Host::StandIn(h) => h.install_server(cluster),
         }
     }
 
@@ -142,6 +169,8 @@ impl Host {
         match self {
             Host::Local(h) => h.initdb(cluster, plan, raw).await,
             Host::Appliance(h) => h.initdb(cluster, plan, raw).await,
+            #[cfg(test)]
+            Host::StandIn(h) => h.initdb(cluster, plan, raw).await,
         }
     }
 
@@ -150,6 +179,11 @@ impl Host {
         match self {
             Host::Local(_) => Ok(()),
             Host::Appliance(h) => h.before_start(plan, raw).await,
+            #[cfg(test)]
+            Host::StandIn(h) => {
+                h.before_start();
+                Ok(())
+            }
         }
     }
 
@@ -158,6 +192,8 @@ impl Host {
         match self {
             Host::Local(_) => anyhow::bail!("local mode does not mount data volumes"),
             Host::Appliance(h) => h.mount_volume(what, storage).await,
+            #[cfg(test)]
+            Host::StandIn(h) => h.mount_volume(what, storage),
         }
     }
 
@@ -166,6 +202,11 @@ impl Host {
         match self {
             Host::Local(_) => Ok(()),
             Host::Appliance(h) => h.label_data_dir(path, stage, raw).await,
+            #[cfg(test)]
+            Host::StandIn(h) => {
+                h.label_data_dir(path, stage);
+                Ok(())
+            }
         }
     }
 
@@ -174,13 +215,30 @@ impl Host {
         match self {
             Host::Local(_) => anyhow::bail!("local mode does not change the tuned profile"),
             Host::Appliance(h) => h.activate_tuned(profile).await,
+            #[cfg(test)]
+            Host::StandIn(h) => Ok(h.activate_tuned(profile)),
         }
     }
 
     /// Whether [`Host::reboot`] can reboot the machine (the appliance's can; local mode's
     /// never does).
     pub fn reboots(&self) -> bool {
-        matches!(self, Host::Appliance(_))
+        match self {
+            Host::Local(_) => false,
+            Host::Appliance(_) => true,
+            #[cfg(test)]
+            Host::StandIn(_) => true,
+        }
+    }
+
+    /// Where this host keeps the machine's file `path` (an absolute path: `/proc/cmdline`,
+    /// `/etc/default/grub`): the path itself, but for the tests' stand-in machine.
+    pub fn machine_path(&self, path: impl AsRef<Path>) -> PathBuf {
+        match self {
+            Host::Local(_) | Host::Appliance(_) => path.as_ref().to_path_buf(),
+            #[cfg(test)]
+            Host::StandIn(h) => h.machine_path(path.as_ref()),
+        }
     }
 
     /// Reboots the machine; returns only with an error.
@@ -188,6 +246,8 @@ impl Host {
         match self {
             Host::Local(_) => anyhow::bail!("local mode does not reboot the machine"),
             Host::Appliance(h) => h.reboot().await,
+            #[cfg(test)]
+            Host::StandIn(h) => Err(h.reboot()),
         }
     }
 
@@ -196,6 +256,8 @@ impl Host {
         match self {
             Host::Local(_) => journal.finished_at.is_some(),
             Host::Appliance(_) => appliance::done_marker(workdir).exists(),
+            #[cfg(test)]
+            Host::StandIn(_) => journal.finished_at.is_some(),
         }
     }
 
@@ -205,6 +267,8 @@ impl Host {
         match self {
             Host::Local(h) => h.after_measuring(cluster).await,
             Host::Appliance(_) => Ok(()),
+            #[cfg(test)]
+            Host::StandIn(_) => Ok(()),
         }
     }
 
@@ -214,6 +278,8 @@ impl Host {
         match self {
             Host::Local(_) => local::stop_left_server(workdir).await,
             Host::Appliance(_) => Ok(None),
+            #[cfg(test)]
+            Host::StandIn(_) => Ok(None),
         }
     }
 
@@ -223,6 +289,11 @@ impl Host {
         match self {
             Host::Local(_) => Ok(()),
             Host::Appliance(h) => h.finish(workdir, run_id, plan).await,
+            #[cfg(test)]
+            Host::StandIn(h) => {
+                h.finish(plan);
+                Ok(())
+            }
         }
     }
 }

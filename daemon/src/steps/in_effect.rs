@@ -18,9 +18,9 @@ pub struct InEffect;
 /// Where the record is written in the run directory.
 pub const IN_EFFECT_FILE: &str = "tuning_in_effect.json";
 
-fn boot_id() -> Result<String> {
+fn boot_id(cx: &Context) -> Result<String> {
     let path = "/proc/sys/kernel/random/boot_id";
-    Ok(std::fs::read_to_string(path)
+    Ok(std::fs::read_to_string(cx.host.machine_path(path))
         .map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?
         .trim()
         .to_string())
@@ -32,7 +32,7 @@ impl Step for InEffect {
     const GIVES: &'static [Product] = &[];
 
     async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
-        let boot = boot_id()?;
+        let boot = boot_id(cx)?;
         let recorded = cx.run_dir.join(IN_EFFECT_FILE).is_file();
         Ok(match &cx.journal.state.state.in_effect.observed_in_boot {
             Some(b) if *b == boot && recorded => Check::Done,
@@ -80,7 +80,7 @@ impl Step for InEffect {
         };
         crate::fsutil::write_json(&cx.run_dir.join(IN_EFFECT_FILE), &result)?;
         result.ensure()?;
-        let boot = boot_id()?;
+        let boot = boot_id(cx)?;
         cx.journal
             .update(|s| s.in_effect.observed_in_boot = Some(boot))
     }

@@ -55,3 +55,6 @@ pub trait Step {
     async fn check(&self, cx: &mut Looking<'_>) -> Result<Check>;
     async fn apply(&self, cx: &mut Context) -> Result<()>;
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,8 +13,9 @@ use crate::platform::{missing_kernel_args, thp_mode, Profile, GRUB_DEFAULT_FILE}
 
 pub struct OsTuning;
 
-fn read_trimmed(path: &str) -> Result<String> {
-    Ok(std::fs::read_to_string(path)
+/// A file of the machine (where the host keeps it), trimmed.
+fn read_trimmed(cx: &Context, path: &str) -> Result<String> {
+    Ok(std::fs::read_to_string(cx.host.machine_path(path))
         .with_context(|| format!("reading {path}"))?
         .trim()
         .to_string())
@@ -22,7 +23,7 @@ fn read_trimmed(path: &str) -> Result<String> {
 
 /// The planned kernel arguments missing from the running kernel's command line.
 fn missing_args(cx: &Context) -> Result<(String, Vec<String>)> {
-    let cmdline = read_trimmed("/proc/cmdline")?;
+    let cmdline = read_trimmed(cx, "/proc/cmdline")?;
     let missing = missing_kernel_args(&cmdline, &cx.plan.tuning.kernel_args);
     Ok((cmdline, missing))
 }
@@ -55,7 +56,7 @@ impl Step for OsTuning {
         if !cx.plan.tuning.kernel_args.is_empty() {
             // Booted with the arguments: what they set must be what the kernel does (a
             // reboot would not change that).
-            thp_as_planned(&cx.plan.tuning.kernel_args)?;
+            thp_as_planned(cx, &cx.plan.tuning.kernel_args)?;
             if cx.journal.state.state.os_tuning.kernel_cmdline.as_deref() != Some(&cmdline) {
                 // Booted with them (after the reboot apply asked for): apply records it.
                 return Ok(Check::Todo(
@@ -87,7 +88,7 @@ impl Step for OsTuning {
             return Ok(());
         }
         let (cmdline, missing) = missing_args(cx)?;
-        let boot_id = read_trimmed("/proc/sys/kernel/random/boot_id")?;
+        let boot_id = read_trimmed(cx, "/proc/sys/kernel/random/boot_id")?;
         if !missing.is_empty() {
             if let Some(from) = &cx.journal.state.state.os_tuning.reboot_from_boot {
                 if *from != boot_id {
@@ -109,18 +110,18 @@ impl Step for OsTuning {
             tracing::info!(args = %missing.join(" "), "rebooting for kernel arguments");
             match cx.host.reboot().await? {}
         }
-        thp_as_planned(&args)?;
+        thp_as_planned(cx, &args)?;
         cx.journal
             .update(|s| s.os_tuning.kernel_cmdline = Some(cmdline))
     }
 }
 
 /// When the kernel arguments set a transparent-hugepage mode, the kernel runs in it.
-fn thp_as_planned(args: &[String]) -> Result<()> {
+fn thp_as_planned(cx: &Context, args: &[String]) -> Result<()> {
     for a in args {
         if let Some(want) = a.strip_prefix("transparent_hugepage=") {
             let path = "/sys/kernel/mm/transparent_hugepage/enabled";
-            let have = thp_mode(&read_trimmed(path)?);
+            let have = thp_mode(&read_trimmed(cx, path)?);
             if have.as_deref() != Some(want) {
                 bail!(
                     "the kernel runs with {a} but {path} says {}",
@@ -134,10 +135,11 @@ fn thp_as_planned(args: &[String]) -> Result<()> {
 
 async fn set_kernel_args(cx: &Context, args: &[String]) -> Result<()> {
     let raw = cx.raw();
-    let grub_default = std::fs::read_to_string(GRUB_DEFAULT_FILE).unwrap_or_default();
+    let grub_default =
+        std::fs::read_to_string(cx.host.machine_path(GRUB_DEFAULT_FILE)).unwrap_or_default();
     let change = Profile::of(cx.plan.appliance.platform).kernel_args_change(args, &grub_default);
     for f in &change.files {
-        crate::fsutil::atomic_write(&f.path, f.text.as_bytes())
+        crate::fsutil::atomic_write(&cx.host.machine_path(&f.path), f.text.as_bytes())
             .with_context(|| format!("writing {}", f.path.display()))?;
     }
     for cmd in change.commands {

@@ -89,7 +89,7 @@ impl Step for Packages {
         let raw = cx.raw();
         if pg_missing {
             for f in profile.repository_files(&cx.plan.postgres, v) {
-                crate::fsutil::write_if_changed(&f.path, &f.text)?;
+                crate::fsutil::write_if_changed(&cx.host.machine_path(&f.path), &f.text)?;
             }
         }
         for (n, cmd) in profile

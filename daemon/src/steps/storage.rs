@@ -19,8 +19,8 @@ use crate::storage::{plan_storage, StoragePlan, LV, VG};
 
 pub struct Storage;
 
-fn mounted(mount_point: &str) -> bool {
-    std::fs::read_to_string("/proc/self/mountinfo")
+fn mounted(cx: &Context, mount_point: &str) -> bool {
+    std::fs::read_to_string(cx.host.machine_path("/proc/self/mountinfo"))
         .ok()
         .and_then(|t| crate::in_effect::parse::parse_mountinfo(&t, mount_point))
         .is_some()
@@ -57,7 +57,7 @@ impl Step for Storage {
                 "the build on {} ended but its claim was not cleared",
                 devices.join(" ")
             )),
-            StoragePlan::AlreadyBuilt { .. } if mounted(&storage.mount_point) => Check::Done,
+            StoragePlan::AlreadyBuilt { .. } if mounted(cx, &storage.mount_point) => Check::Done,
             StoragePlan::AlreadyBuilt { devices } => Check::Todo(format!(
                 "the volume on {} is not mounted",
                 devices.join(" ")
