@@ -176,9 +176,11 @@ pub struct Tried {
 /// What the server and the disk show, read by the dataset step before each decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
-    /// pgbench_branches holds the planned scale's rows.
+    /// pgbench_branches holds the planned scale's rows (read when the journal records
+    /// pgbench's dataset as made; false otherwise).
     pub pgbench_present: bool,
-    /// The sysbench-tpcc datasets (specs) whose tables are not there at their scale.
+    /// The sysbench-tpcc datasets (specs) recorded as made whose tables are not there at
+    /// their scale.
     pub tpcc_absent: Vec<String>,
     /// A complete local snapshot with the dataset's key (its id).
     pub local_snapshot: Option<String>,
