@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 
+use super::dataset::{self, phase::Moment};
 use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::plan::{BetweenRounds, Checksums, SweepOrder};
@@ -141,7 +142,9 @@ impl Step for Sweep {
                 if p.warmup { ", warm-up" } else { "" }
             );
             crate::notify::status(&label);
-            crate::steps::dataset::snapshot::before_point(cx, p).await?;
+            // The data as the point needs it (put back from the snapshot when the plan's
+            // restore policy or its checksum state asks), then the point starts on it.
+            dataset::drive(cx, Moment::Point(p.clone())).await?;
             ensure_checksums(cx, p.checksums).await?;
             let result = run_point(cx, p, label).await?;
             if result.status == PointStatus::Failed {
@@ -159,7 +162,7 @@ impl Step for Sweep {
                 );
             }
         }
-        crate::steps::dataset::snapshot::discard_spare(cx).await
+        dataset::drive(cx, Moment::SweepOver).await
     }
 }
 

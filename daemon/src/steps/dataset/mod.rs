@@ -1,9 +1,13 @@
 //! Dataset: the pgbench tables at the planned scale, in the planned database (when a
 //! workload runs pgbench), and each sysbench-tpcc dataset the workloads name
-//! ([`super::tpcc`]). pgbench's is present when the journal says it was initialised and
-//! pgbench_branches has `scale` rows; otherwise (first run, or an interrupted `pgbench -i`)
-//! it is (re)initialised.
+//! ([`super::tpcc`]), with the snapshot the plan keeps and shares ([`snapshot`]).
+//!
+//! What is done when is the dataset's state machine ([`phase`]): this file observes what
+//! its pure [`phase::next`] needs, and carries out the one action it returns, each of which
+//! journals what it did, until it returns [`Action::Nothing`] ([`drive`]). The step's
+//! `check` asks it once; the sweep asks it before each point and after the last.
 
+pub mod phase;
 pub mod snapshot;
 
 use std::time::Instant;
@@ -21,6 +25,7 @@ use crate::postgres::Cluster;
 use crate::results::DatasetInfo;
 use crate::runner::CommandSpec;
 use crate::steps::{Check, Context, Looking, Product, Step};
+use phase::{Action, Goal, Load, Moment, Observed, Phase, Tried};
 
 pub struct Dataset;
 
@@ -65,117 +70,246 @@ impl Step for Dataset {
     const NEEDS: &'static [Product] = &[Product::Inventory, Product::Server, Product::Settings];
     const GIVES: &'static [Product] = &[];
 
+    /// In place when the machine has nothing to do ([`phase::next`] says so).
     async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
-        let state = &cx.journal.state.state.dataset;
-        if state.load_degree.is_some() {
-            return Ok(Check::Todo("a parallel load was interrupted".into()));
-        }
-        if let Some(id) = &state.restoring {
-            return Ok(Check::Todo(format!(
-                "the restore of snapshot {id} was interrupted"
-            )));
-        }
-        if let Some(db) = &state.tpcc_preparing {
-            return Ok(Check::Todo(format!(
-                "the sysbench-tpcc prepare of {db} was interrupted"
-            )));
-        }
-        let tpcc_missing = super::tpcc::missing(cx).await?;
-        if let Some(ds) = tpcc_missing.first() {
-            return Ok(Check::Todo(format!(
-                "sysbench-tpcc dataset {} not prepared yet",
-                ds.database()
-            )));
-        }
-        if !cx.plan.has_pgbench() {
-            return Ok(match snapshot::unfinished(cx) {
-                Some(why) => Check::Todo(why),
-                None => Check::Done,
-            });
-        }
-        if state.spec.as_deref() != Some(spec(cx).as_str()) {
-            return Ok(Check::Todo("not initialised yet".into()));
-        }
-        if !present(cx).await? {
-            return Ok(Check::Todo(format!(
-                "pgbench_branches does not hold scale {}",
-                cx.plan.dataset.scale
-            )));
-        }
-        if let Some(why) = snapshot::unfinished(cx) {
-            return Ok(Check::Todo(why));
-        }
-        Ok(Check::Done)
+        let goal = goal(cx, Moment::Step);
+        let phase = Phase::of(&cx.journal.state.state.dataset);
+        Ok(
+            match decide(cx, &phase, &goal, Tried::default(), true).await? {
+                Action::Nothing => Check::Done,
+                action => Check::Todo(action.why(&phase)),
+            },
+        )
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
-        if let Some(done) = snapshot_work(cx).await? {
-            return Ok(done);
+        drive(cx, Moment::Step).await
+    }
+}
+
+/// More actions than any way through the machine takes: past this, it goes round in a
+/// circle (an observation its action does not change), which is an error, not a hang.
+const MOST_ACTIONS: usize = 16;
+
+/// The plan's goal for the dataset at `moment`.
+fn goal(cx: &Context, moment: Moment) -> Goal {
+    Goal {
+        pgbench: cx.plan.has_pgbench().then(|| spec(cx)),
+        tpcc: cx
+            .plan
+            .tpcc_datasets()
+            .iter()
+            .map(super::tpcc::dataset_spec)
+            .collect(),
+        keep_snapshot: cx.plan.dataset.keeps_snapshot(),
+        store: snapshot::store_url(cx),
+        restore: cx.plan.dataset.restore,
+        moment,
+    }
+}
+
+/// What [`phase::next`] reads from the server and the disk in `phase`: nothing while a
+/// restore or a load is in flight (the data directory may be half made), the datasets'
+/// tables otherwise, data checksums before a point that needs a checksum state, the spare
+/// directory after the sweep.
+async fn observe(cx: &Context, phase: &Phase, goal: &Goal, tried: Tried) -> Result<Observed> {
+    let mut seen = Observed {
+        tried,
+        ..Observed::default()
+    };
+    if goal.moment == Moment::SweepOver {
+        seen.spare = crate::snapshot::local::restoring_dir(&cx.server()?.data_dir()).exists();
+        return Ok(seen);
+    }
+    let Phase::Settled(settled) = phase else {
+        return Ok(seen);
+    };
+    // Tables are counted only for a dataset the journal records as made: the count's
+    // query cannot name a table that an interrupted load never created.
+    if goal.pgbench.is_some() && settled.pgbench == goal.pgbench {
+        seen.pgbench_present = present(cx).await?;
+    }
+    for ds in cx.plan.tpcc_datasets() {
+        let spec = super::tpcc::dataset_spec(&ds);
+        if settled.tpcc.contains(&spec) && !super::tpcc::present(cx.server()?, &ds).await? {
+            seen.tpcc_absent.push(spec);
         }
-        super::tpcc::recover(cx).await?;
-        if cx.journal.state.state.dataset.load_degree.is_some() {
-            // A parallel load was interrupted: the plan's settings come back first.
-            tracing::warn!("restoring the plan's settings after an interrupted parallel load");
-            let inv = cx.inventory()?;
-            let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
-            loader::restore_settings(cx.server()?, cores, ram, cx.settings()?).await?;
-            cx.journal.update(|s| s.dataset.load_degree = None)?;
+    }
+    if let Moment::Point(p) = &goal.moment {
+        let has_snapshot = settled.snapshot.as_ref().and_then(|s| s.id()).is_some();
+        if p.checksums.is_some() && has_snapshot {
+            seen.checksums_on = Some(cx.server()?.checksums_enabled().await?);
         }
-        let c = cx.server()?.clone();
-        let snapshots = cx.plan.dataset.keeps_snapshot() || snapshot::store_url(cx).is_some();
-        let key = if snapshots {
-            Some(crate::snapshot::current_key(&c, &full_spec(cx)).await?)
-        } else {
-            None
-        };
-        if let Some(key) = &key {
-            if let Some(info) = snapshot::restore_dataset(cx, key).await? {
-                if cx.plan.has_pgbench() {
-                    crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
-                }
-                let pgbench = cx.plan.has_pgbench().then(|| spec(cx));
-                let tpcc: Vec<String> = cx
-                    .plan
-                    .tpcc_datasets()
-                    .iter()
-                    .map(super::tpcc::dataset_spec)
-                    .collect();
-                cx.journal.update(|s| {
-                    s.dataset.spec = pgbench;
-                    s.dataset.tpcc = tpcc;
-                })?;
-                let source = info.source.clone().unwrap_or_default();
-                super::tpcc::record_restored(cx, &source, info.wall_s).await?;
-                tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
-                return snapshot::share(cx).await;
+    }
+    Ok(seen)
+}
+
+/// Observes and asks [`phase::next`]. A local snapshot with the dataset's key is looked
+/// for (its key read from the server) only when the answer is to make a dataset.
+async fn decide(
+    cx: &Context,
+    phase: &Phase,
+    goal: &Goal,
+    tried: Tried,
+    quiet: bool,
+) -> Result<Action> {
+    let mut seen = observe(cx, phase, goal, tried).await?;
+    let action = phase::next(phase, goal, &seen);
+    let makes = matches!(
+        action,
+        Action::RestoreFromStore { .. } | Action::CreateAndLoad | Action::PrepareTpcc
+    );
+    if !(makes && (goal.keep_snapshot || goal.store.is_some())) {
+        return Ok(action);
+    }
+    let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
+    seen.local_snapshot = snapshot::local_snapshot(cx, &key, quiet)?;
+    Ok(phase::next(phase, goal, &seen))
+}
+
+/// The dataset's machine at `moment`: observe, ask [`phase::next`], carry out its action
+/// (each journals what it did), until it says nothing is left (or, before a point, that
+/// the point starts). The dataset step's `apply` is `Moment::Step`; the sweep asks with
+/// `Moment::Point` before each point and `Moment::SweepOver` after the last.
+pub async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
+    let goal = goal(cx, moment);
+    let mut tried = Tried::default();
+    let mut taken: Vec<Action> = Vec::new();
+    loop {
+        let phase = Phase::of(&cx.journal.state.state.dataset);
+        let action = decide(cx, &phase, &goal, tried, false).await?;
+        if taken.len() >= MOST_ACTIONS {
+            anyhow::bail!(
+                "internal: the dataset's phases do not settle ({phase:?} asks for {action:?} after {taken:?})"
+            );
+        }
+        taken.push(action.clone());
+        tracing::debug!(?phase, ?action, "dataset");
+        match action {
+            Action::Nothing => return Ok(()),
+            Action::RedoRestore { snapshot } => redo_restore(cx, &snapshot).await?,
+            Action::RestoreSettings(Load::Parallel { .. }) => {
+                tracing::warn!("restoring the plan's settings after an interrupted parallel load");
+                let inv = cx.inventory()?;
+                let (cores, ram) = (inv.cpu.cpus, inv.memory_bytes);
+                loader::restore_settings(cx.server()?, cores, ram, cx.settings()?).await?;
+                cx.journal.update(|s| s.dataset.load_degree = None)?;
             }
-        }
-        snapshot::discard_spare(cx).await?;
-        let mut generated = false;
-        if cx.plan.has_pgbench()
-            && (cx.journal.state.state.dataset.spec.as_deref() != Some(spec(cx).as_str())
-                || !present(cx).await?)
-        {
-            pgbench_dataset(cx).await?;
-            generated = true;
-        }
-        generated |= !super::tpcc::prepare_missing(cx).await?.is_empty();
-        if generated {
-            cx.journal.update(|s| {
-                s.dataset.source = Some(crate::snapshot::SOURCE_GENERATED.into());
-                s.dataset.snapshot = None;
-                s.dataset.snapshot_stored = None;
-                s.dataset.changed_by = None;
-            })?;
-        }
-        if let Some(key) = key.filter(|_| cx.plan.dataset.keeps_snapshot()) {
-            if cx.journal.state.state.dataset.snapshot.is_none() {
+            Action::RestoreSettings(Load::Tpcc { .. }) => super::tpcc::recover(cx).await?,
+            Action::RestoreLocal { snapshot } => {
+                if let Some(info) = snapshot::restore_from_local(cx, &snapshot).await? {
+                    record_restored(cx, info).await?;
+                }
+            }
+            Action::RestoreFromStore { store } => {
+                let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
+                match snapshot::restore_from_store(cx, &store, &key).await? {
+                    Some(info) => record_restored(cx, info).await?,
+                    None => tried.store = true,
+                }
+            }
+            Action::CreateAndLoad => {
+                snapshot::discard_spare(cx).await?;
+                pgbench_dataset(cx).await?;
+                record_generated(cx)?;
+            }
+            Action::PrepareTpcc => {
+                snapshot::discard_spare(cx).await?;
+                if !super::tpcc::prepare_missing(cx).await?.is_empty() {
+                    record_generated(cx)?;
+                }
+            }
+            Action::TakeSnapshot => {
+                let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
                 let id = snapshot::keep(cx, &key).await?;
                 name_snapshot_in_record(cx, &id)?;
+                tried.took_snapshot = true;
             }
+            Action::UploadSnapshot { .. } => {
+                // A failure is logged and left to the next start.
+                snapshot::share(cx).await?;
+                tried.upload = true;
+            }
+            Action::PutBack { snapshot, reason } => {
+                tried.put_back = true;
+                let point = match &goal.moment {
+                    Moment::Point(p) => p.id.as_str(),
+                    Moment::Step | Moment::SweepOver => "",
+                };
+                snapshot::put_back(cx, point, &snapshot, &reason).await?;
+            }
+            Action::StartPoint { workload, warmup } => {
+                cx.journal.update(|s| {
+                    s.dataset.changed_by = Some(workload);
+                    s.dataset.changed_by_warmup = warmup;
+                })?;
+                return Ok(());
+            }
+            Action::DiscardSpare => snapshot::discard_spare(cx).await?,
         }
-        snapshot::share(cx).await
     }
+}
+
+/// The interrupted restore of `id`, done again (files checked as they are copied). A
+/// snapshot found corrupt is removed and every dataset is made again: what the data
+/// directory holds now is not the prepared data (points may have changed it).
+async fn redo_restore(cx: &mut Context, id: &str) -> Result<()> {
+    tracing::warn!(snapshot = %id, "redoing the interrupted restore");
+    match snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying).await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.downcast_ref::<crate::snapshot::local::Corrupt>()
+                .is_some() =>
+        {
+            tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
+            let dir = crate::snapshot::local::snapshot_dir(&snapshot::root(cx)?, id);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing {}", dir.display()))?;
+            }
+            cx.journal.update(|s| {
+                s.dataset.snapshot = None;
+                s.dataset.restoring = None;
+                s.dataset.spec = None;
+                s.dataset.tpcc.clear();
+                s.dataset.changed_by = None;
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A dataset made from a snapshot: its record (dataset.json, pgbench's; dataset-tpcc.json)
+/// and the journal's list of what is made.
+async fn record_restored(cx: &mut Context, info: DatasetInfo) -> Result<()> {
+    if cx.plan.has_pgbench() {
+        crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
+    }
+    let pgbench = cx.plan.has_pgbench().then(|| spec(cx));
+    let tpcc: Vec<String> = cx
+        .plan
+        .tpcc_datasets()
+        .iter()
+        .map(super::tpcc::dataset_spec)
+        .collect();
+    cx.journal.update(|s| {
+        s.dataset.spec = pgbench;
+        s.dataset.tpcc = tpcc;
+    })?;
+    let source = info.source.clone().unwrap_or_default();
+    super::tpcc::record_restored(cx, &source, info.wall_s).await?;
+    tracing::info!(source = ?info.source, seconds = info.wall_s, "dataset ready");
+    Ok(())
+}
+
+/// A dataset was generated: it comes from no snapshot, and none of this data is kept yet.
+fn record_generated(cx: &mut Context) -> Result<()> {
+    cx.journal.update(|s| {
+        s.dataset.source = Some(crate::snapshot::SOURCE_GENERATED.into());
+        s.dataset.snapshot = None;
+        s.dataset.snapshot_stored = None;
+        s.dataset.changed_by = None;
+    })
 }
 
 /// What identifies everything the data directory holds (pgbench's tables and each
@@ -199,17 +333,6 @@ pub fn full_spec(cx: &Context) -> String {
         )
     }));
     parts.join("; ")
-}
-
-/// Whether the journal records every dataset of the plan as made.
-fn recorded(cx: &Context) -> bool {
-    let st = &cx.journal.state.state.dataset;
-    (!cx.plan.has_pgbench() || st.spec.as_deref() == Some(spec(cx).as_str()))
-        && cx
-            .plan
-            .tpcc_datasets()
-            .iter()
-            .all(|d| st.tpcc.contains(&super::tpcc::dataset_spec(d)))
 }
 
 /// The dataset's record (dataset.json, pgbench's) names the snapshot it is kept in.
@@ -253,58 +376,6 @@ async fn pgbench_dataset(cx: &mut Context) -> Result<()> {
     cx.journal.update(|s| s.dataset.spec = Some(spec))?;
     tracing::info!(scale = d.scale, seconds = info.wall_s, "dataset ready");
     Ok(())
-}
-
-/// What is left of the dataset step when the dataset itself is in place: a restore that
-/// was interrupted (redone), the snapshot (taken), its upload (resumed). None: the
-/// dataset must be made.
-async fn snapshot_work(cx: &mut Context) -> Result<Option<()>> {
-    let state = cx.journal.state.state.dataset.clone();
-    if let Some(id) = &state.restoring {
-        tracing::warn!(snapshot = %id, "redoing the interrupted restore");
-        match snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying).await {
-            // A restore in the dataset step itself is recorded after it: that step is made again.
-            Ok(_) if recorded(cx) => return Ok(Some(())),
-            Ok(_) => return Ok(None),
-            Err(e)
-                if e.downcast_ref::<crate::snapshot::local::Corrupt>()
-                    .is_some() =>
-            {
-                tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
-                // What the data directory holds now is not the prepared data (points may
-                // have changed it): every dataset is made again, and the bad snapshot goes.
-                let dir = crate::snapshot::local::snapshot_dir(&snapshot::root(cx)?, id);
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .with_context(|| format!("removing {}", dir.display()))?;
-                }
-                cx.journal.update(|s| {
-                    s.dataset.snapshot = None;
-                    s.dataset.restoring = None;
-                    s.dataset.spec = None;
-                    s.dataset.tpcc.clear();
-                    s.dataset.changed_by = None;
-                })?;
-                return Ok(None);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if state.load_degree.is_some()
-        || state.tpcc_preparing.is_some()
-        || !recorded(cx)
-        || (cx.plan.has_pgbench() && !present(cx).await?)
-        || !super::tpcc::missing(cx).await?.is_empty()
-    {
-        return Ok(None);
-    }
-    if cx.plan.dataset.keeps_snapshot() && state.snapshot.is_none() {
-        let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
-        let id = snapshot::keep(cx, &key).await?;
-        name_snapshot_in_record(cx, &id)?;
-    }
-    snapshot::share(cx).await?;
-    Ok(Some(()))
 }
 
 async fn with_pgbench(cx: &Context) -> Result<DatasetInfo> {

@@ -2,16 +2,16 @@
 //! directory is kept as a local snapshot ([`local`]: reflinks or a parallel copy, a
 //! manifest of sizes and sha256s), optionally shared through the object store ([`store`])
 //! under its key ([`key`]); a later dataset step with the same key restores instead of
-//! generating, and the sweep puts the data directory back when `[dataset] restore` says
-//! (and for a checksum variant). A restore is journaled: one interrupted is redone at the
-//! next start.
+//! generating, and the data directory is put back before a sweep point when `[dataset]
+//! restore` says (and for a checksum variant). A restore is journaled: one interrupted is
+//! redone at the next start. Which of these runs when is decided by the dataset's phases
+//! ([`super::phase`]); this file carries them out.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
-use crate::plan::{Checksums, RestorePolicy};
 use crate::results::DatasetInfo;
 use crate::snapshot::store as snapstore;
 use crate::snapshot::{
@@ -19,7 +19,6 @@ use crate::snapshot::{
     SOURCE_STORE,
 };
 use crate::steps::Context;
-use crate::sweep::SweepPoint;
 use crate::upload::{Store, StoreConfig};
 use key::SnapshotKey;
 use local::{Corrupt, Hashing};
@@ -142,52 +141,69 @@ fn restored_info(cx: &Context, source: &str, id: &str, secs: f64, how: String) -
     }
 }
 
-/// The dataset step's way around generating: a local snapshot with `key`, else the
-/// store's. None when there is none that can be used (the log says why).
-pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Option<DatasetInfo>> {
+/// The complete local snapshot with `key`, when there is one (its id). Unless `quiet`, the
+/// log names why each other local snapshot is not used.
+pub fn local_snapshot(cx: &Context, key: &SnapshotKey, quiet: bool) -> Result<Option<String>> {
     let root = root(cx)?;
     let id = key.id();
-    for (dir, m) in local::list(&root) {
-        match m {
-            Ok(m) if m.id == id => {}
-            Ok(m) => tracing::info!(
-                snapshot = %dir.display(),
-                differences = %key.differences(&m.key).join("; "),
-                "a local snapshot with another key is not used"
-            ),
-            Err(e) => {
-                tracing::warn!(snapshot = %dir.display(), error = %format!("{e:#}"), "a local snapshot whose manifest does not read is not used")
+    if !quiet {
+        for (dir, m) in local::list(&root) {
+            match m {
+                Ok(m) if m.id == id => {}
+                Ok(m) => tracing::info!(
+                    snapshot = %dir.display(),
+                    differences = %key.differences(&m.key).join("; "),
+                    "a local snapshot with another key is not used"
+                ),
+                Err(e) => {
+                    tracing::warn!(snapshot = %dir.display(), error = %format!("{e:#}"), "a local snapshot whose manifest does not read is not used")
+                }
             }
         }
     }
-    let dir = local::snapshot_dir(&root, &id);
-    if dir.join(MANIFEST_FILE).exists() {
-        match restore_local(cx, &id, Hashing::Always).await {
-            Ok((secs, copy)) => {
-                cx.journal.update(|s| {
-                    s.dataset.snapshot = Some(id.clone());
-                    s.dataset.source = Some(SOURCE_LOCAL.into());
-                })?;
-                let how = format!(
-                    "restore of local snapshot {id} ({} files reflinked, {} copied, {} bytes)",
-                    copy.reflinked, copy.copied, copy.bytes
-                );
-                return Ok(Some(restored_info(cx, SOURCE_LOCAL, &id, secs, how)));
-            }
-            Err(e) if is_corrupt(&e).is_some() => {
-                let text = format!("the local snapshot is not used, {e:#}; it is removed");
-                tracing::warn!("{text}");
-                crate::notify::status(&format!("dataset: {text}"));
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing {}", dir.display()))?;
-            }
-            Err(e) => return Err(e),
+    Ok(local::snapshot_dir(&root, &id)
+        .join(MANIFEST_FILE)
+        .exists()
+        .then_some(id))
+}
+
+/// The dataset made from local snapshot `id` (every file checked). None when the snapshot
+/// is corrupt: it is removed (the log says why).
+pub async fn restore_from_local(cx: &mut Context, id: &str) -> Result<Option<DatasetInfo>> {
+    match restore_local(cx, id, Hashing::Always).await {
+        Ok((secs, copy)) => {
+            cx.journal.update(|s| {
+                s.dataset.snapshot = Some(id.to_string());
+                s.dataset.source = Some(SOURCE_LOCAL.into());
+            })?;
+            let how = format!(
+                "restore of local snapshot {id} ({} files reflinked, {} copied, {} bytes)",
+                copy.reflinked, copy.copied, copy.bytes
+            );
+            Ok(Some(restored_info(cx, SOURCE_LOCAL, id, secs, how)))
         }
+        Err(e) if is_corrupt(&e).is_some() => {
+            let text = format!("the local snapshot is not used, {e:#}; it is removed");
+            tracing::warn!("{text}");
+            crate::notify::status(&format!("dataset: {text}"));
+            let dir = local::snapshot_dir(&root(cx)?, id);
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
-    let Some(url) = store_url(cx) else {
-        return Ok(None);
-    };
-    let store = match open_store(cx, &url) {
+}
+
+/// The dataset made from the store's snapshot with `key` (streamed into the data
+/// directory's place, every file checked). None when the store has none that can be used
+/// (the log says why): the dataset is generated.
+pub async fn restore_from_store(
+    cx: &mut Context,
+    url: &str,
+    key: &SnapshotKey,
+) -> Result<Option<DatasetInfo>> {
+    let id = key.id();
+    let store = match open_store(cx, url) {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(store = %url, error = %format!("{e:#}"), "the snapshot store cannot be opened: generating");
@@ -240,14 +256,12 @@ pub async fn restore_dataset(cx: &mut Context, key: &SnapshotKey) -> Result<Opti
         .context("the clean-up thread")??;
     cx.journal.update(|s| {
         s.dataset.source = Some(SOURCE_STORE.into());
-        s.dataset.snapshot_stored = Some(url.clone());
+        // No local copy yet: the plan's is taken next (the copy the sweep restores from).
+        s.dataset.snapshot = None;
+        s.dataset.snapshot_stored = Some(url.to_string());
         s.dataset.changed_by = None;
     })?;
     tracing::info!(snapshot = %id, seconds = secs, bytes = found.total_bytes(), "data directory restored from the store's snapshot");
-    if cx.plan.dataset.keeps_snapshot() {
-        // The local copy the sweep restores from.
-        keep(cx, key).await?;
-    }
     let how = format!(
         "download of snapshot {id} from {url}, {} bytes unpacked",
         found.total_bytes()
@@ -353,156 +367,35 @@ pub async fn share(cx: &mut Context) -> Result<()> {
     Ok(())
 }
 
-/// Whether the dataset step still has snapshot work (a restore to finish, a snapshot to
-/// take, an upload to make): the reason, or None.
-pub fn unfinished(cx: &Context) -> Option<String> {
-    let ds = &cx.journal.state.state.dataset;
-    if let Some(id) = &ds.restoring {
-        return Some(format!("the restore of snapshot {id} was interrupted"));
-    }
-    if cx.plan.dataset.keeps_snapshot() && ds.snapshot.is_none() {
-        return Some("the dataset's snapshot is not taken yet".into());
-    }
-    if let Some(url) = store_url(cx) {
-        if ds.snapshot.is_some() && ds.snapshot_stored.as_deref() != Some(url.as_str()) {
-            return Some(format!("the snapshot is not in {url} yet"));
-        }
-    }
-    None
-}
-
-/// Why a point needs the data directory put back first (None: it does not).
-pub fn restore_reason(
-    policy: RestorePolicy,
-    changed_by: Option<&str>,
-    changed_by_warmup: bool,
-    point: &SweepPoint,
-    checksums_differ: bool,
-) -> Option<String> {
-    let policy_reason = match (policy, changed_by) {
-        (_, None) | (RestorePolicy::Never, _) => None,
-        // A measured point right after its workload's warm-up runs on what the warm-up left
-        // (that is the warm-up's purpose); a warm-up itself always starts from the snapshot.
-        (RestorePolicy::EachPoint, Some(w))
-            if changed_by_warmup && w == point.workload && !point.warmup =>
-        {
-            None
-        }
-        (RestorePolicy::EachPoint, Some(w)) => {
-            Some(format!("restore = \"each-point\" and {w} ran on the data"))
-        }
-        (RestorePolicy::EachWorkload, Some(w)) if w == point.workload => None,
-        (RestorePolicy::EachWorkload, Some(w)) => Some(format!(
-            "restore = \"each-workload\" and {w} ran on the data"
-        )),
-    };
-    policy_reason.or_else(|| {
-        checksums_differ.then(|| "the point's checksum state comes from the snapshot".to_string())
-    })
-}
-
-/// Before a sweep point: puts the data directory back from the snapshot when the plan's
-/// restore policy says so, or when the point needs the other checksum state (that variant
-/// is made from the snapshot, never from what earlier points left); then records that the
-/// point's workload changes the data.
-pub async fn before_point(cx: &mut Context, p: &SweepPoint) -> Result<()> {
-    if let Some(id) = cx.journal.state.state.dataset.snapshot.clone() {
-        let checksums_differ = match p.checksums {
-            Some(want) => cx.server()?.checksums_enabled().await? != (want == Checksums::On),
-            None => false,
-        };
-        let ds = &cx.journal.state.state.dataset;
-        let reason = restore_reason(
-            cx.plan.dataset.restore,
-            ds.changed_by.as_deref(),
-            ds.changed_by_warmup,
-            p,
-            checksums_differ,
-        );
-        if let Some(reason) = reason {
-            tracing::info!(point = %p.id, snapshot = %id, why = %reason, "restoring the data directory");
-            // Checked in full when it was taken or first restored: sizes only here.
-            match restore_local(cx, &id, Hashing::Never).await {
-                Ok(_) => {}
-                Err(e) if is_corrupt(&e).is_some() => {
-                    let text = format!("{e:#}: generating the dataset again");
-                    tracing::warn!("{text}");
-                    crate::notify::status(&format!("dataset: {text}"));
-                    let dir = local::snapshot_dir(&root(cx)?, &id);
-                    if dir.exists() {
-                        std::fs::remove_dir_all(&dir)
-                            .with_context(|| format!("removing {}", dir.display()))?;
-                    }
-                    cx.journal.update(|s| {
-                        s.dataset.snapshot = None;
-                        s.dataset.spec = None;
-                        s.dataset.tpcc.clear();
-                    })?;
-                    use crate::steps::Step as _;
-                    super::Dataset.apply(cx).await?;
-                }
-                Err(e) => return Err(e),
+/// Before point `point`: puts the data directory back from snapshot `id` (sizes checked
+/// only: its files were checked in full when it was taken or first restored). A corrupt
+/// snapshot is removed and the journal forgets the datasets it held, so they are made again.
+pub async fn put_back(cx: &mut Context, point: &str, id: &str, reason: &str) -> Result<()> {
+    tracing::info!(point = %point, snapshot = %id, why = %reason, "restoring the data directory");
+    match restore_local(cx, id, Hashing::Never).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_corrupt(&e).is_some() => {
+            let text = format!("{e:#}: generating the dataset again");
+            tracing::warn!("{text}");
+            crate::notify::status(&format!("dataset: {text}"));
+            let dir = local::snapshot_dir(&root(cx)?, id);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing {}", dir.display()))?;
             }
+            cx.journal.update(|s| {
+                s.dataset.snapshot = None;
+                s.dataset.spec = None;
+                s.dataset.tpcc.clear();
+            })
         }
+        Err(e) => Err(e),
     }
-    let (workload, warmup) = (p.workload.clone(), p.warmup);
-    cx.journal.update(|s| {
-        s.dataset.changed_by = Some(workload);
-        s.dataset.changed_by_warmup = warmup;
-    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn point(workload: &str, warmup: bool) -> SweepPoint {
-        let plan: crate::plan::Plan = toml::from_str(&format!(
-            "[appliance]\nname = \"t\"\nplatform = \"debian12\"\n[postgres]\n[tuning]\n[dataset]\nscale = 1\n\
-             [[workloads]]\nname = \"{workload}\"\nclients = [1]\ntransactions = 10\n{}",
-            if warmup { "warmup = \"1s\"\n" } else { "" }
-        ))
-        .expect("plan");
-        let points = crate::sweep::expand(&plan, 2);
-        points
-            .into_iter()
-            .find(|p| p.warmup == warmup)
-            .expect("point")
-    }
-
-    #[test]
-    fn each_policy_restores_at_its_boundaries() {
-        use RestorePolicy::*;
-        let tpcb = point("tpcb", false);
-        let warm = point("tpcb", true);
-        // Fresh data: nothing to put back, whatever the policy.
-        for policy in [Never, EachWorkload, EachPoint] {
-            assert_eq!(restore_reason(policy, None, false, &tpcb, false), None);
-        }
-        assert_eq!(
-            restore_reason(Never, Some("other"), false, &tpcb, false),
-            None
-        );
-        assert!(restore_reason(EachPoint, Some("tpcb"), false, &tpcb, false).is_some());
-        // A warm-up and the point after it share one restore.
-        assert_eq!(
-            restore_reason(EachPoint, Some("tpcb"), true, &tpcb, false),
-            None
-        );
-        assert!(restore_reason(EachPoint, Some("ro"), true, &warm, false).is_some());
-        assert_eq!(
-            restore_reason(EachWorkload, Some("tpcb"), false, &tpcb, false),
-            None
-        );
-        assert!(
-            restore_reason(EachWorkload, Some("ro"), false, &tpcb, false)
-                .is_some_and(|r| r.contains("ro ran on the data"))
-        );
-        // The other checksum state comes from the snapshot, even with restore = "never".
-        assert!(restore_reason(Never, Some("tpcb"), false, &tpcb, true)
-            .is_some_and(|r| r.contains("checksum")));
-        assert!(restore_reason(Never, None, false, &tpcb, true).is_some());
-    }
+    use crate::plan::RestorePolicy;
 
     #[test]
     fn the_plan_says_when_a_snapshot_is_kept_and_refuses_contradictions() {
