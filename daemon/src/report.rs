@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::plan::{Checksums, WorkloadKind};
 use crate::results::{PointResult, PointStatus, RunResults};
-use crate::workload::Record;
+use crate::workload::{Figures, Record};
 
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -322,13 +322,13 @@ pub fn scaling_charts(r: &RunResults, record: Record) -> Vec<(String, Vec<Series
 /// Mean latency percentiles per client count, one chart's series per percentile, for each
 /// pgbench workload × checksum state.
 pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
-    type Pick = fn(&crate::pgbench::LatencyStats) -> Option<f64>;
+    type Pick = fn(&crate::workload::Percentiles) -> Option<f64>;
     let picks: [(&str, Pick); 5] = [
-        ("p25", |l| l.p25_ms),
-        ("p50", |l| l.p50_ms),
-        ("p75", |l| l.p75_ms),
-        ("p95", |l| l.p95_ms),
-        ("p99", |l| l.p99_ms),
+        ("p25", |l| l.p25),
+        ("p50", |l| l.p50),
+        ("p75", |l| l.p75),
+        ("p95", |l| l.p95),
+        ("p99", |l| l.p99),
     ];
     let mut groups: BTreeMap<String, Vec<&PointResult>> = BTreeMap::new();
     for p in ok_points(r, Record::Pgbench) {
@@ -345,7 +345,7 @@ pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
                 .map(|(label, pick)| {
                     let mut by_clients: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
                     for p in &points {
-                        if let Some(v) = p.latency.as_ref().and_then(pick) {
+                        if let Some(v) = pick(&p.figures().latency) {
                             by_clients.entry(p.clients).or_default().push(v);
                         }
                     }
@@ -367,27 +367,27 @@ pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
 /// sysbench-tpcc's latency per thread count (sysbench's own mean and 95th percentile,
 /// repeats averaged), one chart's series per figure, for each workload × checksum state.
 pub fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
-    type Pick = fn(&crate::sysbench::SysbenchRun) -> f64;
-    let picks: [(&str, Pick); 2] = [("avg", |s| s.latency_avg_ms), ("p95", |s| s.latency_p95_ms)];
-    let mut groups: BTreeMap<String, Vec<&crate::sysbench::SysbenchRun>> = BTreeMap::new();
-    let mut threads: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    type Pick = fn(&Figures) -> Option<f64>;
+    let picks: [(&str, Pick); 2] = [("avg", |f| f.latency_avg_ms), ("p95", |f| f.latency.p95)];
+    let mut groups: BTreeMap<String, Vec<(Figures, u32)>> = BTreeMap::new();
     for p in ok_points(r, Record::Sysbench) {
-        if let Some(s) = &p.sysbench {
-            let name = series_name(&p.workload, p.checksums);
-            groups.entry(name.clone()).or_default().push(s);
-            threads.entry(name).or_default().push(p.clients);
+        let f = p.figures();
+        if picks.iter().all(|(_, pick)| pick(&f).is_some()) {
+            groups
+                .entry(series_name(&p.workload, p.checksums))
+                .or_default()
+                .push((f, p.clients));
         }
     }
     groups
         .into_iter()
-        .map(|(name, runs)| {
-            let counts = &threads[&name];
+        .map(|(name, points)| {
             let series = picks
                 .iter()
                 .map(|(label, pick)| {
                     let mut by: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-                    for (s, t) in runs.iter().zip(counts) {
-                        by.entry(*t).or_default().push(pick(s));
+                    for (f, t) in &points {
+                        by.entry(*t).or_default().extend(pick(f));
                     }
                     Series {
                         name: label.to_string(),
@@ -641,8 +641,8 @@ fn pgbench_points_table(html: &mut String, r: &RunResults) {
     html.push_str("<th class=\"l\">status</th></tr>");
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     for p in r.points.iter().filter(|p| p.record() == Record::Pgbench) {
-        let s = p.summary.as_ref();
-        let l = p.latency.as_ref();
+        let f = p.figures();
+        let l = &f.latency;
         let status = status_cell(p);
         let _ = write!(
             html,
@@ -650,14 +650,14 @@ fn pgbench_points_table(html: &mut String, r: &RunResults) {
             escape(&p.id),
             p.clients,
             p.threads,
-            p.tps().map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
-            cell(s.map(|s| s.latency_avg_ms)),
-            cell(l.and_then(|l| l.p50_ms)),
-            cell(l.and_then(|l| l.p95_ms)),
-            cell(l.and_then(|l| l.p99_ms)),
-            cell(l.and_then(|l| l.p99_9_ms)),
-            cell(l.and_then(|l| l.max_ms)),
-            s.and_then(|s| s.failed_transactions)
+            f.tps.map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
+            cell(f.latency_avg_ms),
+            cell(l.p50),
+            cell(l.p95),
+            cell(l.p99),
+            cell(l.p99_9),
+            cell(l.max),
+            f.failed_transactions
                 .map(|f| f.to_string())
                 .unwrap_or_else(|| "—".into()),
             steady_cells(p),
@@ -676,21 +676,21 @@ fn tpcc_points_table(html: &mut String, r: &RunResults) {
     let cell = |v: Option<f64>| v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "—".into());
     let count = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
     for p in r.points.iter().filter(|p| p.record() == Record::Sysbench) {
-        let s = p.sysbench.as_ref();
+        let f = p.figures();
         let (class, status) = status_cell(p);
         let _ = write!(
             html,
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}<td class=\"l{class}\">{status}</td></tr>",
             escape(&p.id),
             p.clients,
-            p.tps().map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
-            s.map(|s| format!("{:.1}", s.qps)).unwrap_or_else(|| "—".into()),
-            cell(p.latency_avg_ms()),
-            cell(p.latency_p95_ms()),
-            cell(p.latency_max_ms()),
-            count(s.map(|s| s.ignored_errors)),
-            count(s.map(|s| s.reconnects)),
-            s.map(|s| format!("{:.1}", s.total_time_s)).unwrap_or_else(|| "—".into()),
+            f.tps.map(|t| format!("{t:.1}")).unwrap_or_else(|| "—".into()),
+            f.qps.map(|q| format!("{q:.1}")).unwrap_or_else(|| "—".into()),
+            cell(f.latency_avg_ms),
+            cell(f.latency.p95),
+            cell(f.latency.max),
+            count(f.ignored_errors),
+            count(f.reconnects),
+            f.seconds.map(|s| format!("{s:.1}")).unwrap_or_else(|| "—".into()),
             steady_cells(p),
         );
     }

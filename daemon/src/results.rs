@@ -14,7 +14,7 @@ use crate::postgres::stats::StatsDelta;
 use crate::sampler::OsSamples;
 use crate::sweep::{Limit, SweepPoint};
 use crate::sysbench::SysbenchRun;
-use crate::workload::Record;
+use crate::workload::{Figures, Record, Records};
 
 pub mod client;
 pub mod steady;
@@ -88,37 +88,40 @@ impl PointResult {
         crate::workload::of(self.kind).record()
     }
 
+    /// The figures every kind gives, read by the point's kind from its records.
+    pub fn figures(&self) -> Figures {
+        crate::workload::of(self.kind).figures(&Records {
+            summary: self.summary.as_ref(),
+            sysbench: self.sysbench.as_ref(),
+            latency: self.latency.as_ref(),
+        })
+    }
+
+    /// The script the point ran as results name it (pgbench's builtin; empty for
+    /// sysbench-tpcc).
+    pub fn script_name(&self) -> String {
+        crate::workload::of(self.kind).script_name(self.builtin)
+    }
+
     /// The point's throughput: pgbench's tps, or sysbench-tpcc's transactions per second.
     pub fn tps(&self) -> Option<f64> {
-        match self.record() {
-            Record::Pgbench => self.summary.as_ref().map(|s| s.tps),
-            Record::Sysbench => self.sysbench.as_ref().map(|s| s.tps),
-        }
+        self.figures().tps
     }
 
     /// Mean transaction latency: pgbench's `latency average`, sysbench's `avg`.
     pub fn latency_avg_ms(&self) -> Option<f64> {
-        match self.record() {
-            Record::Pgbench => self.summary.as_ref().map(|s| s.latency_avg_ms),
-            Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_avg_ms),
-        }
+        self.figures().latency_avg_ms
     }
 
     /// The 95th percentile of transaction latency: from pgbench's latency log, or
     /// sysbench's own summary.
     pub fn latency_p95_ms(&self) -> Option<f64> {
-        match self.record() {
-            Record::Pgbench => self.latency.as_ref().and_then(|l| l.p95_ms),
-            Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_p95_ms),
-        }
+        self.figures().latency.p95
     }
 
     /// The largest transaction latency.
     pub fn latency_max_ms(&self) -> Option<f64> {
-        match self.record() {
-            Record::Pgbench => self.latency.as_ref().and_then(|l| l.max_ms),
-            Record::Sysbench => self.sysbench.as_ref().map(|s| s.latency_max_ms),
-        }
+        self.figures().latency.max
     }
 
     /// The point's flags: its steady window's (`collapse`, `unstable`) and `client-bound`.
@@ -141,10 +144,7 @@ impl PointResult {
 
     /// Transactions the point completed.
     pub fn transactions(&self) -> Option<u64> {
-        match self.record() {
-            Record::Pgbench => self.summary.as_ref().map(|s| s.transactions_processed),
-            Record::Sysbench => self.sysbench.as_ref().map(|s| s.transactions),
-        }
+        self.figures().transactions
     }
 
     pub fn matches(&self, p: &SweepPoint) -> bool {
@@ -248,6 +248,10 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x}")).unwrap_or_default()
 }
 
+fn count(v: Option<u64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
 /// `summary.csv`: one row per point, the figures people chart (RFC 4180, [`CsvWriter`]).
 pub fn summary_csv(r: &RunResults) -> String {
     let mut w = CsvWriter::with_header(&[
@@ -278,10 +282,9 @@ pub fn summary_csv(r: &RunResults) -> String {
         "reconnects",
     ]);
     for p in &r.points {
-        let s = p.summary.as_ref();
-        let l = p.latency.as_ref();
-        let sb = p.sysbench.as_ref();
-        let tps_per_dollar_hour = match (p.tps(), r.hourly_price_usd) {
+        let f = p.figures();
+        let l = &f.latency;
+        let tps_per_dollar_hour = match (f.tps, r.hourly_price_usd) {
             (Some(t), price) if price > 0.0 => format!("{}", t / price),
             _ => String::new(),
         };
@@ -289,10 +292,7 @@ pub fn summary_csv(r: &RunResults) -> String {
             r.run_id.clone(),
             r.appliance.clone(),
             p.workload.clone(),
-            match p.record() {
-                Record::Pgbench => p.builtin.pgbench_name().to_string(),
-                Record::Sysbench => String::new(),
-            },
+            p.script_name(),
             Checksums::label(p.checksums).to_string(),
             p.clients.to_string(),
             p.threads.to_string(),
@@ -302,24 +302,22 @@ pub fn summary_csv(r: &RunResults) -> String {
                 PointStatus::Failed => "failed",
             }
             .to_string(),
-            opt(p.tps()),
-            opt(p.latency_avg_ms()),
-            opt(s.and_then(|s| s.latency_stddev_ms)),
-            opt(l.and_then(|l| l.p50_ms)),
-            opt(l.and_then(|l| l.p90_ms)),
-            opt(p.latency_p95_ms()),
-            opt(l.and_then(|l| l.p99_ms)),
-            opt(l.and_then(|l| l.p99_9_ms)),
-            opt(p.latency_max_ms()),
-            p.transactions().map(|t| t.to_string()).unwrap_or_default(),
-            s.and_then(|s| s.failed_transactions)
-                .map(|f| f.to_string())
-                .unwrap_or_default(),
+            opt(f.tps),
+            opt(f.latency_avg_ms),
+            opt(f.latency_stddev_ms),
+            opt(l.p50),
+            opt(l.p90),
+            opt(l.p95),
+            opt(l.p99),
+            opt(l.p99_9),
+            opt(l.max),
+            count(f.transactions),
+            count(f.failed_transactions),
             tps_per_dollar_hour,
             p.kind.as_str().to_string(),
-            opt(sb.map(|s| s.qps)),
-            sb.map(|s| s.ignored_errors.to_string()).unwrap_or_default(),
-            sb.map(|s| s.reconnects.to_string()).unwrap_or_default(),
+            opt(f.qps),
+            count(f.ignored_errors),
+            count(f.reconnects),
         ]);
     }
     w.finish()

@@ -594,8 +594,9 @@ fn check_results(r: &RunResults) -> std::result::Result<(), String> {
         if p.status != PointStatus::Ok {
             continue;
         }
-        let tps = p
-            .tps()
+        let f = p.figures();
+        let tps = f
+            .tps
             .ok_or_else(|| format!("point {} is ok but has no tps", head(&p.id, 80)))?;
         if !non_negative(tps) || tps > MAX_PLAUSIBLE_TPS {
             return Err(format!(
@@ -603,18 +604,18 @@ fn check_results(r: &RunResults) -> std::result::Result<(), String> {
                 head(&p.id, 80)
             ));
         }
-        let l = p.latency.as_ref();
+        let l = &f.latency;
         let figures = [
-            ("latency average", p.latency_avg_ms()),
-            ("latency p25", l.and_then(|l| l.p25_ms)),
-            ("latency p50", l.and_then(|l| l.p50_ms)),
-            ("latency p75", l.and_then(|l| l.p75_ms)),
-            ("latency p90", l.and_then(|l| l.p90_ms)),
-            ("latency p95", p.latency_p95_ms()),
-            ("latency p99", l.and_then(|l| l.p99_ms)),
-            ("latency p99.9", l.and_then(|l| l.p99_9_ms)),
-            ("latency max", p.latency_max_ms()),
-            ("queries per second", p.sysbench.as_ref().map(|s| s.qps)),
+            ("latency average", f.latency_avg_ms),
+            ("latency p25", l.p25),
+            ("latency p50", l.p50),
+            ("latency p75", l.p75),
+            ("latency p90", l.p90),
+            ("latency p95", l.p95),
+            ("latency p99", l.p99),
+            ("latency p99.9", l.p99_9),
+            ("latency max", l.max),
+            ("queries per second", f.qps),
         ];
         for (what, v) in figures {
             if let Some(v) = v.filter(|v| !non_negative(*v)) {

@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::plan::WorkloadKind;
 use crate::report::{escape, line_chart, line_chart_with_bars, load_unit, PointBars, Series};
+use crate::workload::Tail;
 
 use super::findings::primary;
 use super::html::num_cell;
-use super::model::{by_workload, Row};
+use super::model::{by_workload, shown, Row};
 use super::prose::tps_word;
 use super::stats;
 
@@ -78,18 +78,8 @@ pub(super) fn charts_section(h: &mut String, rows: &[Row]) {
     for ((workload, kind), wrows) in by_workload(rows) {
         let unit = load_unit(kind);
         let tps = tps_word(kind);
-        match kind {
-            WorkloadKind::Pgbench => {
-                let _ = write!(h, "<h2>{}: scaling and latency</h2>", escape(workload));
-            }
-            WorkloadKind::SysbenchTpcc => {
-                let _ = write!(
-                    h,
-                    "<h2>{}: TPC-C (sysbench-tpcc) scaling, latency and tps per second</h2>",
-                    escape(workload)
-                );
-            }
-        }
+        let shown = shown(kind);
+        let _ = write!(h, "<h2>{}: {}</h2>", escape(workload), shown.section);
         let (series, bars) = series_of(&wrows, |r| Some(r.tps_mean), |r| &r.tps_samples);
         h.push_str(&line_chart_with_bars(
             &format!("{workload}: {tps} by {unit}"),
@@ -99,12 +89,13 @@ pub(super) fn charts_section(h: &mut String, rows: &[Row]) {
             &bars,
             true,
         ));
-        // pgbench's latency log gives p99; sysbench reports its 95th percentile.
+        // A latency log gives p99 per repeat; a program's summary (sysbench) its 95th
+        // percentile.
         type Pick = fn(&Row) -> Option<f64>;
         type Samples = fn(&Row) -> &[f64];
-        let (label, pick, samples): (&str, Pick, Samples) = match kind {
-            WorkloadKind::Pgbench => ("p99", |r| r.latency.p99, |r| &r.p99_samples),
-            WorkloadKind::SysbenchTpcc => ("p95", |r| r.latency.p95, |_| &[]),
+        let (label, pick, samples): (&str, Pick, Samples) = match shown.tail {
+            Tail::P99 => ("p99", |r| r.latency.p99, |r| &r.p99_samples),
+            Tail::P95 => ("p95", |r| r.latency.p95, |_| &[]),
         };
         let (series, bars) = series_of(&wrows, pick, samples);
         h.push_str(&line_chart_with_bars(
@@ -115,9 +106,9 @@ pub(super) fn charts_section(h: &mut String, rows: &[Row]) {
             &bars,
             true,
         ));
-        if kind == WorkloadKind::SysbenchTpcc {
-            // sysbench gives a mean and one percentile: its own table, then the seconds.
-            tpcc_details(h, workload, &wrows);
+        if shown.tail == Tail::P95 {
+            // A summary gives a mean and one percentile: its own table, then the seconds.
+            summary_details(h, workload, unit, tps, &wrows);
             continue;
         }
         let _ = write!(
@@ -147,11 +138,11 @@ pub(super) fn charts_section(h: &mut String, rows: &[Row]) {
     }
 }
 
-/// A TPC-C workload's per-machine figures sysbench adds (qps, ignored errors, reconnects)
-/// and, per thread count, every machine's tps second by second on one chart, as scenario B
-/// compared its two machines.
-fn tpcc_details(h: &mut String, workload: &str, rows: &[&Row]) {
-    h.push_str("<table class=\"tpcc-table\"><tr><th class=\"l\">machine</th><th class=\"l\">checksums</th><th>threads</th><th>TPC-C tps</th><th>qps</th><th>lat avg ms</th><th>p95 ms</th><th>max ms</th><th>ignored errors</th><th>reconnects</th></tr>");
+/// A workload whose figures are its program's summary (sysbench-tpcc): the per-machine
+/// figures it adds (qps, ignored errors, reconnects) and, per load count, every machine's
+/// tps second by second on one chart, as scenario B compared its two machines.
+fn summary_details(h: &mut String, workload: &str, unit: &str, tps: &str, rows: &[&Row]) {
+    let _ = write!(h, "<table class=\"tpcc-table\"><tr><th class=\"l\">machine</th><th class=\"l\">checksums</th><th>{unit}</th><th>{tps}</th><th>qps</th><th>lat avg ms</th><th>p95 ms</th><th>max ms</th><th>ignored errors</th><th>reconnects</th></tr>");
     let count = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_else(|| "—".into());
     let mut sorted = rows.to_vec();
     sorted.sort_by(|a, b| {
@@ -174,11 +165,11 @@ fn tpcc_details(h: &mut String, workload: &str, rows: &[&Row]) {
         );
     }
     h.push_str("</table>");
-    let mut by_threads: BTreeMap<u32, Vec<&Row>> = BTreeMap::new();
+    let mut by_count: BTreeMap<u32, Vec<&Row>> = BTreeMap::new();
     for r in rows {
-        by_threads.entry(r.clients).or_default().push(r);
+        by_count.entry(r.clients).or_default().push(r);
     }
-    for (threads, at) in by_threads {
+    for (n, at) in by_count {
         let mut series = Vec::new();
         for r in at {
             let state = if r.checksums.is_empty() {
@@ -202,9 +193,9 @@ fn tpcc_details(h: &mut String, workload: &str, rows: &[&Row]) {
             continue;
         }
         h.push_str(&line_chart(
-            &format!("{workload} at {threads} threads: TPC-C tps per second"),
+            &format!("{workload} at {n} {unit}: {tps} per second"),
             "seconds",
-            "TPC-C tps",
+            tps,
             &series,
             false,
         ));

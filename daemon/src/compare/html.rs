@@ -5,12 +5,11 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use crate::plan::WorkloadKind;
 use crate::report::{escape, load_unit};
 
 use super::charts::charts_section;
 use super::findings::{findings, WorkloadFinding};
-use super::model::{rows, RunDigest};
+use super::model::{rows, shown, RunDigest};
 use super::prose::{repeats_text, tps_word};
 use super::regress::{regressions, Regression};
 use super::select::{labels, SkippedRun};
@@ -158,10 +157,7 @@ fn regressions_section(h: &mut String, list: &[Regression], base: &str, threshol
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
             escape(&r.machine),
             escape(&r.workload),
-            match r.kind {
-                WorkloadKind::Pgbench => String::new(),
-                WorkloadKind::SysbenchTpcc => " (TPC-C; threads, not clients)".to_string(),
-            } + &if r.checksums.is_empty() { String::new() } else { format!(" (checksums {})", r.checksums) },
+            shown(r.kind).row_note.to_string() + &if r.checksums.is_empty() { String::new() } else { format!(" (checksums {})", r.checksums) },
             r.clients,
             r.baseline_tps,
             r.tps,
@@ -192,10 +188,9 @@ fn finding_section(h: &mut String, findings: &[WorkloadFinding], base: &str) {
         escape(base)
     );
     for f in findings {
-        let what = match f.kind {
-            WorkloadKind::Pgbench => f.builtin.clone(),
-            WorkloadKind::SysbenchTpcc => "TPC-C, sysbench-tpcc".to_string(),
-        };
+        let what = shown(f.kind)
+            .program
+            .map_or_else(|| f.builtin.clone(), str::to_string);
         let tps = tps_word(f.kind);
         let _ = write!(
             h,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::{Checksums, WorkloadKind};
 use crate::results::{PointStatus, RunResults};
+use crate::workload::Shown;
 
 use super::select::labels;
 
@@ -62,18 +63,8 @@ pub fn downsample(series: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Latency percentiles of a point, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub p25: Option<f64>,
-    pub p50: Option<f64>,
-    pub p75: Option<f64>,
-    pub p90: Option<f64>,
-    pub p95: Option<f64>,
-    pub p99: Option<f64>,
-    pub p99_9: Option<f64>,
-    pub max: Option<f64>,
-}
+/// Latency percentiles of a point, in milliseconds: the workloads' common figure.
+pub use crate::workload::Percentiles;
 
 /// What the comparison keeps of one run: who ran it, where it came from, and the figures
 /// of its successful points. `collect` keeps it in its cache beside the run's results.json.
@@ -142,35 +133,20 @@ impl RunDigest {
             .iter()
             .filter(|p| p.status == PointStatus::Ok)
             .filter_map(|p| {
-                let l = p.latency.as_ref();
-                let sb = p.sysbench.as_ref();
-                let tpcc = p.kind == WorkloadKind::SysbenchTpcc;
+                let f = p.figures();
                 Some(DigestPoint {
                     workload: p.workload.clone(),
                     kind: p.kind,
-                    builtin: if tpcc {
-                        String::new()
-                    } else {
-                        p.builtin.pgbench_name().to_string()
-                    },
+                    builtin: p.script_name(),
                     checksums: Checksums::label(p.checksums).to_string(),
                     clients: p.clients,
-                    tps: p.tps()?,
-                    latency_avg_ms: p.latency_avg_ms(),
-                    latency: Percentiles {
-                        p25: l.and_then(|l| l.p25_ms),
-                        p50: l.and_then(|l| l.p50_ms),
-                        p75: l.and_then(|l| l.p75_ms),
-                        p90: l.and_then(|l| l.p90_ms),
-                        p95: p.latency_p95_ms(),
-                        p99: l.and_then(|l| l.p99_ms),
-                        p99_9: l.and_then(|l| l.p99_9_ms),
-                        max: p.latency_max_ms(),
-                    },
-                    qps: sb.map(|s| s.qps),
-                    ignored_errors: sb.map(|s| s.ignored_errors),
-                    reconnects: sb.map(|s| s.reconnects),
-                    tps_series: if tpcc {
+                    tps: f.tps?,
+                    latency_avg_ms: f.latency_avg_ms,
+                    latency: f.latency,
+                    qps: f.qps,
+                    ignored_errors: f.ignored_errors,
+                    reconnects: f.reconnects,
+                    tps_series: if shown(p.kind).series_compared {
                         let series: Vec<(f64, f64)> =
                             p.tps_series.iter().map(|s| (s.elapsed_s, s.tps)).collect();
                         downsample(&series, DIGEST_SERIES_SAMPLES)
@@ -198,6 +174,11 @@ impl RunDigest {
             plan_digest: plan_digest(r),
         }
     }
+}
+
+/// How the pages name and draw a kind's figures (its registered [`crate::workload::Kind`]).
+pub fn shown(kind: WorkloadKind) -> &'static Shown {
+    crate::workload::of(kind).shown()
 }
 
 /// One machine's figures at one workload × checksum state × client count (repeats averaged).

@@ -8,14 +8,12 @@ use crate::plan::WorkloadKind;
 use crate::report::load_unit;
 
 use super::findings::{Against, Aggregate};
+use super::model::shown;
 use super::stats::{self, Comparison, GeometricMean, Verdict};
 
 /// What a finding calls the throughput it compares.
 pub(super) fn tps_word(kind: WorkloadKind) -> &'static str {
-    match kind {
-        WorkloadKind::Pgbench => "tps",
-        WorkloadKind::SysbenchTpcc => "TPC-C tps",
-    }
+    shown(kind).tps_word
 }
 
 fn client_list(kind: WorkloadKind, counts: &[u32]) -> String {
@@ -94,10 +92,7 @@ pub(super) struct Sentence<'a> {
 
 /// How a verdict reads after a machine's name, against `other`.
 fn verdict_clause(v: Verdict, kind: WorkloadKind, other: &str, t: f64) -> String {
-    let tps = match kind {
-        WorkloadKind::Pgbench => "",
-        WorkloadKind::SysbenchTpcc => " in TPC-C tps",
-    };
+    let tps = shown(kind).verdict_words;
     match v {
         Verdict::Faster => format!("is faster{tps} than {other}"),
         Verdict::Slower => format!("is slower{tps} than {other}"),

@@ -12,6 +12,7 @@ mod type_errors;
 pub mod units;
 mod validate;
 mod warnings;
+pub mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -669,26 +670,19 @@ pub struct Sysbench {
 }
 
 impl Workload {
+    /// Whether it runs on a sysbench-tpcc dataset (its kind's, [`workloads::Section`]).
     pub fn is_tpcc(&self) -> bool {
-        self.kind == WorkloadKind::SysbenchTpcc
+        self.tpcc_dataset().is_some()
     }
 
     /// The sysbench-tpcc dataset this workload runs on (None for pgbench workloads).
     pub fn tpcc_dataset(&self) -> Option<TpccDataset> {
-        self.is_tpcc().then(|| TpccDataset {
-            tables: self.tables.unwrap_or(1),
-            scale: self.scale.unwrap_or(1),
-            use_fk: self.use_fk.unwrap_or(false),
-        })
+        workloads::of(self.kind).tpcc_dataset(self)
     }
 
     /// The connection counts swept: pgbench's `clients`, sysbench-tpcc's `threads` list.
     pub fn connections(&self) -> Vec<u32> {
-        match (&self.kind, &self.threads) {
-            (WorkloadKind::SysbenchTpcc, Threads::List(l)) => l.clone(),
-            (WorkloadKind::SysbenchTpcc, Threads::Fixed(n)) => vec![*n],
-            _ => self.clients.clone(),
-        }
+        workloads::of(self.kind).connections(self)
     }
 
     fn default_repeats() -> Repeats {

@@ -3,9 +3,9 @@
 use std::collections::BTreeSet;
 
 use super::tuning::RESERVED_CONNECTIONS;
-use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, Repeats, SettingValue, Threads};
+use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, Repeats, SettingValue};
 
-type Problems = Vec<(KeyPath, String)>;
+pub(super) type Problems = Vec<(KeyPath, String)>;
 
 /// The plan's problems; `doc` (the plan's text as a document) tells the keys the plan wrote
 /// from those left at their defaults.
@@ -179,7 +179,7 @@ fn root() -> KeyPath {
 /// files per client.
 pub const MAX_CLIENTS: u32 = 100_000;
 /// pgbench reads -c, -j, -t, -T, -s and --progress as C ints.
-const PGBENCH_INT_MAX: u64 = i32::MAX as u64;
+pub(super) const PGBENCH_INT_MAX: u64 = i32::MAX as u64;
 /// PostgreSQL's upper bound for max_connections (MAX_BACKENDS).
 const MAX_CONNECTIONS: i64 = 262_143;
 
@@ -865,11 +865,7 @@ fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems
                 format!("workload name \"{}\" is used twice", w.name),
             ));
         }
-        if w.is_tpcc() {
-            tpcc_workload(plan, w, &at, doc, p);
-        } else {
-            pgbench_workload(w, &at, p);
-        }
+        super::workloads::of(w.kind).check(plan, w, &at, doc, p);
         if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
             if d.subsec_nanos() != 0 {
                 p.push((
@@ -975,214 +971,6 @@ fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems
             p.push((
                 at.key("progress_interval_s"),
                 format!("progress_interval_s must be at most {PGBENCH_INT_MAX} (seconds)"),
-            ));
-        }
-    }
-}
-
-/// The checks only a pgbench workload gets (clients, threads, -t/-T), and the
-/// sysbench-tpcc keys it must not carry.
-fn pgbench_workload(w: &super::Workload, at: &KeyPath, p: &mut Problems) {
-    let at = at.clone();
-    for (key, set) in [
-        ("tables", w.tables.is_some()),
-        ("scale", w.scale.is_some()),
-        ("rand_type", w.rand_type.is_some()),
-        ("use_fk", w.use_fk.is_some()),
-        ("trx_level", w.trx_level.is_some()),
-        ("prepare_threads", w.prepare_threads.is_some()),
-    ] {
-        if set {
-            p.push((
-                at.key(key),
-                format!("{key} only applies to kind = \"sysbench-tpcc\" workloads"),
-            ));
-        }
-    }
-    if let Threads::List(_) = w.threads {
-        p.push((
-            at.key("threads"),
-            "a list of threads is for kind = \"sysbench-tpcc\"; pgbench's threads is one number or \"auto\" (list the client counts in clients)".into(),
-        ));
-    }
-    if w.clients.is_empty() {
-        p.push((at.key("clients"), "clients list is empty".into()));
-    }
-    for (j, c) in w.clients.iter().enumerate() {
-        if *c == 0 {
-            p.push((
-                at.key("clients").index(j),
-                "client count must be at least 1".into(),
-            ));
-        } else if *c > MAX_CLIENTS {
-            p.push((
-                at.key("clients").index(j),
-                format!("{c} clients is more than the {MAX_CLIENTS} a PostgreSQL server can take"),
-            ));
-        } else if j > 0 && *c <= w.clients[j - 1] {
-            p.push((
-                at.key("clients").index(j),
-                format!(
-                    "clients must be strictly ascending: {} follows {}",
-                    c,
-                    w.clients[j - 1]
-                ),
-            ));
-        }
-    }
-    if let Threads::Fixed(t) = w.threads {
-        if t == 0 {
-            p.push((at.key("threads"), "threads must be at least 1".into()));
-        } else if let Some((j, c)) = w.clients.iter().enumerate().find(|(_, c)| t > **c) {
-            p.push((
-                at.key("threads"),
-                format!(
-                    "threads = {t} exceeds clients = {c} (clients[{j}]); pgbench needs threads <= clients: lower threads or use \"auto\""
-                ),
-            ));
-        }
-    }
-    match (&w.transactions, &w.duration) {
-        (Some(_), Some(_)) => p.push((
-            at.key("duration"),
-            "set either transactions (-t) or duration (-T), not both".into(),
-        )),
-        (None, None) => p.push((
-            at.clone(),
-            "set transactions (-t) or duration (-T) for the workload".into(),
-        )),
-        (Some(0), None) => p.push((
-            at.key("transactions"),
-            "transactions must be at least 1".into(),
-        )),
-        (Some(t), None) if *t > PGBENCH_INT_MAX => p.push((
-            at.key("transactions"),
-            format!(
-                "transactions must be at most {PGBENCH_INT_MAX} (pgbench's -t limit), found {t}"
-            ),
-        )),
-        _ => {}
-    }
-}
-
-/// Most sysbench-tpcc datasets a plan may name (each is a database and a data copy).
-const MAX_TPCC_TABLES: u32 = 1000;
-
-/// The checks of a `kind = "sysbench-tpcc"` workload.
-fn tpcc_workload(
-    plan: &Plan,
-    w: &super::Workload,
-    at: &KeyPath,
-    doc: Option<&toml_edit::DocumentMut>,
-    p: &mut Problems,
-) {
-    if plan.sysbench.is_none() {
-        p.push((
-            at.key("kind"),
-            "a sysbench-tpcc workload needs a [sysbench] section with tpcc_source and tpcc_sha256 (where its Lua scripts come from)".into(),
-        ));
-    }
-    // A key the plan wrote is refused even when it holds pgbench's default
-    // (`builtin = "tpcb-like"`): it says the author expects pgbench's behaviour.
-    let written = |key: &str| doc.is_some_and(|d| at.key(key).item(d).is_some());
-    if !w.clients.is_empty() || written("clients") {
-        p.push((
-            at.key("clients"),
-            "sysbench-tpcc sweeps threads (one connection each): write threads = [16, 32, …] instead of clients".into(),
-        ));
-    }
-    let list = match &w.threads {
-        Threads::List(l) => l.clone(),
-        Threads::Fixed(n) => vec![*n],
-        Threads::Auto => {
-            p.push((
-                at.key("threads"),
-                "sysbench-tpcc needs its thread counts: threads = [16, 32, 64, 128]".into(),
-            ));
-            Vec::new()
-        }
-    };
-    if matches!(w.threads, Threads::List(_)) && list.is_empty() {
-        p.push((at.key("threads"), "threads list is empty".into()));
-    }
-    for (j, t) in list.iter().enumerate() {
-        let key = match w.threads {
-            Threads::List(_) => at.key("threads").index(j),
-            _ => at.key("threads"),
-        };
-        if *t == 0 {
-            p.push((key, "threads must be at least 1".into()));
-        } else if *t > MAX_CLIENTS {
-            p.push((
-                key,
-                format!("{t} threads is more than the {MAX_CLIENTS} connections a PostgreSQL server can take"),
-            ));
-        } else if j > 0 && *t <= list[j - 1] {
-            p.push((
-                key,
-                format!(
-                    "threads must be strictly ascending: {t} follows {}",
-                    list[j - 1]
-                ),
-            ));
-        }
-    }
-    if w.transactions.is_some() {
-        p.push((
-            at.key("transactions"),
-            "sysbench-tpcc runs for a time: set duration, not transactions".into(),
-        ));
-    } else if w.duration.is_none() {
-        p.push((
-            at.clone(),
-            "set duration (sysbench --time) for the workload".into(),
-        ));
-    }
-    match w.tables {
-        None => p.push((
-            at.clone(),
-            "set tables (sysbench-tpcc --tables) for the workload".into(),
-        )),
-        Some(t) if !(1..=MAX_TPCC_TABLES).contains(&t) => p.push((
-            at.key("tables"),
-            format!("tables must be from 1 to {MAX_TPCC_TABLES}, found {t}"),
-        )),
-        _ => {}
-    }
-    match w.scale {
-        None => p.push((
-            at.clone(),
-            "set scale (warehouses, sysbench-tpcc --scale) for the workload".into(),
-        )),
-        Some(0) => p.push((
-            at.key("scale"),
-            "scale (warehouses) must be at least 1".into(),
-        )),
-        Some(n) if n > 100_000 => p.push((
-            at.key("scale"),
-            format!("scale must be at most 100000 warehouses, found {n}"),
-        )),
-        _ => {}
-    }
-    if let Some(n) = w.prepare_threads {
-        if !(1..=1024).contains(&n) {
-            p.push((
-                at.key("prepare_threads"),
-                format!("prepare_threads must be from 1 to 1024, found {n}"),
-            ));
-        }
-    }
-    for (key, set) in [
-        ("builtin", w.builtin != super::Builtin::default()),
-        ("protocol", w.protocol != super::Protocol::default()),
-        ("statement_latencies", w.statement_latencies),
-        ("latency_log", w.latency_log != LatencyLog::default()),
-        ("sampling_rate", w.sampling_rate.is_some()),
-    ] {
-        if set || written(key) {
-            p.push((
-                at.key(key),
-                format!("{key} is a pgbench option; a sysbench-tpcc workload does not take it"),
             ));
         }
     }

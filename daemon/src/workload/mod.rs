@@ -2,8 +2,10 @@
 //! ([`pgbench`], [`sysbench_tpcc`]) behind one trait, [`Kind`]: the packages it needs, its
 //! command line for a point, and the pure reading of what its program left into the point's
 //! record and the figures every kind gives (tps, latency, the per-interval series, the
-//! error). [`of`] is where a kind is registered: the one place the tag is matched. The
-//! sweep step, the packages step and the results call through it and never ask the kind.
+//! error), its common [`Figures`] read from that record, and how the pages name and draw
+//! its figures ([`Shown`]). [`of`] is where a kind is registered: the one place the tag is
+//! matched. The sweep step, the packages step, the results, the run's report and the
+//! comparison call through it and never ask the kind.
 //!
 //! How to add a workload: see docs/architecture.md ("Adding a workload").
 
@@ -14,9 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
+use serde::{Deserialize, Serialize};
 
 use crate::pgbench::{LatencyStats, ProgressSample, Summary};
-use crate::plan::WorkloadKind;
+use crate::plan::{Builtin, WorkloadKind};
 use crate::platform::Profile;
 use crate::postgres::Cluster;
 use crate::runner::CommandSpec;
@@ -39,14 +42,113 @@ pub struct Measured {
 }
 
 /// Where a kind's figures are in a point's result: the record its program's output is read
-/// into. Results, the report and the CSV read a point's tps and latency through it, so a
-/// new kind whose program is pgbench (a custom script) or sysbench needs nothing there.
+/// into. The run's report draws a section per record (pgbench's, sysbench's), so a new kind
+/// whose program is pgbench (a custom script) or sysbench needs nothing there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record {
     /// pgbench's summary, its latency log and progress lines.
     Pgbench,
     /// sysbench's summary and per-second lines.
     Sysbench,
+}
+
+/// Latency percentiles of a point, in milliseconds (None: the kind's program does not give
+/// it, or the point has no latency log).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p25: Option<f64>,
+    pub p50: Option<f64>,
+    pub p75: Option<f64>,
+    pub p90: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub p99_9: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Percentiles {
+    /// The percentiles of a latency log (pgbench's transaction or aggregate log).
+    pub fn of_log(l: Option<&LatencyStats>) -> Percentiles {
+        Percentiles {
+            p25: l.and_then(|l| l.p25_ms),
+            p50: l.and_then(|l| l.p50_ms),
+            p75: l.and_then(|l| l.p75_ms),
+            p90: l.and_then(|l| l.p90_ms),
+            p95: l.and_then(|l| l.p95_ms),
+            p99: l.and_then(|l| l.p99_ms),
+            p99_9: l.and_then(|l| l.p99_9_ms),
+            max: l.and_then(|l| l.max_ms),
+        }
+    }
+}
+
+/// The records a point's result keeps of what its program left (results.json's `summary`,
+/// `sysbench` and `latency`), as a kind's [`Kind::figures`] reads them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Records<'a> {
+    pub summary: Option<&'a Summary>,
+    pub sysbench: Option<&'a SysbenchRun>,
+    pub latency: Option<&'a LatencyStats>,
+}
+
+/// The figures every kind gives of a point, whatever its program: the results' accessors,
+/// `summary.csv`, the run's report, the comparison's digest and `collect` read these and
+/// never the kind's own record. The per-interval series is the point's `tps_series`, which
+/// every kind fills ([`Measured::tps_series`]). None: the program does not give it (or the
+/// point failed before it did).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Figures {
+    /// Transactions per second over the point.
+    pub tps: Option<f64>,
+    /// Transactions completed.
+    pub transactions: Option<u64>,
+    pub latency_avg_ms: Option<f64>,
+    pub latency_stddev_ms: Option<f64>,
+    pub latency: Percentiles,
+    /// Transactions that failed (pgbench 15+: serialization and deadlock failures).
+    pub failed_transactions: Option<u64>,
+    /// Errors the program ignored and went on (sysbench), and reconnects.
+    pub ignored_errors: Option<u64>,
+    pub reconnects: Option<u64>,
+    /// Queries per second, where the program counts queries apart from transactions.
+    pub qps: Option<f64>,
+    /// The seconds the program measured over, where it says.
+    pub seconds: Option<f64>,
+}
+
+/// Which latency percentile a kind's pages chart as its tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// The 99th percentile of a latency log, one per repeat (an error bar).
+    P99,
+    /// The program's own 95th percentile (no per-repeat samples kept).
+    P95,
+}
+
+/// How the pages name and draw a kind's figures: the words and what its program measures,
+/// so the comparison's model, prose, page and charts never ask the kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shown {
+    /// What its throughput is called: `tps`, `TPC-C tps`.
+    pub tps_word: &'static str,
+    /// After a verdict's verb: `is faster{this} than a` (`""`, `" in TPC-C tps"`).
+    pub verdict_words: &'static str,
+    /// After the workload's name in a regression row (`""`, `" (TPC-C; threads, not
+    /// clients)"`).
+    pub row_note: &'static str,
+    /// What a finding's heading names beside the workload: the program (`TPC-C,
+    /// sysbench-tpcc`), or None for the point's script.
+    pub program: Option<&'static str>,
+    /// The comparison's section heading after the workload's name.
+    pub section: &'static str,
+    /// The latency percentile charted as its tail. [`Tail::P99`]: the kind has a latency
+    /// log (the table of percentiles beside the charts); [`Tail::P95`]: the program's own
+    /// summary (mean, p95, max, qps and errors in a table, and the per-interval series of
+    /// each machine on one chart per load count).
+    pub tail: Tail,
+    /// Whether the comparison's digest keeps the per-interval series (else they stay on the
+    /// run's own page).
+    pub series_compared: bool,
 }
 
 /// What a point's command needs from the run.
@@ -66,6 +168,13 @@ pub trait Kind: Sync {
     fn load_unit(&self) -> &'static str;
     /// The record its figures are read into.
     fn record(&self) -> Record;
+    /// The figures every kind gives, read from the point's records.
+    fn figures(&self, r: &Records<'_>) -> Figures;
+    /// How the pages name and draw its figures.
+    fn shown(&self) -> &'static Shown;
+    /// The script a point ran, as results and the comparison name it (pgbench's builtin;
+    /// empty for a program whose script is the kind itself).
+    fn script_name(&self, builtin: Builtin) -> String;
     /// Packages the kind needs on the platform besides PostgreSQL's.
     fn packages(&self, profile: &Profile) -> Vec<String>;
     /// Whether its command runs scripts the run must put in place first
@@ -129,6 +238,81 @@ mod tests {
         );
         assert!(of(WorkloadKind::SysbenchTpcc).needs_scripts());
         assert!(!of(WorkloadKind::Pgbench).needs_scripts());
+    }
+
+    fn fixture(path: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(path);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    #[test]
+    fn each_kind_fills_the_common_figures_from_its_own_record() {
+        let summary = crate::pgbench::parse_summary(&fixture("pgbench/v16-failures.txt"))
+            .expect("pgbench summary");
+        let run = crate::sysbench::parse_output(&fixture("sysbench/run-1.0.20-t2.txt"))
+            .expect("sysbench run");
+        // Both records present: each kind reads its own and nothing of the other's.
+        let records = Records {
+            summary: Some(&summary),
+            sysbench: Some(&run),
+            latency: None,
+        };
+        let pg = of(WorkloadKind::Pgbench).figures(&records);
+        assert_eq!(pg.tps, Some(1989.44321));
+        assert_eq!(pg.transactions, Some(3988));
+        assert_eq!(pg.failed_transactions, Some(12));
+        assert_eq!(pg.latency_avg_ms, Some(4.021));
+        assert_eq!(pg.latency, Percentiles::default(), "no latency log");
+        assert_eq!(
+            (pg.qps, pg.ignored_errors, pg.reconnects),
+            (None, None, None)
+        );
+        let tpcc = of(WorkloadKind::SysbenchTpcc).figures(&records);
+        assert_eq!(tpcc.tps, Some(185.30));
+        assert_eq!(tpcc.transactions, Some(1865));
+        assert_eq!(tpcc.latency_avg_ms, Some(10.76));
+        assert_eq!(
+            (tpcc.latency.p95, tpcc.latency.max),
+            (Some(30.81), Some(101.14))
+        );
+        assert_eq!((tpcc.latency.p50, tpcc.latency.p99), (None, None));
+        assert_eq!(tpcc.qps, Some(5216.91));
+        assert_eq!((tpcc.ignored_errors, tpcc.reconnects), (Some(6), Some(0)));
+        assert_eq!(tpcc.seconds, Some(10.0639));
+        assert_eq!(tpcc.failed_transactions, None);
+        // Without its record a kind has no figures, whatever else the point carries.
+        let none = Records {
+            summary: Some(&summary),
+            ..Records::default()
+        };
+        assert_eq!(
+            of(WorkloadKind::SysbenchTpcc).figures(&none),
+            Figures::default()
+        );
+    }
+
+    #[test]
+    fn each_kind_says_how_the_pages_show_it() {
+        let pg = of(WorkloadKind::Pgbench).shown();
+        let tpcc = of(WorkloadKind::SysbenchTpcc).shown();
+        assert_eq!(
+            (pg.tps_word, pg.tail, pg.series_compared),
+            ("tps", Tail::P99, false)
+        );
+        assert_eq!(
+            (tpcc.tps_word, tpcc.tail, tpcc.series_compared),
+            ("TPC-C tps", Tail::P95, true)
+        );
+        assert_eq!(
+            of(WorkloadKind::Pgbench).script_name(Builtin::SelectOnly),
+            "select-only"
+        );
+        assert_eq!(
+            of(WorkloadKind::SysbenchTpcc).script_name(Builtin::SelectOnly),
+            ""
+        );
     }
 
     #[test]

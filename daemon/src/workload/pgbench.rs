@@ -5,9 +5,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::{point_limits, Kind, Measured, PointEnv, Record};
+use super::{
+    point_limits, Figures, Kind, Measured, Percentiles, PointEnv, Record, Records, Shown, Tail,
+};
 use crate::pgbench::{latency_from_logs, log_files, parse_progress, parse_summary};
-use crate::plan::LatencyLog;
+use crate::plan::{Builtin, LatencyLog};
 use crate::platform::Profile;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::Cluster;
@@ -18,6 +20,36 @@ use crate::sweep::{pgbench_args, SweepPoint};
 pub const LOG_NAME: &str = "pgbench_log";
 
 pub struct Pgbench;
+
+/// pgbench's figures on the pages: its tps, and p99 from its latency log.
+pub const SHOWN: Shown = Shown {
+    tps_word: "tps",
+    verdict_words: "",
+    row_note: "",
+    program: None,
+    section: "scaling and latency",
+    tail: Tail::P99,
+    series_compared: false,
+};
+
+/// The common figures of a pgbench point: its summary's tps, transactions, mean latency
+/// and failures, the percentiles of its latency log.
+pub fn figures(r: &Records<'_>) -> Figures {
+    let s = r.summary;
+    Figures {
+        tps: s.map(|s| s.tps),
+        transactions: s.map(|s| s.transactions_processed),
+        latency_avg_ms: s.map(|s| s.latency_avg_ms),
+        latency_stddev_ms: s.and_then(|s| s.latency_stddev_ms),
+        latency: Percentiles::of_log(r.latency),
+        failed_transactions: s.and_then(|s| s.failed_transactions),
+        ignored_errors: None,
+        reconnects: None,
+        qps: None,
+        // Its `duration` line is the planned -T, not a measurement.
+        seconds: None,
+    }
+}
 
 /// Connection arguments of pgbench and the other client programs.
 pub fn conn_args(c: &Cluster) -> Vec<String> {
@@ -38,6 +70,18 @@ impl Kind for Pgbench {
 
     fn record(&self) -> Record {
         Record::Pgbench
+    }
+
+    fn figures(&self, r: &Records<'_>) -> Figures {
+        figures(r)
+    }
+
+    fn shown(&self) -> &'static Shown {
+        &SHOWN
+    }
+
+    fn script_name(&self, builtin: Builtin) -> String {
+        builtin.pgbench_name().to_string()
     }
 
     fn packages(&self, _profile: &Profile) -> Vec<String> {

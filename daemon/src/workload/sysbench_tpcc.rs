@@ -6,7 +6,10 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::{point_limits, Kind, Measured, PointEnv, Record};
+use super::{
+    point_limits, Figures, Kind, Measured, Percentiles, PointEnv, Record, Records, Shown, Tail,
+};
+use crate::plan::Builtin;
 use crate::platform::Profile;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::Cluster;
@@ -17,6 +20,40 @@ use crate::sysbench::tpcc::{self, Conn};
 use crate::sysbench::SysbenchRun;
 
 pub struct SysbenchTpcc;
+
+/// sysbench-tpcc's figures on the pages: TPC-C tps by threads, sysbench's own p95, and
+/// each machine's tps second by second.
+pub const SHOWN: Shown = Shown {
+    tps_word: "TPC-C tps",
+    verdict_words: " in TPC-C tps",
+    row_note: " (TPC-C; threads, not clients)",
+    program: Some("TPC-C, sysbench-tpcc"),
+    section: "TPC-C (sysbench-tpcc) scaling, latency and tps per second",
+    tail: Tail::P95,
+    series_compared: true,
+};
+
+/// The common figures of a sysbench-tpcc point: sysbench's summary (its mean, 95th
+/// percentile and largest latency; no latency log), qps, ignored errors and reconnects.
+pub fn figures(r: &Records<'_>) -> Figures {
+    let s = r.sysbench;
+    Figures {
+        tps: s.map(|s| s.tps),
+        transactions: s.map(|s| s.transactions),
+        latency_avg_ms: s.map(|s| s.latency_avg_ms),
+        latency_stddev_ms: None,
+        latency: Percentiles {
+            p95: s.map(|s| s.latency_p95_ms),
+            max: s.map(|s| s.latency_max_ms),
+            ..Percentiles::of_log(r.latency)
+        },
+        failed_transactions: None,
+        ignored_errors: s.map(|s| s.ignored_errors),
+        reconnects: s.map(|s| s.reconnects),
+        qps: s.map(|s| s.qps),
+        seconds: s.map(|s| s.total_time_s),
+    }
+}
 
 /// The connection sysbench uses.
 pub fn conn(c: &Cluster) -> Conn {
@@ -57,6 +94,19 @@ impl Kind for SysbenchTpcc {
 
     fn record(&self) -> Record {
         Record::Sysbench
+    }
+
+    fn figures(&self, r: &Records<'_>) -> Figures {
+        figures(r)
+    }
+
+    fn shown(&self) -> &'static Shown {
+        &SHOWN
+    }
+
+    /// The script is TPC-C itself: no pgbench builtin names it.
+    fn script_name(&self, _builtin: Builtin) -> String {
+        String::new()
     }
 
     /// sysbench with its PostgreSQL driver (Debian's `sysbench`; on Rocky 8 EPEL 8's).
