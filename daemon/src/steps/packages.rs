@@ -187,3 +187,42 @@ impl Step for Packages {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Platform;
+
+    #[test]
+    fn the_medium_is_found_by_its_index_with_its_keys() {
+        let d = tempfile::tempdir().expect("tmp");
+        let rocky = Profile::of(Platform::Rocky8);
+        let debian = Profile::of(Platform::Debian12);
+        // No index: no medium, whatever else is there.
+        std::fs::write(d.path().join("x.rpm"), "x").expect("write");
+        assert_eq!(medium_at(&rocky, d.path()).expect("read"), None);
+        std::fs::create_dir(d.path().join("repodata")).expect("mkdir");
+        std::fs::write(d.path().join("repodata/repomd.xml"), "<repomd/>").expect("write");
+        // RPMs nobody could check are refused.
+        let e = medium_at(&rocky, d.path()).expect_err("no key");
+        assert!(e.to_string().contains("carry no key under keys/"), "{e}");
+        std::fs::create_dir(d.path().join("keys")).expect("mkdir");
+        for k in ["RPM-GPG-KEY-rockyofficial", "PGDG-RPM-GPG-KEY-RHEL"] {
+            std::fs::write(d.path().join("keys").join(k), "key").expect("write");
+        }
+        assert_eq!(
+            medium_at(&rocky, d.path()).expect("read"),
+            Some(Medium {
+                dir: d.path().to_path_buf(),
+                keys: vec![
+                    "PGDG-RPM-GPG-KEY-RHEL".into(),
+                    "RPM-GPG-KEY-rockyofficial".into()
+                ],
+            })
+        );
+        // debian12's index is Packages.
+        assert_eq!(medium_at(&debian, d.path()).expect("read"), None);
+        std::fs::write(d.path().join("Packages"), "").expect("write");
+        assert!(medium_at(&debian, d.path()).expect("read").is_some());
+    }
+}
