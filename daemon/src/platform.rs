@@ -371,6 +371,133 @@ pub fn pgdg_mirror_repo(v: u32, baseurl: &str, gpgkey: &str) -> String {
     )
 }
 
+/// Where the payload puts the packages `pgappliance build --packages DIR` carries: a local
+/// repository (createrepo_c's `repodata/` for RPMs, a `Packages` index for .debs), the keys
+/// the RPMs were checked against under `keys/`, and `SHA256SUMS` of every package.
+pub const MEDIUM_DIR: &str = "/usr/share/pgappliance/packages";
+
+/// The repository id of the medium's packages (rocky8) in dnf's `--enablerepo`.
+pub const MEDIUM_REPO_ID: &str = "pgappliance-medium";
+
+/// The yum repository file of the medium (rocky8).
+pub const MEDIUM_REPO_FILE: &str = "/etc/yum.repos.d/pgappliance-medium.repo";
+
+/// The apt source of the medium (debian12), read alone by the packages step's apt-get.
+pub const MEDIUM_APT_SOURCE_FILE: &str = "/etc/apt/sources.list.d/pgappliance-medium.list";
+
+/// The medium's directory of the public keys its RPMs were checked against.
+pub const MEDIUM_KEYS: &str = "keys";
+
+/// The medium's list of its packages' sha256 (`sha256sum` format).
+pub const MEDIUM_SUMS: &str = "SHA256SUMS";
+
+/// The packages carried by the payload (`MEDIUM_DIR`): the step installs from them alone
+/// when the payload brought them (their index is there), whatever the plan's repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Medium {
+    pub dir: PathBuf,
+    /// The key files under `dir/keys/` (rocky8), sorted.
+    pub keys: Vec<String>,
+}
+
+impl Profile {
+    /// The file whose presence under a medium's directory makes it a repository.
+    pub fn medium_index(&self) -> &'static str {
+        match self.platform {
+            Platform::Rocky8 => "repodata/repomd.xml",
+            Platform::Debian12 => "Packages",
+        }
+    }
+
+    /// The package files of the platform (`.rpm`, `.deb`).
+    pub fn package_extension(&self) -> &'static str {
+        match self.platform {
+            Platform::Rocky8 => "rpm",
+            Platform::Debian12 => "deb",
+        }
+    }
+
+    /// The repository file that makes the medium a source: a `.repo` with `baseurl=file://`,
+    /// `gpgcheck=1` and every key of the medium (rocky8); an apt `file:` source, trusted
+    /// (debian12: the .debs' sha256 are in the `Packages` index apt checks them against, and
+    /// that index came in the payload whose sha256 the installer checked).
+    pub fn medium_repository_file(&self, medium: &Medium) -> FileToWrite {
+        let dir = medium.dir.display().to_string();
+        let dir = dir.trim_end_matches('/');
+        match self.platform {
+            Platform::Rocky8 => {
+                let keys: Vec<String> = medium
+                    .keys
+                    .iter()
+                    .map(|k| format!("file://{dir}/{MEDIUM_KEYS}/{k}"))
+                    .collect();
+                FileToWrite {
+                    path: PathBuf::from(MEDIUM_REPO_FILE),
+                    text: format!(
+                        "# Written by pgapplianced: the packages the payload carries (pgappliance build --packages).\n\
+                         [{MEDIUM_REPO_ID}]\n\
+                         name=pgappliance: packages from the install medium\n\
+                         baseurl=file://{dir}\n\
+                         enabled=0\n\
+                         gpgcheck=1\n\
+                         repo_gpgcheck=0\n\
+                         gpgkey={}\n",
+                        keys.join(" ")
+                    ),
+                }
+            }
+            Platform::Debian12 => FileToWrite {
+                path: PathBuf::from(MEDIUM_APT_SOURCE_FILE),
+                text: format!(
+                    "# Written by pgapplianced: the packages the payload carries (pgappliance build --packages).\n\
+                     deb [trusted=yes] file:{dir} ./\n"
+                ),
+            },
+        }
+    }
+
+    /// The commands that install `missing` from the medium alone (after
+    /// [`Self::medium_repository_file`] is written): no other repository is read, so no
+    /// network is needed. dnf keeps `gpgcheck` on (every package checked against the
+    /// medium's keys); no module is disabled (only the medium's repository is enabled, and
+    /// it has no modular metadata to filter PGDG's packages with).
+    pub fn medium_install_commands(&self, missing: &[String]) -> Vec<CommandSpec> {
+        if missing.is_empty() {
+            return Vec::new();
+        }
+        match self.platform {
+            Platform::Rocky8 => vec![CommandSpec::new("dnf")
+                .args([
+                    "install".to_string(),
+                    "-y".to_string(),
+                    "--disablerepo=*".to_string(),
+                    format!("--enablerepo={MEDIUM_REPO_ID}"),
+                ])
+                .args(missing.iter().cloned())],
+            Platform::Debian12 => {
+                let only = [
+                    "-o".to_string(),
+                    format!("Dir::Etc::sourcelist={MEDIUM_APT_SOURCE_FILE}"),
+                    "-o".to_string(),
+                    "Dir::Etc::sourceparts=-".to_string(),
+                ];
+                vec![
+                    CommandSpec::new("apt-get")
+                        .arg("update")
+                        .args(only.clone())
+                        .args(["-o", "APT::Get::List-Cleanup=0"])
+                        .env("DEBIAN_FRONTEND", "noninteractive"),
+                    CommandSpec::new("apt-get")
+                        .args(["install", "-y", "--no-install-recommends"])
+                        .args(only)
+                        .args(missing.iter().cloned())
+                        .env("DEBIAN_FRONTEND", "noninteractive"),
+                ]
+            }
+        }
+    }
+}
+
 /// What dnf's standard error says about a package or repository that failed its signature
 /// check (pure), e.g. "postgresql15-server-15.18-1PGDG.rhel8.x86_64: no installed public key
 /// matches its signature (the repository's keys: http://…/KEY)"; `None` when it says nothing
@@ -724,6 +851,75 @@ mod tests {
                 "dnf install -y postgresql14"
             ]
         );
+    }
+
+    #[test]
+    fn the_medium_is_the_only_source_with_gpgcheck_on() {
+        let p = Profile::of(Platform::Rocky8);
+        let medium = Medium {
+            dir: PathBuf::from(MEDIUM_DIR),
+            keys: vec![
+                "PGDG-RPM-GPG-KEY-RHEL".into(),
+                "RPM-GPG-KEY-rockyofficial".into(),
+            ],
+        };
+        let file = p.medium_repository_file(&medium);
+        assert_eq!(
+            file.path,
+            PathBuf::from("/etc/yum.repos.d/pgappliance-medium.repo")
+        );
+        assert_eq!(
+            file.text,
+            "# Written by pgapplianced: the packages the payload carries (pgappliance build --packages).\n\
+             [pgappliance-medium]\n\
+             name=pgappliance: packages from the install medium\n\
+             baseurl=file:///usr/share/pgappliance/packages\n\
+             enabled=0\n\
+             gpgcheck=1\n\
+             repo_gpgcheck=0\n\
+             gpgkey=file:///usr/share/pgappliance/packages/keys/PGDG-RPM-GPG-KEY-RHEL file:///usr/share/pgappliance/packages/keys/RPM-GPG-KEY-rockyofficial\n"
+        );
+        let lines: Vec<String> = p
+            .medium_install_commands(&["postgresql15".into(), "postgresql15-server".into()])
+            .iter()
+            .map(|c| c.display())
+            .collect();
+        assert_eq!(
+            lines,
+            ["dnf install -y '--disablerepo=*' --enablerepo=pgappliance-medium postgresql15 postgresql15-server"]
+        );
+        assert!(p.medium_install_commands(&[]).is_empty());
+        assert_eq!(p.medium_index(), "repodata/repomd.xml");
+        assert_eq!(p.package_extension(), "rpm");
+
+        let d = Profile::of(Platform::Debian12);
+        let file = d.medium_repository_file(&Medium {
+            dir: PathBuf::from("/m/"),
+            keys: Vec::new(),
+        });
+        assert_eq!(
+            file.path,
+            PathBuf::from("/etc/apt/sources.list.d/pgappliance-medium.list")
+        );
+        assert!(
+            file.text.ends_with("\ndeb [trusted=yes] file:/m ./\n"),
+            "{}",
+            file.text
+        );
+        let lines: Vec<String> = d
+            .medium_install_commands(&["postgresql-15".into()])
+            .iter()
+            .map(|c| c.display())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "apt-get update -o Dir::Etc::sourcelist=/etc/apt/sources.list.d/pgappliance-medium.list -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0",
+                "apt-get install -y --no-install-recommends -o Dir::Etc::sourcelist=/etc/apt/sources.list.d/pgappliance-medium.list -o Dir::Etc::sourceparts=- postgresql-15",
+            ]
+        );
+        assert_eq!(d.medium_index(), "Packages");
+        assert_eq!(d.package_extension(), "deb");
     }
 
     #[test]

@@ -74,6 +74,53 @@ fn check_tpcc_source(plan: &Plan) -> std::result::Result<(), String> {
     pgappliance::sysbench::scripts::verify(&bytes, sb, path).map_err(|e| format!("{e:#}"))
 }
 
+/// `check --packages DIR`: prints the packages the plan needs on its platform and which of
+/// them DIR lacks (or what is wrong with DIR); false when it lacks some or is refused.
+fn check_packages(
+    path: &Path,
+    plan: &Plan,
+    args: &crate::build::medium::PackageArgs,
+    dir: &Path,
+) -> bool {
+    let platform = Profile::of(plan.appliance.platform).name();
+    let wanted = pgappliance::steps::packages::wanted(plan);
+    pgappliance::outln!(
+        "{}: packages the plan needs on {platform} {}: {}",
+        path.display(),
+        plan.appliance.arch.as_str(),
+        wanted.join(" ")
+    );
+    match crate::build::medium::inventory(args, dir, plan) {
+        Err(e) => {
+            pgappliance::errln!("{}: {e:#}", path.display());
+            false
+        }
+        Ok(inv) if inv.lacking.is_empty() => {
+            pgappliance::outln!(
+                "{}: {} has all of them ({} package files{})",
+                path.display(),
+                dir.display(),
+                inv.packages.len(),
+                if args.packages_key.is_empty() {
+                    ""
+                } else {
+                    ", every signature checked"
+                }
+            );
+            true
+        }
+        Ok(inv) => {
+            pgappliance::errln!(
+                "{}: {} lacks {}: download them into it (docs/launch.md)",
+                path.display(),
+                dir.display(),
+                inv.lacking.join(" ")
+            );
+            false
+        }
+    }
+}
+
 /// `under 1 s`, `90 s`, `40 min`, `2 h 5 min`.
 pub fn human(d: Duration) -> String {
     let s = d.as_secs();
@@ -327,7 +374,11 @@ fn bare_metal(plan: &Plan) -> String {
 /// problem` per error and `PLAN:LINE:COL: key: warning: …` per warning (errors and
 /// warnings on stderr). Returns the exit code: 0 when every plan is valid, 1 otherwise;
 /// with `deny_warnings` a warning fails its plan too.
-pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
+pub fn run(
+    plans: &[PathBuf],
+    deny_warnings: bool,
+    packages: &crate::build::medium::PackageArgs,
+) -> Result<i32> {
     let mut code = 0;
     for path in plans {
         let text = match Plan::read_text(path) {
@@ -364,6 +415,11 @@ pub fn run(plans: &[PathBuf], deny_warnings: bool) -> Result<i32> {
                     let at = KeyPath::root().key("upload").key("credentials_file");
                     let issue = Plan::locate(&text, &at, format!("{problem:#}"));
                     pgappliance::errln!("{}", issue.render(path, ""));
+                    code = 1;
+                }
+            }
+            if let Some(dir) = &packages.packages {
+                if !check_packages(path, plan, packages, dir) {
                     code = 1;
                 }
             }

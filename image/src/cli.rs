@@ -35,6 +35,10 @@ pub enum Command {
         /// Treat warnings as errors: exit 1 when any plan has one (for CI and release plans).
         #[arg(long)]
         deny_warnings: bool,
+        /// Also say which packages each plan needs on its platform and whether this
+        /// directory (as for `build --packages`) has them: exit 1 naming those it lacks.
+        #[command(flatten)]
+        packages: crate::build::medium::PackageArgs,
     },
     /// Build the payload, kickstart, user-data and ISO that boot a server into the plan.
     Build(crate::build::BuildCommand),

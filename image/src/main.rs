@@ -21,7 +21,8 @@ fn main() {
         cli::Command::Check {
             plans,
             deny_warnings,
-        } => check::run(&plans, deny_warnings),
+            packages,
+        } => check::run(&plans, deny_warnings, &packages),
         cli::Command::Build(args) => build::run(args.into_args()),
         cli::Command::Collect(args) => collect::run(args),
         cli::Command::Bench {

@@ -13,6 +13,7 @@
     check.py el8-dnf OUT FINGERPRINT_FILE
     check.py el8-dnf-mirror OUT FINGERPRINT_FILE
     check.py el8-dnf-badsig OUT
+    check.py el8-dnf-medium OUT FINGERPRINT_FILE
     check.py arm64-boot OUT COLLECTED_DIR STORED_DIR  (STORED_DIR: the store's objects, fetched)
 
 Prints one line per check and exits non-zero when any fails.
@@ -398,7 +399,7 @@ def installed(txs, prefix):
     return [p for _, ps in txs for a, p in ps if a in ("Install", "Dep-Install") and p.startswith(prefix)]
 
 
-def el8_key_checks(out, fingerprint_file):
+def el8_key_checks(out, fingerprint_file, module_disabled=True):
     fpr = read("", fingerprint_file).strip().lower()
     keys = read(out, "rpm-gpg-pubkey.txt")
     # rpm 4.14 names the key "gpg(UID)", rpm 4.18 "UID public key".
@@ -410,6 +411,8 @@ def el8_key_checks(out, fingerprint_file):
     pg = [l.split()[0] for l in qa.splitlines() if l.startswith("postgresql15")]
     ok(sorted(pg) == ["postgresql15", "postgresql15-contrib", "postgresql15-libs", "postgresql15-server"],
        "postgresql15, -libs, -server, -contrib installed", str(pg))
+    if not module_disabled:
+        return
     mods = read(out, "dnf-module-disabled.txt")
     ok(re.search(r"^postgresql\s+10\s+\[d\]\[x\]", mods, re.M) is not None,
        "dnf module list --disabled: the postgresql module (default stream 10) is disabled", mods[-600:])
@@ -468,6 +471,29 @@ def el8_dnf_mirror_checks(out, fingerprint_file):
     ok(any(c.startswith("install -y postgresql15 postgresql15-server postgresql15-contrib") for c, _ in txs),
        "dnf history: PGDG's packages installed from the mirror", str([c for c, _ in txs]))
     el8_key_checks(out, fingerprint_file)
+
+
+def el8_dnf_medium_checks(out, fingerprint_file):
+    ok(read(out, "outcome").strip() == "stopped-after-packages", "the daemon got through packages", read(out, "outcome"))
+    dev = read(out, "net-dev.txt")
+    links = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
+    ok(links == ["lo"], "the container had no network but loopback", dev)
+    repo = read(out, "yum-repos.txt")
+    ok("[pgappliance-medium]" in repo
+       and re.search(r"^baseurl=file:///usr/share/pgappliance/packages$", repo, re.M) is not None
+       and re.search(r"^gpgkey=file:///usr/share/pgappliance/packages/keys/PGDG-RPM-GPG-KEY-RHEL$", repo, re.M) is not None
+       and re.search(r"^gpgcheck=1$", repo, re.M) is not None,
+       "the daemon wrote the medium's .repo (file:// baseurl, its key, gpgcheck=1)", repo[-600:])
+    ok("[pgdg-mirror]" not in repo, "the plan's mirror was not configured", repo[-600:])
+    txs = dnf_transactions(out)
+    med = [(c, ps) for c, ps in txs
+           if c.startswith("install -y --disablerepo=* --enablerepo=pgappliance-medium postgresql15 postgresql15-server postgresql15-contrib")]
+    ok(len(med) == 1 and {p.rsplit("-", 2)[0] for a, p in med[0][1]}
+       >= {"postgresql15", "postgresql15-libs", "postgresql15-server", "postgresql15-contrib", "policycoreutils-python-utils"},
+       "dnf history: one transaction from the medium alone installed PGDG's packages and policycoreutils-python-utils",
+       str([c for c, _ in txs])[:800])
+    ok(not installed(txs, "pgdg-redhat-repo"), "no repository RPM", str(txs)[:400])
+    el8_key_checks(out, fingerprint_file, module_disabled=False)
 
 
 def el8_dnf_badsig_checks(out):
@@ -655,6 +681,8 @@ def main():
         el8_dnf_checks(out, sys.argv[3])
     elif kind == "el8-dnf-mirror":
         el8_dnf_mirror_checks(out, sys.argv[3])
+    elif kind == "el8-dnf-medium":
+        el8_dnf_medium_checks(out, sys.argv[3])
     elif kind == "el8-dnf-badsig":
         el8_dnf_badsig_checks(out)
     elif kind == "arm64-boot":

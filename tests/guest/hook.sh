@@ -145,6 +145,7 @@ if [ -f "$share/el8-dnf" ]; then
     # The header's signature (rpm 4.18's rpmsign adds only that one; 4.14's adds it too).
     rpm -qa --qf '%{NAME} %{VERSION}-%{RELEASE} %{RSAHEADER:pgpsig}\n' | sort > "$out/rpm-qa.txt" 2>&1
     cat /etc/yum.repos.d/*.repo > "$out/yum-repos.txt" 2>&1
+    cat /proc/net/dev > "$out/net-dev.txt" 2>&1
     systemctl show -p Environment,ActiveState,UnitFileState,FragmentPath,DropInPaths postgresql-15.service \
         > "$out/postgres-show.txt" 2>&1
     cat /var/lib/pgsql/15/initdb.log > "$out/setup-initdb.log" 2>&1

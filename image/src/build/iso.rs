@@ -16,7 +16,7 @@ pub const MAX_VOLUME_ID: usize = 32;
 /// Seconds the remastered menu waits before booting the install entry.
 pub const MENU_TIMEOUT_S: u32 = 5;
 
-fn run(spec: CommandSpec, ok: &[i32]) -> Result<CommandOutput> {
+pub(crate) fn run(spec: CommandSpec, ok: &[i32]) -> Result<CommandOutput> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

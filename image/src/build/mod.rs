@@ -9,6 +9,7 @@
 pub mod credentials;
 pub mod elf;
 pub mod iso;
+pub mod medium;
 pub mod payload;
 pub mod render;
 
@@ -49,6 +50,8 @@ pub struct BuildArgs {
     pub iso: Option<PathBuf>,
     #[command(flatten)]
     pub credentials: credentials::CredentialArgs,
+    #[command(flatten)]
+    pub medium: medium::PackageArgs,
     /// Set by `launch`, which goes on itself: no next steps printed.
     #[arg(skip)]
     pub for_launch: bool,
@@ -222,6 +225,9 @@ pub fn run(args: BuildArgs) -> Result<i32> {
     if let Some(file) = &args.credentials.upload_credentials {
         inputs.push(("the credentials file", file.as_path()));
     }
+    if let Some(dir) = &args.medium.packages {
+        inputs.push(("the packages directory", dir.as_path()));
+    }
     let out = outdir::check(&args.out, &inputs, outdir::Kind::Build)?;
     let delivery = credentials::prepare(&plan, &args.credentials)?;
     if delivery.is_some() && args.iso.is_none() && args.payload_url.is_none() {
@@ -257,6 +263,33 @@ pub fn run(args: BuildArgs) -> Result<i32> {
             },
         );
     }
+    let carried = match &args.medium.packages {
+        Some(dir) => {
+            if plan.appliance.platform == pgappliance::plan::Platform::Rocky8
+                && args.medium.packages_key.is_empty()
+            {
+                bail!(
+                    "--packages {}: give the public key(s) the RPMs are signed with (--packages-key FILE, e.g. PGDG's RPM-GPG-KEY-PGDG and Rocky's RPM-GPG-KEY-rockyofficial): every package is checked against them now, and dnf checks them again on the appliance",
+                    dir.display()
+                );
+            }
+            let inv = medium::inventory(&args.medium, dir, &plan)?;
+            if !inv.lacking.is_empty() {
+                bail!(
+                    "--packages {}: it lacks {} of the packages the plan needs on {} (the appliance installs from it alone, with no network): download them into it (docs/launch.md)",
+                    dir.display(),
+                    inv.lacking.join(" "),
+                    pgappliance::platform::Profile::of(plan.appliance.platform).name()
+                );
+            }
+            members.extend(medium::members(&plan, &inv, &args.medium.packages_key)?);
+            Some((
+                inv.packages.len(),
+                inv.packages.iter().map(|p| p.data.len()).sum::<usize>(),
+            ))
+        }
+        None => None,
+    };
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
     let ks = match plan.install {
@@ -367,6 +400,24 @@ pub fn run(args: BuildArgs) -> Result<i32> {
         );
     } else {
         pgappliance::outln!("user-data.yaml   not written: give --payload-url for cloud instances");
+    }
+    if let Some((n, bytes)) = carried {
+        let keys: Vec<String> = args
+            .medium
+            .packages_key
+            .iter()
+            .map(|k| k.display().to_string())
+            .collect();
+        pgappliance::outln!(
+            "packages         {n} from {} ({bytes} bytes{}) in the payload at {}: the appliance installs from them alone",
+            args.medium.packages.as_deref().unwrap_or(Path::new("")).display(),
+            if keys.is_empty() {
+                String::new()
+            } else {
+                format!(", signatures checked against {}", keys.join(", "))
+            },
+            pgappliance::platform::MEDIUM_DIR
+        );
     }
     match &iso_volid {
         Some(v) => {
