@@ -1438,7 +1438,8 @@ fn collect_skips_runs_whose_figures_or_identity_are_wrong_and_neutralises_formul
 /// pair go through the same phases at the same moments and share the host's noise: two
 /// identical "machines" are never `faster` or `slower` than each other, and
 /// `synchronous_commit = off` against `on` (a pair of its own) on the tpcb workload is
-/// `faster` at every client count (its commits wait for no WAL flush). Short points at
+/// never slower, ahead at every client count and `faster` at one at least (its commits
+/// wait for no WAL flush). Short points at
 /// scale 1.
 #[test]
 fn real_runs_twins_are_never_judged_different_and_synchronous_commit_off_is_faster() {
@@ -1524,9 +1525,19 @@ fn real_runs_twins_are_never_judged_different_and_synchronous_commit_off_is_fast
             "twins judged different: {e}"
         );
     }
-    for e in pair([("commit-on", "on"), ("commit-off", "off")]) {
-        assert_eq!(e["verdict"], "faster", "{e}");
+    // synchronous_commit = off is never judged slower, its ratio is above 1 at every client
+    // count, and the verdict is `faster` at one count at least. Asking `faster` at both
+    // failed under stress (2026-12-02, stress-ng on one core and five builds beside it): at
+    // 1 client the eight repeats gave an interval of 0.88–1.82, rightly inconclusive.
+    let entries = pair([("commit-on", "on"), ("commit-off", "off")]);
+    for e in &entries {
+        assert!(e["verdict"] != "slower", "{e}");
+        assert!(e["ratio"].as_f64().expect("ratio") > 1.0, "{e}");
     }
+    assert!(
+        entries.iter().any(|e| e["verdict"] == "faster"),
+        "off was faster at no client count: {entries:?}"
+    );
 }
 
 /// `collect --history` over twelve runs of one machine and plan whose tps fell 20 % from
