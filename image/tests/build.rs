@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use pgappliance_test_support::launch::fake_aarch64_binary;
+use pgappliance_test_support::payload_members;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -64,22 +65,6 @@ fn build_in(cwd: &Path, plan: &Path, out: &Path, daemon: &Path, extra: &[&str]) 
         .current_dir(cwd)
         .output()
         .expect("run pgappliance build")
-}
-
-/// The payload's members: path → content.
-fn payload_members(payload: &Path) -> Vec<(String, Vec<u8>)> {
-    let bytes = std::fs::read(payload).expect("payload");
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    tar.entries()
-        .expect("entries")
-        .map(|e| {
-            let mut e = e.expect("entry");
-            let path = e.path().expect("path").display().to_string();
-            let mut data = Vec::new();
-            e.read_to_end(&mut data).expect("read member");
-            (path, data)
-        })
-        .collect()
 }
 
 /// `build --store` is the store the appliance writes to: the packed plan names it (and

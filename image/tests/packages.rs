@@ -4,10 +4,11 @@
 //! made for the run; it needs rpmbuild, rpmsign, createrepo_c, gpg and PostgreSQL 15 here,
 //! as `tools/install-deps` installs them); the .debs are built here with dpkg-deb.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+
+use pgappliance_test_support::payload_members;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -149,21 +150,6 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn members(payload: &Path) -> Vec<(String, Vec<u8>)> {
-    let bytes = std::fs::read(payload).expect("payload");
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    tar.entries()
-        .expect("entries")
-        .map(|e| {
-            let mut e = e.expect("entry");
-            let path = e.path().expect("path").display().to_string();
-            let mut data = Vec::new();
-            e.read_to_end(&mut data).expect("read member");
-            (path, data)
-        })
-        .collect()
-}
-
 fn sha256(data: &[u8]) -> String {
     use sha2::Digest;
     format!("{:x}", sha2::Sha256::digest(data))
@@ -202,7 +188,7 @@ fn rocky_packages_go_into_the_payload_as_a_checked_repository() {
         stdout.contains("packages         8 from") && stdout.contains("signatures checked against"),
         "{stdout}"
     );
-    let m = members(&out.join("payload.tar.gz"));
+    let m = payload_members(&out.join("payload.tar.gz"));
     let get = |name: &str| {
         m.iter()
             .find(|(p, _)| p == name)
@@ -434,7 +420,7 @@ fn debian_packages_get_a_packages_index_with_their_sha256() {
     );
     let o = build(&plan, &out, &["--packages", d]);
     assert!(o.status.success(), "{}", text(&o));
-    let m = members(&out.join("payload.tar.gz"));
+    let m = payload_members(&out.join("payload.tar.gz"));
     let index = m
         .iter()
         .find(|(p, _)| *p == format!("{BASE}/Packages"))

@@ -568,3 +568,21 @@ pub fn resume(pid: u32) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT");
 }
+
+/// The members of a payload (`payload.tar.gz` as `pgappliance build` writes it): path and
+/// content, in the archive's order.
+pub fn payload_members(payload: &Path) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let bytes = std::fs::read(payload).expect("payload");
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+    tar.entries()
+        .expect("entries")
+        .map(|e| {
+            let mut e = e.expect("entry");
+            let path = e.path().expect("path").display().to_string();
+            let mut data = Vec::new();
+            e.read_to_end(&mut data).expect("read member");
+            (path, data)
+        })
+        .collect()
+}
