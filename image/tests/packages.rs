@@ -4,6 +4,7 @@
 //! made for the run; it needs rpmbuild, rpmsign, createrepo_c, gpg and PostgreSQL 15 here,
 //! as `tools/install-deps` installs them); the .debs are built here with dpkg-deb.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
