@@ -108,6 +108,11 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     if [ "$state" = failed ]; then outcome=failed; break; fi
     sleep 1
 done
+# The daemon's last STATUS= may have come between this loop's reading of it and of the
+# unit's state (a refusal is sent just before the exit, after the failure bundle's upload
+# status): read it once more now that the unit has stopped.
+text=$(systemctl show -p StatusText --value pgapplianced.service)
+if [ -n "$text" ] && [ "$text" != "$last" ]; then echo "$text" >> "$out/status-text.log"; fi
 say "outcome: $outcome"
 systemctl status --no-pager pgapplianced.service > "$out/systemctl-status.txt" 2>&1
 systemctl show pgapplianced.service > "$out/systemctl-show.txt" 2>&1
