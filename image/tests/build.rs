@@ -20,12 +20,10 @@ fn repo() -> PathBuf {
 fn native_daemon() -> PathBuf {
     static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     MADE.get_or_init(|| {
-        let p = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("pgapplianced-stand-in-{}", std::process::id()));
-        let mut bytes = std::fs::read("/bin/true").expect("/bin/true");
-        bytes.extend_from_slice(pgappliance::identity::marker().as_bytes());
-        std::fs::write(&p, bytes).expect("write");
-        p
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("build-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("test set-up");
+        pgappliance_test_support::stand_in_daemon(&dir)
     })
     .clone()
 }

@@ -104,12 +104,10 @@ fn debian_plan(dir: &Path) -> PathBuf {
 fn daemon() -> PathBuf {
     static MADE: OnceLock<PathBuf> = OnceLock::new();
     MADE.get_or_init(|| {
-        let p = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("pgapplianced-packages-{}", std::process::id()));
-        let mut bytes = std::fs::read("/bin/true").expect("/bin/true");
-        bytes.extend_from_slice(pgappliance::identity::marker().as_bytes());
-        std::fs::write(&p, bytes).expect("write");
-        p
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("packages-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("test set-up");
+        pgappliance_test_support::stand_in_daemon(&dir)
     })
     .clone()
 }
@@ -172,17 +170,14 @@ fn rocky_packages_go_into_the_payload_as_a_checked_repository() {
     let plan = rocky_plan(t.path(), "x86_64");
     let dir = medium_copy(t.path());
     let k = key();
+    let medium = [
+        "--packages",
+        dir.to_str().expect("test set-up"),
+        "--packages-key",
+        k.to_str().expect("test set-up"),
+    ];
     let out = t.path().join("out");
-    let o = build(
-        &plan,
-        &out,
-        &[
-            "--packages",
-            dir.to_str().expect("test set-up"),
-            "--packages-key",
-            k.to_str().expect("test set-up"),
-        ],
-    );
+    let o = build(&plan, &out, &medium);
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -242,15 +237,7 @@ fn rocky_packages_go_into_the_payload_as_a_checked_repository() {
         );
     }
     // The same directory is all the plan needs.
-    let o = check(
-        &plan,
-        &[
-            "--packages",
-            dir.to_str().expect("test set-up"),
-            "--packages-key",
-            k.to_str().expect("test set-up"),
-        ],
-    );
+    let o = check(&plan, &medium);
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
