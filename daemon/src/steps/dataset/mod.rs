@@ -24,6 +24,7 @@ use crate::postgres::sql::{ident, literal, Session};
 use crate::postgres::Cluster;
 use crate::results::DatasetInfo;
 use crate::runner::CommandSpec;
+use crate::snapshot::key::SnapshotKey;
 use crate::steps::{Check, Context, Looking, Product, Step};
 use phase::{Action, Goal, Load, Moment, Observed, Phase, Tried};
 
@@ -71,15 +72,16 @@ impl Step for Dataset {
     const GIVES: &'static [Product] = &[];
 
     /// In place when the machine has nothing to do ([`phase::next`] says so).
+    /// Whether a local snapshot could make the dataset changes only how, not whether: the
+    /// check observes without looking for one.
     async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
         let goal = goal(cx, Moment::Step);
         let phase = Phase::of(&cx.journal.state.state.dataset);
-        Ok(
-            match decide(cx, &phase, &goal, Tried::default(), true).await? {
-                Action::Nothing => Check::Done,
-                action => Check::Todo(action.why(&phase)),
-            },
-        )
+        let seen = observe(cx, &phase, &goal, Tried::default()).await?;
+        Ok(match phase::next(&phase, &goal, &seen) {
+            Action::Nothing => Check::Done,
+            action => Check::Todo(action.why(&phase)),
+        })
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
@@ -125,13 +127,16 @@ async fn observe(cx: &Context, phase: &Phase, goal: &Goal, tried: Tried) -> Resu
         return Ok(seen);
     };
     // Tables are counted only for a dataset the journal records as made: the count's
-    // query cannot name a table that an interrupted load never created.
+    // query cannot name a table that an interrupted load never created. Before a sweep
+    // point the journal is trusted, as the dataset step counted them: no query on the
+    // tables the point is about to measure.
+    let counting = !matches!(goal.moment, Moment::Point(_));
     if goal.pgbench.is_some() && settled.pgbench == goal.pgbench {
-        seen.pgbench_present = present(cx).await?;
+        seen.pgbench_present = !counting || present(cx).await?;
     }
-    for ds in cx.plan.tpcc_datasets() {
-        let spec = super::tpcc::dataset_spec(&ds);
-        if settled.tpcc.contains(&spec) && !super::tpcc::present(cx.server()?, &ds).await? {
+    for ds in cx.plan.tpcc_datasets().iter().filter(|_| counting) {
+        let spec = super::tpcc::dataset_spec(ds);
+        if settled.tpcc.contains(&spec) && !super::tpcc::present(cx.server()?, ds).await? {
             seen.tpcc_absent.push(spec);
         }
     }
@@ -145,26 +150,35 @@ async fn observe(cx: &Context, phase: &Phase, goal: &Goal, tried: Tried) -> Resu
 }
 
 /// Observes and asks [`phase::next`]. A local snapshot with the dataset's key is looked
-/// for (its key read from the server) only when the answer is to make a dataset.
+/// for only when the answer is to make a dataset; the key is read from the server once
+/// per drive (`key`), and the other local snapshots are named in the log that first time.
 async fn decide(
     cx: &Context,
     phase: &Phase,
     goal: &Goal,
     tried: Tried,
-    quiet: bool,
+    key: &mut Option<SnapshotKey>,
 ) -> Result<Action> {
     let mut seen = observe(cx, phase, goal, tried).await?;
     let action = phase::next(phase, goal, &seen);
-    let makes = matches!(
-        action,
-        Action::RestoreFromStore { .. } | Action::CreateAndLoad | Action::PrepareTpcc
-    );
-    if !(makes && (goal.keep_snapshot || goal.store.is_some())) {
+    if !(action.makes() && goal.snapshots()) {
         return Ok(action);
     }
-    let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
-    seen.local_snapshot = snapshot::local_snapshot(cx, &key, quiet)?;
+    let quiet = key.is_some();
+    let key = snapshot_key(cx, key).await?;
+    seen.local_snapshot = snapshot::local_snapshot(cx, key, quiet)?;
     Ok(phase::next(phase, goal, &seen))
+}
+
+/// The snapshot key of the server and the plan's datasets, read once and kept in `key`.
+async fn snapshot_key<'a>(
+    cx: &Context,
+    key: &'a mut Option<SnapshotKey>,
+) -> Result<&'a SnapshotKey> {
+    if key.is_none() {
+        *key = Some(crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?);
+    }
+    Ok(key.as_ref().expect("just read"))
 }
 
 /// The dataset's machine at `moment`: observe, ask [`phase::next`], carry out its action
@@ -174,10 +188,11 @@ async fn decide(
 pub async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
     let goal = goal(cx, moment);
     let mut tried = Tried::default();
+    let mut key = None;
     let mut taken: Vec<Action> = Vec::new();
     loop {
         let phase = Phase::of(&cx.journal.state.state.dataset);
-        let action = decide(cx, &phase, &goal, tried, false).await?;
+        let action = decide(cx, &phase, &goal, tried, &mut key).await?;
         if taken.len() >= MOST_ACTIONS {
             anyhow::bail!(
                 "internal: the dataset's phases do not settle ({phase:?} asks for {action:?} after {taken:?})"
@@ -198,13 +213,13 @@ pub async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
             Action::RestoreSettings(Load::Tpcc { .. }) => super::tpcc::recover(cx).await?,
             Action::RestoreLocal { snapshot } => {
                 if let Some(info) = snapshot::restore_from_local(cx, &snapshot).await? {
-                    record_restored(cx, info).await?;
+                    record_restored(cx, &goal, info).await?;
                 }
             }
             Action::RestoreFromStore { store } => {
-                let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
+                let key = snapshot_key(cx, &mut key).await?.clone();
                 match snapshot::restore_from_store(cx, &store, &key).await? {
-                    Some(info) => record_restored(cx, info).await?,
+                    Some(info) => record_restored(cx, &goal, info).await?,
                     None => tried.store = true,
                 }
             }
@@ -220,7 +235,7 @@ pub async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
                 }
             }
             Action::TakeSnapshot => {
-                let key = crate::snapshot::current_key(cx.server()?, &full_spec(cx)).await?;
+                let key = snapshot_key(cx, &mut key).await?.clone();
                 let id = snapshot::keep(cx, &key).await?;
                 name_snapshot_in_record(cx, &id)?;
                 tried.took_snapshot = true;
@@ -281,17 +296,11 @@ async fn redo_restore(cx: &mut Context, id: &str) -> Result<()> {
 
 /// A dataset made from a snapshot: its record (dataset.json, pgbench's; dataset-tpcc.json)
 /// and the journal's list of what is made.
-async fn record_restored(cx: &mut Context, info: DatasetInfo) -> Result<()> {
-    if cx.plan.has_pgbench() {
+async fn record_restored(cx: &mut Context, goal: &Goal, info: DatasetInfo) -> Result<()> {
+    if goal.pgbench.is_some() {
         crate::fsutil::write_json(&cx.run_dir.join("dataset.json"), &info)?;
     }
-    let pgbench = cx.plan.has_pgbench().then(|| spec(cx));
-    let tpcc: Vec<String> = cx
-        .plan
-        .tpcc_datasets()
-        .iter()
-        .map(super::tpcc::dataset_spec)
-        .collect();
+    let (pgbench, tpcc) = (goal.pgbench.clone(), goal.tpcc.clone());
     cx.journal.update(|s| {
         s.dataset.spec = pgbench;
         s.dataset.tpcc = tpcc;

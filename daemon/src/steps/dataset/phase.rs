@@ -154,7 +154,7 @@ pub struct Goal {
 
 impl Goal {
     /// A snapshot with the dataset's key may stand in for generating it.
-    fn snapshots(&self) -> bool {
+    pub fn snapshots(&self) -> bool {
         self.keep_snapshot || self.store.is_some()
     }
 }
@@ -221,6 +221,15 @@ pub enum Action {
 }
 
 impl Action {
+    /// The actions that make a dataset: where a local snapshot with the dataset's key
+    /// (when one is looked for) would be restored instead.
+    pub fn makes(&self) -> bool {
+        matches!(
+            self,
+            Action::RestoreFromStore { .. } | Action::CreateAndLoad | Action::PrepareTpcc
+        )
+    }
+
     /// Why the dataset is not in place, as the step's check reports it.
     pub fn why(&self, phase: &Phase) -> String {
         match self {
