@@ -157,7 +157,7 @@ fn tpcc_points_through_results_schema_summary_csv_and_report() {
     let r = machine("m6gd.8xlarge", "20261101T100000Z-0001", 1.4464, [1.0, 1.0]);
     assert_eq!(r.points[1].tps(), Some(185.30));
     assert_eq!(r.points[2].tps(), Some(4661.83));
-    assert_eq!(r.points[2].latency_p95_ms(), Some(8.13));
+    assert_eq!(r.points[2].figures().latency.p95, Some(8.13));
     let dir = tempfile::tempdir().expect("dir");
     let results = dir.path().join("results.json");
     std::fs::write(&results, serde_json::to_vec_pretty(&r).expect("json")).expect("write");
@@ -166,8 +166,8 @@ fn tpcc_points_through_results_schema_summary_csv_and_report() {
         serde_json::from_slice(&std::fs::read(&results).expect("read")).expect("reads back");
     for (b, p) in back.points.iter().zip(&r.points) {
         assert_eq!(
-            (b.kind, b.tps(), b.latency_p95_ms()),
-            (p.kind, p.tps(), p.latency_p95_ms())
+            (b.kind, b.tps(), b.figures().latency.p95),
+            (p.kind, p.tps(), p.figures().latency.p95)
         );
         assert_eq!(b.tps_series.len(), p.tps_series.len());
         assert_eq!(

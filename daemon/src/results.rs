@@ -108,22 +108,6 @@ impl PointResult {
         self.figures().tps
     }
 
-    /// Mean transaction latency: pgbench's `latency average`, sysbench's `avg`.
-    pub fn latency_avg_ms(&self) -> Option<f64> {
-        self.figures().latency_avg_ms
-    }
-
-    /// The 95th percentile of transaction latency: from pgbench's latency log, or
-    /// sysbench's own summary.
-    pub fn latency_p95_ms(&self) -> Option<f64> {
-        self.figures().latency.p95
-    }
-
-    /// The largest transaction latency.
-    pub fn latency_max_ms(&self) -> Option<f64> {
-        self.figures().latency.max
-    }
-
     /// The point's flags: its steady window's (`collapse`, `unstable`) and `client-bound`.
     pub fn flags(&self) -> Vec<&'static str> {
         let mut flags: Vec<&'static str> = self
@@ -140,11 +124,6 @@ impl PointResult {
     /// Whether the benchmark client's CPU was the limit of this point.
     pub fn client_bound(&self) -> bool {
         self.client.as_ref().is_some_and(|c| c.bound)
-    }
-
-    /// Transactions the point completed.
-    pub fn transactions(&self) -> Option<u64> {
-        self.figures().transactions
     }
 
     pub fn matches(&self, p: &SweepPoint) -> bool {
@@ -351,16 +330,16 @@ mod tests {
         assert_eq!(p.client, None, "no client CPU before schema 4");
         assert!(p.flags().is_empty());
         assert_eq!(p.tps(), Some(500.5));
-        assert_eq!(p.latency_avg_ms(), Some(8.0));
-        assert_eq!(p.transactions(), Some(1000));
-        assert_eq!(p.latency_p95_ms(), None, "no latency log");
+        assert_eq!(p.figures().latency_avg_ms, Some(8.0));
+        assert_eq!(p.figures().transactions, Some(1000));
+        assert_eq!(p.figures().latency.p95, None, "no latency log");
         // The kind decides where the figures come from: a TPC-C point without sysbench's
         // figures (a failed one) has none, whatever else it carries.
         let tpcc = PointResult {
             kind: WorkloadKind::SysbenchTpcc,
             ..p
         };
-        assert_eq!((tpcc.tps(), tpcc.transactions()), (None, None));
+        assert_eq!((tpcc.tps(), tpcc.figures().transactions), (None, None));
     }
 
     #[test]

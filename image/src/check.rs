@@ -293,10 +293,7 @@ fn storage(plan: &Plan) -> String {
         pgappliance::plan::Layout::Linear => "linear".to_string(),
         pgappliance::plan::Layout::Single => "single".to_string(),
     };
-    let fs = match s.filesystem {
-        pgappliance::plan::Filesystem::Xfs => "xfs",
-        pgappliance::plan::Filesystem::Ext4 => "ext4",
-    };
+    let fs = s.filesystem.as_str();
     match &s.devices {
         Devices::None => format!(
             "no data volume (PGDATA under {} on the root filesystem)",

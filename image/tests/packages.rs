@@ -9,11 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use pgappliance_test_support::payload_members;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use pgappliance_test_support::{describe, payload_members, workspace};
 
 /// el8-repo's output, built once for this test binary.
 fn el8() -> &'static Path {
@@ -21,7 +17,7 @@ fn el8() -> &'static Path {
     BUILT.get_or_init(|| {
         let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("packages-el8-repo-{}", std::process::id()));
-        let o = Command::new(repo().join("tests/guest/el8-repo"))
+        let o = Command::new(workspace().join("tests/guest/el8-repo"))
             .arg(&out)
             .arg("http://127.0.0.1")
             .arg("15")
@@ -64,7 +60,7 @@ fn one(dir: &Path, prefix: &str) -> PathBuf {
 
 /// The el8-dnf guest's plan (rocky8, PostgreSQL 15, no data volume, no tuned) with a mirror.
 fn rocky_plan(dir: &Path, arch: &str) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join("tests/guest/plans/el8-dnf.toml.in"))
+    let text = std::fs::read_to_string(workspace().join("tests/guest/plans/el8-dnf.toml.in"))
         .expect("template");
     let mut out = String::new();
     for line in text.lines() {
@@ -140,15 +136,6 @@ fn check(plan: &Path, extra: &[&str]) -> Output {
     pgappliance(&args)
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn sha256(data: &[u8]) -> String {
     use sha2::Digest;
     format!("{:x}", sha2::Sha256::digest(data))
@@ -178,7 +165,7 @@ fn rocky_packages_go_into_the_payload_as_a_checked_repository() {
     ];
     let out = t.path().join("out");
     let o = build(&plan, &out, &medium);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", describe(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         stdout.contains("packages         8 from") && stdout.contains("signatures checked against"),
@@ -238,20 +225,20 @@ fn rocky_packages_go_into_the_payload_as_a_checked_repository() {
     }
     // The same directory is all the plan needs.
     let o = check(&plan, &medium);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", describe(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         stdout.contains("packages the plan needs on rocky8 x86_64: postgresql15 postgresql15-server postgresql15-contrib policycoreutils-python-utils")
             && stdout.contains("has all of them (8 package files, every signature checked)"),
         "{}",
-        text(&o)
+        describe(&o)
     );
 }
 
 /// A refused build writes nothing into `--out`.
 fn refused(plan: &Path, out: &Path, extra: &[&str], says: &[&str]) {
     let o = build(plan, out, extra);
-    let all = text(&o);
+    let all = describe(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     for s in says {
         assert!(all.contains(s), "{s:?} not in {all}");
@@ -302,11 +289,11 @@ fn bad_package_directories_are_refused_naming_what_is_wrong() {
     // want an aarch64 daemon).
     let arm = rocky_plan(t.path(), "aarch64");
     let o = check(&arm, &["--packages", d, "--packages-key", k]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(
-        text(&o).contains("postgresql15-server-15.18-1PGDG.rhel8.x86_64.rpm: built for x86_64, but the plan's arch is aarch64 (it takes aarch64 or noarch)"),
+        describe(&o).contains("postgresql15-server-15.18-1PGDG.rhel8.x86_64.rpm: built for x86_64, but the plan's arch is aarch64 (it takes aarch64 or noarch)"),
         "{}",
-        text(&o)
+        describe(&o)
     );
 
     // Signed by another key, and not signed at all.
@@ -327,11 +314,11 @@ fn bad_package_directories_are_refused_naming_what_is_wrong() {
         ],
     );
     let o = check(&plan, &["--packages", d, "--packages-key", k]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(
-        text(&o).contains("tuned-2.18.0-2.el8.noarch.rpm: not signed"),
+        describe(&o).contains("tuned-2.18.0-2.el8.noarch.rpm: not signed"),
         "{}",
-        text(&o)
+        describe(&o)
     );
     std::fs::copy(one(&el8().join("medium"), "postgresql15-server-"), &server)
         .expect("test set-up");
@@ -346,11 +333,11 @@ fn bad_package_directories_are_refused_naming_what_is_wrong() {
         &["it lacks postgresql15-contrib of the packages the plan needs on rocky8"],
     );
     let o = check(&plan, &["--packages", d]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(
-        text(&o).contains(&format!("{d} lacks postgresql15-contrib: download them")),
+        describe(&o).contains(&format!("{d} lacks postgresql15-contrib: download them")),
         "{}",
-        text(&o)
+        describe(&o)
     );
 
     // A .deb among RPMs is for another platform.
@@ -384,7 +371,7 @@ fn deb(dir: &Path, name: &str, arch: &str) -> PathBuf {
         .arg(&file)
         .output()
         .expect("dpkg-deb");
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", describe(&o));
     std::fs::remove_dir_all(&root).expect("test set-up");
     file
 }
@@ -400,14 +387,14 @@ fn debian_packages_get_a_packages_index_with_their_sha256() {
     deb(&dir, "postgresql-common", "all");
     let out = t.path().join("out");
     let o = check(&plan, &["--packages", d]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", describe(&o));
     assert!(
-        text(&o).contains("packages the plan needs on debian12 x86_64: postgresql-15\n"),
+        describe(&o).contains("packages the plan needs on debian12 x86_64: postgresql-15\n"),
         "{}",
-        text(&o)
+        describe(&o)
     );
     let o = build(&plan, &out, &["--packages", d]);
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", describe(&o));
     let m = payload_members(&out.join("payload.tar.gz"));
     let index = m
         .iter()
@@ -459,6 +446,10 @@ fn debian_packages_get_a_packages_index_with_their_sha256() {
     std::fs::remove_file(dir.join("tuned.noarch.rpm")).expect("test set-up");
     std::fs::remove_file(&pg).expect("test set-up");
     let o = check(&plan, &["--packages", d]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("lacks postgresql-15"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(
+        describe(&o).contains("lacks postgresql-15"),
+        "{}",
+        describe(&o)
+    );
 }

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 
-use crate::plan::{Filesystem, FinishAction, Plan, Storage};
+use crate::plan::{FinishAction, Plan, Storage};
 use crate::postgres::cluster::{free_loopback_port, ControlFuture, ServerControl};
 use crate::postgres::{Cluster, PgBin};
 use crate::runner::{
@@ -468,10 +468,7 @@ impl StandInHost {
                 .to_string(),
             &crate::storage::mount_unit(what, &storage.mount_point, storage.filesystem),
         );
-        let fstype = match storage.filesystem {
-            Filesystem::Xfs => "xfs",
-            Filesystem::Ext4 => "ext4",
-        };
+        let fstype = storage.filesystem.as_str();
         record(
             &self.log,
             Did::Mount {

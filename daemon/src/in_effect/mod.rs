@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Devices, Filesystem, Layout, Plan};
+use crate::plan::{Devices, Layout, Plan};
 use crate::platform::thp_mode;
 use crate::postgres::sql::{literal, Session};
 use crate::runner::{CommandSpec, Runner};
@@ -362,10 +362,7 @@ pub(crate) fn planned(
             profile,
             volume: (s.devices != Devices::None).then(|| PlannedVolume {
                 mount_point: s.mount_point.clone(),
-                fstype: match s.filesystem {
-                    Filesystem::Xfs => "xfs".into(),
-                    Filesystem::Ext4 => "ext4".into(),
-                },
+                fstype: s.filesystem.as_str().into(),
                 layout: s.layout,
                 stripe_size_bytes: crate::plan::parse_size(&s.stripe_size).unwrap_or(0),
                 devices_listed: match &s.devices {

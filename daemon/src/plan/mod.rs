@@ -307,6 +307,16 @@ pub enum Filesystem {
     Ext4,
 }
 
+impl Filesystem {
+    /// The name the plan, mount(8) and the mount unit's `Type=` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Filesystem::Xfs => "xfs",
+            Filesystem::Ext4 => "ext4",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum StorageKind {

@@ -138,6 +138,44 @@ pub struct Setting {
     pub(crate) pending_restart: bool,
 }
 
+/// The number of rows of `table` in database `db`, as text; None when the database or the
+/// table is not there. Asked in separate queries: a query naming a missing table fails
+/// when it is parsed, whatever `CASE WHEN to_regclass(…)` would have guarded it.
+pub(crate) async fn rows_in(
+    socket_dir: &Path,
+    port: u16,
+    user: &str,
+    db: &str,
+    table: &str,
+) -> Result<Option<String>> {
+    let admin = Session::connect(socket_dir, port, user, "postgres").await?;
+    let db_there = admin
+        .value(&format!(
+            "SELECT 1 FROM pg_database WHERE datname = {}",
+            literal(db)
+        ))
+        .await?
+        .is_some();
+    drop(admin);
+    if !db_there {
+        return Ok(None);
+    }
+    let s = Session::connect(socket_dir, port, user, db).await?;
+    let table_there = s
+        .value(&format!(
+            "SELECT to_regclass({}) IS NOT NULL",
+            literal(&ident(table))
+        ))
+        .await?
+        .as_deref()
+        == Some("t");
+    if !table_there {
+        return Ok(None);
+    }
+    s.value(&format!("SELECT count(*) FROM {}", ident(table)))
+        .await
+}
+
 /// A string literal for SQL (standard_conforming_strings on).
 pub(crate) fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))

@@ -15,7 +15,7 @@ use super::Context;
 use crate::loader;
 use crate::plan::TpccDataset;
 use crate::postgres::cluster::SUPERUSER;
-use crate::postgres::sql::{ident, literal, Session};
+use crate::postgres::sql::{ident, rows_in, Session};
 use crate::postgres::Cluster;
 use crate::results::TpccDatasetInfo;
 use crate::runner::CommandSpec;
@@ -47,27 +47,8 @@ pub async fn script_dir(cx: &Context) -> Result<PathBuf> {
 
 /// Whether `ds`'s tables are there at its scale.
 pub async fn present(c: &Cluster, ds: &TpccDataset) -> Result<bool> {
-    let db = ds.database();
-    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
-    let exists = admin
-        .value(&format!(
-            "SELECT 1 FROM pg_database WHERE datname = {}",
-            literal(&db)
-        ))
-        .await?
-        .is_some();
-    if !exists {
-        return Ok(false);
-    }
-    let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, &db).await?;
     let table = format!("warehouse{}", ds.tables);
-    let n = s
-        .value(&format!(
-            "SELECT CASE WHEN to_regclass({}) IS NULL THEN -1 ELSE (SELECT count(*) FROM {}) END",
-            literal(&table),
-            ident(&table)
-        ))
-        .await?;
+    let n = rows_in(&c.socket_dir(), c.port, SUPERUSER, &ds.database(), &table).await?;
     Ok(n.as_deref() == Some(ds.scale.to_string().as_str()))
 }
 

@@ -251,10 +251,7 @@ pub(crate) fn clear_interrupted_build_command() -> Vec<String> {
 
 /// The mount unit's text (pure).
 pub fn mount_unit(what: &str, where_: &str, fs: Filesystem) -> String {
-    let fstype = match fs {
-        Filesystem::Xfs => "xfs",
-        Filesystem::Ext4 => "ext4",
-    };
+    let fstype = fs.as_str();
     format!(
         "# Written by pgapplianced: the data volume holding PGDATA.\n\
          [Unit]\n\

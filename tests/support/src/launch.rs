@@ -281,37 +281,18 @@ pub fn read_to_string(p: &Path) -> String {
 
 /// `moto_server` (moto with server, ec2, s3) with request authentication on: the first
 /// three requests are let through unauthenticated to create an IAM user, its allow-all
-/// policy and its access key; every later request must be signed with that key.
+/// policy and its access key; every later request must be signed with that key. The
+/// server is [`crate::moto::Moto`]'s (started, awaited and killed there).
 pub struct Moto {
-    pub daemon: Daemon,
+    pub server: crate::moto::Moto,
     pub access_key: String,
     pub secret_key: String,
 }
 
 impl Moto {
     pub fn start() -> Moto {
-        let dir = tempfile::Builder::new()
-            .prefix("pga-moto-")
-            .tempdir()
-            .expect("tmp");
-        let port = seaweed::free_port();
-        let log = std::fs::File::create(dir.path().join("log")).expect("log");
-        let child = Command::new(venv_bin("moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("moto_server");
-        let mut daemon = Daemon { child, dir, port };
-        wait_for_port(
-            &mut daemon.child,
-            port,
-            "moto_server",
-            &daemon.dir.path().join("log"),
-        );
         let mut m = Moto {
-            daemon,
+            server: crate::moto::Moto::start(3),
             access_key: "unauthenticated".into(),
             secret_key: "unauthenticated".into(),
         };
@@ -338,7 +319,7 @@ impl Moto {
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.daemon.port)
+        self.server.endpoint()
     }
 
     /// The id of the image moto offers first (`aws ec2 describe-images`), with its newline.

@@ -20,7 +20,7 @@ use crate::pgbench::init::{InitBreakdown, InitPhase};
 use crate::pgbench::parse_init;
 use crate::plan::InitMode;
 use crate::postgres::cluster::SUPERUSER;
-use crate::postgres::sql::{ident, literal, Session};
+use crate::postgres::sql::{ident, literal, rows_in, Session};
 use crate::postgres::Cluster;
 use crate::results::DatasetInfo;
 use crate::runner::CommandSpec;
@@ -48,21 +48,7 @@ pub fn conn_args(c: &Cluster) -> Result<Vec<String>> {
 async fn present(cx: &Context) -> Result<bool> {
     let c = cx.server()?;
     let db = &cx.plan.dataset.database;
-    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres").await?;
-    let exists = admin
-        .value(&format!(
-            "SELECT 1 FROM pg_database WHERE datname = {}",
-            literal(db)
-        ))
-        .await?
-        .is_some();
-    if !exists {
-        return Ok(false);
-    }
-    let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, db).await?;
-    let branches = s
-        .value("SELECT CASE WHEN to_regclass('pgbench_branches') IS NULL THEN -1 ELSE (SELECT count(*) FROM pgbench_branches) END")
-        .await?;
+    let branches = rows_in(&c.socket_dir(), c.port, SUPERUSER, db, "pgbench_branches").await?;
     Ok(branches.as_deref() == Some(cx.plan.dataset.scale.to_string().as_str()))
 }
 
@@ -272,23 +258,8 @@ async fn redo_restore(cx: &mut Context, id: &str) -> Result<()> {
     tracing::warn!(snapshot = %id, "redoing the interrupted restore");
     match snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying).await {
         Ok(_) => Ok(()),
-        Err(e)
-            if e.downcast_ref::<crate::snapshot::local::Corrupt>()
-                .is_some() =>
-        {
-            tracing::warn!(error = %format!("{e:#}"), "the snapshot cannot be restored: generating the dataset");
-            let dir = crate::snapshot::local::snapshot_dir(&snapshot::root(cx)?, id);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing {}", dir.display()))?;
-            }
-            cx.journal.update(|s| {
-                s.dataset.snapshot = None;
-                s.dataset.restoring = None;
-                s.dataset.spec = None;
-                s.dataset.tpcc.clear();
-                s.dataset.changed_by = None;
-            })
+        Err(e) if crate::snapshot::is_corrupt(&e).is_some() => {
+            snapshot::drop_corrupt(cx, id, &e, snapshot::Forget::Datasets)
         }
         Err(e) => Err(e),
     }

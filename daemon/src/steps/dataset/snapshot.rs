@@ -183,11 +183,7 @@ pub async fn restore_from_local(cx: &mut Context, id: &str) -> Result<Option<Dat
             Ok(Some(restored_info(cx, SOURCE_LOCAL, id, secs, how)))
         }
         Err(e) if is_corrupt(&e).is_some() => {
-            let text = format!("the local snapshot is not used, {e:#}; it is removed");
-            tracing::warn!("{text}");
-            crate::notify::status(&format!("dataset: {text}"));
-            let dir = local::snapshot_dir(&root(cx)?, id);
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+            drop_corrupt(cx, id, &e, Forget::Nothing)?;
             Ok(None)
         }
         Err(e) => Err(e),
@@ -374,23 +370,47 @@ pub async fn put_back(cx: &mut Context, point: &str, id: &str, reason: &str) -> 
     tracing::info!(point = %point, snapshot = %id, why = %reason, "restoring the data directory");
     match restore_local(cx, id, Hashing::Never).await {
         Ok(_) => Ok(()),
-        Err(e) if is_corrupt(&e).is_some() => {
-            let text = format!("{e:#}: generating the dataset again");
-            tracing::warn!("{text}");
-            crate::notify::status(&format!("dataset: {text}"));
-            let dir = local::snapshot_dir(&root(cx)?, id);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir)
-                    .with_context(|| format!("removing {}", dir.display()))?;
-            }
-            cx.journal.update(|s| {
-                s.dataset.snapshot = None;
-                s.dataset.spec = None;
-                s.dataset.tpcc.clear();
-            })
-        }
+        Err(e) if is_corrupt(&e).is_some() => drop_corrupt(cx, id, &e, Forget::Datasets),
         Err(e) => Err(e),
     }
+}
+
+/// What the journal forgets when a snapshot is found corrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forget {
+    /// Nothing: the data directory was not touched and nothing was recorded from it.
+    Nothing,
+    /// The datasets the data directory held: a point (or an interrupted restore) changed
+    /// them, and the snapshot that would have put them back is gone, so they are made again.
+    Datasets,
+}
+
+/// Snapshot `id` found corrupt (error `e`): the log and the unit's status say why, its
+/// directory is removed, and the journal forgets what `forget` says. The one route for
+/// every restore that finds a snapshot corrupt.
+pub fn drop_corrupt(cx: &mut Context, id: &str, e: &anyhow::Error, forget: Forget) -> Result<()> {
+    let then = match forget {
+        Forget::Nothing => "the dataset is generated",
+        Forget::Datasets => "the datasets are generated again",
+    };
+    let text = format!("snapshot {id} is not used, {e:#}; it is removed and {then}");
+    tracing::warn!("{text}");
+    crate::notify::status(&format!("dataset: {text}"));
+    let dir = local::snapshot_dir(&root(cx)?, id);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    if forget == Forget::Datasets {
+        cx.journal.update(|s| {
+            s.dataset.snapshot = None;
+            s.dataset.restoring = None;
+            s.dataset.spec = None;
+            s.dataset.tpcc.clear();
+            s.dataset.changed_by = None;
+            s.dataset.changed_by_warmup = false;
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

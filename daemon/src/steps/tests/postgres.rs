@@ -163,3 +163,43 @@ async fn a_planned_setting_not_in_effect_fails_in_effect() {
     assert!(format!("{e:#}").contains("work_mem"), "{e:#}");
     assert!(todo(&check(&InEffect, &mut cx).await));
 }
+
+#[tokio::test]
+async fn a_missing_database_or_table_counts_as_no_rows_not_as_an_error() {
+    use crate::postgres::cluster::SUPERUSER;
+    use crate::postgres::sql::{rows_in, Session};
+    let mut cx = debian(DEBIAN_PLAN);
+    bring_about(&Postgres, &mut cx).await;
+    let c = cx.server().expect("server").clone();
+    let rows = |db: &'static str, table: &'static str| {
+        let c = c.clone();
+        async move { rows_in(&c.socket_dir(), c.port, SUPERUSER, db, table).await }
+    };
+    assert_eq!(rows("no_such_db", "t").await.expect("no database"), None);
+    let admin = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "postgres")
+        .await
+        .expect("connect");
+    admin
+        .execute("CREATE DATABASE half")
+        .await
+        .expect("createdb");
+    // The database is there, the table not yet (a load cut off before it made its tables):
+    // a query that names the table would fail when parsed.
+    assert_eq!(
+        rows("half", "pgbench_branches").await.expect("no table"),
+        None
+    );
+    let s = Session::connect(&c.socket_dir(), c.port, SUPERUSER, "half")
+        .await
+        .expect("connect");
+    s.execute("CREATE TABLE pgbench_branches (bid int); INSERT INTO pgbench_branches SELECT generate_series(1, 3)")
+        .await
+        .expect("table");
+    assert_eq!(
+        rows("half", "pgbench_branches")
+            .await
+            .expect("count")
+            .as_deref(),
+        Some("3")
+    );
+}
