@@ -64,9 +64,8 @@ pub(crate) fn prepare_child(
 ) {
     // Running as the identity already (a developer's tests as themselves): nothing to
     // switch, and setgroups would need a privilege such a process lacks.
-    let already = |id: &&Identity| {
-        Uid::effective().as_raw() == id.uid && Gid::effective().as_raw() == id.gid
-    };
+    let already =
+        |id: &&Identity| Uid::effective().as_raw() == id.uid && Gid::effective().as_raw() == id.gid;
     let identity = identity.filter(|id| !already(id)).map(|id| {
         let groups: Vec<Gid> = id.groups.iter().map(|g| Gid::from_raw(*g)).collect();
         (groups, Gid::from_raw(id.gid), Uid::from_raw(id.uid))
