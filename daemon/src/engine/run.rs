@@ -191,8 +191,8 @@ pub async fn run(options: RunOptions) -> Result<Outcome> {
         }
     }
     crate::notify::ready();
-    if let Ok(boot) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-        cx.journal.note_boot(boot.trim())?;
+    if let Ok(boot) = cx.host.boot_id() {
+        cx.journal.note_boot(&boot)?;
     }
     if cx.journal.state.failure.is_some() {
         // This process tries again: the earlier failure is history (the failure bundle and

@@ -241,6 +241,29 @@ impl Host {
         }
     }
 
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`, the stand-in machine's for the
+    /// tests): every step and the engine read it here, so a test's boot is the one they see.
+    pub fn boot_id(&self) -> Result<String> {
+        let path = "/proc/sys/kernel/random/boot_id";
+        Ok(std::fs::read_to_string(self.machine_path(path))
+            .map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?
+            .trim()
+            .to_string())
+    }
+
+    /// Writes back dirty pages and drops the page cache, dentries and inodes
+    /// (`/proc/sys/vm/drop_caches`, the stand-in machine's for the tests).
+    pub fn drop_page_cache(&self) -> Result<()> {
+        let path = "/proc/sys/vm/drop_caches";
+        let target = self.machine_path(path);
+        if target.as_path() == Path::new(path) {
+            nix::unistd::sync();
+        }
+        std::fs::write(&target, "3").map_err(|e| {
+            anyhow::anyhow!("writing {path} (dropping the page cache needs root): {e}")
+        })
+    }
+
     /// Reboots the machine; returns only with an error.
     pub async fn reboot(&self) -> Result<std::convert::Infallible> {
         match self {

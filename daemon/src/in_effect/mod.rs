@@ -408,7 +408,7 @@ pub(crate) fn load_tuned_profile(name: &str, dirs: &[PathBuf]) -> TunedProfileFi
     parse::merge_profiles(&files)
 }
 
-fn read_opt(path: &str) -> Option<String> {
+fn read_opt(path: &std::path::Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
@@ -429,20 +429,23 @@ pub(crate) fn lvs_command() -> CommandSpec {
 }
 
 /// Reads what the host and the server show for `planned`. `tuned` is asked only when a
-/// profile is planned (the appliance's systemd connection).
+/// profile is planned (the appliance's systemd connection). `machine` says where the
+/// machine's file at an absolute path is (the path itself but for the tests' stand-in).
 pub(crate) async fn observe(
     planned: &Planned,
     runner: &Runner,
     tuned: Option<&crate::systemd::Systemd>,
     session: &Session,
     raw_dir: &std::path::Path,
+    machine: &dyn Fn(&str) -> std::path::PathBuf,
 ) -> Result<Observed> {
     let mut seen = Observed {
-        kernel_cmdline: read_opt("/proc/cmdline"),
-        thp: read_opt("/sys/kernel/mm/transparent_hugepage/enabled").and_then(|t| thp_mode(&t)),
+        kernel_cmdline: read_opt(&machine("/proc/cmdline")),
+        thp: read_opt(&machine("/sys/kernel/mm/transparent_hugepage/enabled"))
+            .and_then(|t| thp_mode(&t)),
         ..Observed::default()
     };
-    if let Ok(entries) = std::fs::read_dir("/sys/devices/system/cpu") {
+    if let Ok(entries) = std::fs::read_dir(machine("/sys/devices/system/cpu")) {
         for e in entries.flatten() {
             let p = e.path().join("cpufreq/scaling_governor");
             if let Ok(g) = std::fs::read_to_string(&p) {
@@ -460,10 +463,10 @@ pub(crate) async fn observe(
         }
         for name in comparable_sysctls(&os.profile).keys() {
             seen.sysctls
-                .insert(name.clone(), read_opt(&parse::sysctl_path(name)));
+                .insert(name.clone(), read_opt(&machine(&parse::sysctl_path(name))));
         }
         if let Some(v) = &os.volume {
-            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+            let mountinfo = std::fs::read_to_string(machine("/proc/self/mountinfo"))
                 .context("reading /proc/self/mountinfo")?;
             seen.mount = parse::parse_mountinfo(&mountinfo, &v.mount_point);
             let out = runner.run(&lvs_command()).await?;

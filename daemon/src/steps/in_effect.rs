@@ -18,21 +18,13 @@ pub struct InEffect;
 /// Where the record is written in the run directory.
 pub const IN_EFFECT_FILE: &str = "tuning_in_effect.json";
 
-fn boot_id(cx: &Context) -> Result<String> {
-    let path = "/proc/sys/kernel/random/boot_id";
-    Ok(std::fs::read_to_string(cx.host.machine_path(path))
-        .map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?
-        .trim()
-        .to_string())
-}
-
 impl Step for InEffect {
     const NAME: StepName = StepName::InEffect;
     const NEEDS: &'static [Product] = &[Product::Server, Product::Settings];
     const GIVES: &'static [Product] = &[];
 
     async fn check(&self, cx: &mut Looking<'_>) -> Result<Check> {
-        let boot = boot_id(cx)?;
+        let boot = cx.host.boot_id()?;
         let recorded = cx.run_dir.join(IN_EFFECT_FILE).is_file();
         Ok(match &cx.journal.state.state.in_effect.observed_in_boot {
             Some(b) if *b == boot && recorded => Check::Done,
@@ -66,7 +58,9 @@ impl Step for InEffect {
         let raw = cx.raw();
         let mut tries = if os_tuning { 12 } else { 1 };
         let result = loop {
-            let seen = observe(&want, &cx.runner, cx.host.bus(), &session, &raw).await?;
+            let host = &cx.host;
+            let machine = |p: &str| host.machine_path(p);
+            let seen = observe(&want, &cx.runner, cx.host.bus(), &session, &raw, &machine).await?;
             let result = evaluate(&want, &seen, crate::clock::now());
             tries -= 1;
             if result.not_in_effect().is_empty() || tries == 0 {
@@ -80,7 +74,7 @@ impl Step for InEffect {
         };
         crate::fsutil::write_json(&cx.run_dir.join(IN_EFFECT_FILE), &result)?;
         result.ensure()?;
-        let boot = boot_id(cx)?;
+        let boot = cx.host.boot_id()?;
         cx.journal
             .update(|s| s.in_effect.observed_in_boot = Some(boot))
     }

@@ -88,7 +88,7 @@ impl Step for OsTuning {
             return Ok(());
         }
         let (cmdline, missing) = missing_args(cx)?;
-        let boot_id = read_trimmed(cx, "/proc/sys/kernel/random/boot_id")?;
+        let boot_id = cx.host.boot_id()?;
         if !missing.is_empty() {
             if let Some(from) = &cx.journal.state.state.os_tuning.reboot_from_boot {
                 if *from != boot_id {

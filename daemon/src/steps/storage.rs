@@ -100,7 +100,7 @@ impl Step for Storage {
         };
         match planned {
             StoragePlan::Directory => {
-                crate::fsutil::create_dir_all(Path::new(&mount_point))?;
+                crate::fsutil::create_dir_all(&cx.host.machine_path(&mount_point))?;
                 tracing::info!(dir = %mount_point, "no data volume planned: PGDATA on the root filesystem");
             }
             StoragePlan::AlreadyBuilt { devices } => {

@@ -196,11 +196,13 @@ async fn between_rounds(cx: &mut Context, between: BetweenRounds, round: u32) ->
             tracing::info!(round, "restarting PostgreSQL with the page cache dropped");
             let cluster = cx.server()?.clone();
             cluster.stop().await?;
-            drop_page_cache()?;
+            cx.host
+                .drop_page_cache()
+                .context("[sweep] between_rounds = \"restart\" drops the page cache")?;
             cluster.start().await?;
         }
         BetweenRounds::Reboot => {
-            let boot = read_boot_id()?;
+            let boot = cx.host.boot_id()?;
             let sweep = &cx.journal.state.state.sweep;
             let rebooted = sweep.reboot_for_round == Some(round)
                 && sweep.reboot_from_boot.as_deref().is_some_and(|b| b != boot);
@@ -221,25 +223,6 @@ async fn between_rounds(cx: &mut Context, between: BetweenRounds, round: u32) ->
         }
     }
     cx.journal.update(|s| s.sweep.prepared_round = round)
-}
-
-fn read_boot_id() -> Result<String> {
-    let path = "/proc/sys/kernel/random/boot_id";
-    Ok(std::fs::read_to_string(path)
-        .with_context(|| format!("reading {path}"))?
-        .trim()
-        .to_string())
-}
-
-/// Writes back dirty pages and drops the page cache, dentries and inodes.
-fn drop_page_cache() -> Result<()> {
-    nix::unistd::sync();
-    let path = "/proc/sys/vm/drop_caches";
-    std::fs::write(path, "3").with_context(|| {
-        format!(
-            "[sweep] between_rounds = \"restart\" drops the page cache: writing {path} (this needs root)"
-        )
-    })
 }
 
 /// Brings the cluster's data checksums to the state a point needs.

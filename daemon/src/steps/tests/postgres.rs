@@ -136,6 +136,14 @@ async fn in_effect_reads_the_settings_back_once_per_boot() {
     apply(&InEffect, &mut cx).await.expect("apply");
     let record = std::fs::read_to_string(cx.run_dir.join(IN_EFFECT_FILE)).expect("record");
     assert!(record.contains("shared_buffers"), "{record}");
+    // What the machine shows is read from the stand-in machine, not from the one the tests
+    // run on.
+    let record: serde_json::Value = serde_json::from_str(&record).expect("json");
+    assert_eq!(
+        record["kernel_cmdline"], "BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro",
+        "{record}"
+    );
+    assert_eq!(record["transparent_hugepage"], "madvise", "{record}");
     assert_eq!(
         cx.journal.state.state.in_effect.observed_in_boot.as_deref(),
         Some("boot-1")
