@@ -135,10 +135,9 @@ fn without_test_modules(code: &str) -> String {
     while let Some(at) = text[search..].find("#[cfg(test)]") {
         let start = search + at;
         let after = &text[start + "#[cfg(test)]".len()..];
-        let trimmed = after.trim_start();
-        let is_mod = trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ");
         search = start + 1;
-        if !is_mod {
+        if test_module_name(after).is_none_or(|(_, in_a_file)| in_a_file) {
+            // Not a module, or one in a file of its own (left out by `edges`).
             continue;
         }
         // char index of byte offset (source is mostly ASCII; convert properly anyway)
@@ -170,6 +169,47 @@ fn without_test_modules(code: &str) -> String {
         }
     }
     out.drain(..).collect()
+}
+
+/// After `#[cfg(test)]`: the module declared there, if one is, and whether it is in a file
+/// of its own (`mod tests;`) rather than inline (`mod tests { … }`).
+fn test_module_name(after: &str) -> Option<(String, bool)> {
+    let t = after.trim_start();
+    let t = ["pub(crate) mod ", "pub mod ", "mod "]
+        .iter()
+        .find_map(|p| t.strip_prefix(p))?;
+    let name: String = t
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if name.is_empty() {
+        return None;
+    }
+    let rest = t[name.len()..].trim_start();
+    Some((name, rest.starts_with(';')))
+}
+
+/// The module paths of test modules in files of their own (`#[cfg(test)] mod tests;` in
+/// `steps/mod.rs` → `["steps", "tests"]`): their files are test code, left out like inline
+/// test modules.
+fn test_module_paths(files: &[(PathBuf, Vec<String>)]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for (path, module) in files {
+        let src = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let code = code_only(&src);
+        let mut search = 0;
+        while let Some(at) = code[search..].find("#[cfg(test)]") {
+            let after = &code[search + at + "#[cfg(test)]".len()..];
+            search += at + 1;
+            if let Some((name, true)) = test_module_name(after) {
+                let mut m = module.clone();
+                m.push(name);
+                out.push(m);
+            }
+        }
+    }
+    out
 }
 
 fn ident_at(s: &[char], mut i: usize) -> (String, usize) {
@@ -274,7 +314,9 @@ fn module_files(root: &Path, skip: &[&str]) -> Vec<(PathBuf, Vec<String>)> {
 
 /// Every edge between two different top-level modules of a crate rooted at `root`.
 fn edges(root: &Path, skip: &[&str]) -> (BTreeSet<String>, Vec<Edge>) {
-    let files = module_files(root, skip);
+    let mut files = module_files(root, skip);
+    let tests = test_module_paths(&files);
+    files.retain(|(_, m)| !tests.iter().any(|t| m.starts_with(t)));
     let top: BTreeSet<String> = files
         .iter()
         .filter_map(|(_, m)| m.first().cloned())
@@ -560,7 +602,15 @@ fn the_path_reader_sees_code_only() {
     )
     .expect("write");
     std::fs::write(src.join("b.rs"), "fn f() { crate::a::g(); }").expect("write");
-    std::fs::write(src.join("c.rs"), "").expect("write");
+    // A test module in a file of its own is left out, and what follows its declaration is
+    // still read.
+    std::fs::write(
+        src.join("c.rs"),
+        "#[cfg(test)]\nmod tests;\nfn h() { crate::d::k(); }\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(src.join("c")).expect("write");
+    std::fs::write(src.join("c/tests.rs"), "use crate::e::T;\n").expect("write");
     std::fs::write(src.join("d.rs"), "").expect("write");
     std::fs::write(src.join("e.rs"), "").expect("write");
     let (nodes, found) = edges(&src, &[]);
@@ -568,10 +618,11 @@ fn the_path_reader_sees_code_only() {
         .iter()
         .map(|e| (e.from.clone(), e.to.clone()))
         .collect();
-    let want: BTreeSet<(String, String)> = [("a", "b"), ("a", "c"), ("a", "e"), ("b", "a")]
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
+    let want: BTreeSet<(String, String)> =
+        [("a", "b"), ("a", "c"), ("a", "e"), ("b", "a"), ("c", "d")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
     assert_eq!(pairs, want);
     assert_eq!(
         cycles(&nodes, &found),

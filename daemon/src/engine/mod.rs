@@ -121,7 +121,11 @@ fn poke(live: Option<&live::Live>) {
 }
 
 /// Check, then (when something is left to do) begin, apply and finish in the journal.
-async fn drive_step<S: Step>(step: &S, cx: &mut Context, live: Option<&live::Live>) -> Result<()> {
+pub(crate) async fn drive_step<S: Step>(
+    step: &S,
+    cx: &mut Context,
+    live: Option<&live::Live>,
+) -> Result<()> {
     let name = S::NAME.as_str();
     let t0 = Instant::now();
     let check = match step.check(&mut crate::steps::Looking::new(cx)).await {

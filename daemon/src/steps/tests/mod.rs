@@ -138,15 +138,12 @@ pub async fn apply<S: Step>(step: &S, cx: &mut Context) -> anyhow::Result<()> {
     cx.journal.finish(S::NAME, 0.1)
 }
 
-/// Check, then apply when something is left to do (the engine's drive, for the steps a
-/// test needs before the one it tests).
+/// The engine's own drive of one step (check, apply when something is left to do, then its
+/// products checked), for the steps a test needs before the one it tests.
 pub async fn bring_about<S: Step>(step: &S, cx: &mut Context) {
-    match check(step, cx).await {
-        Check::Done => cx.journal.record_in_place(S::NAME).expect("journal"),
-        Check::Todo(_) => apply(step, cx)
-            .await
-            .unwrap_or_else(|e| panic!("applying {}: {e:#}", S::NAME.as_str())),
-    }
+    crate::engine::drive_step(step, cx, None)
+        .await
+        .unwrap_or_else(|e| panic!("bringing about {}: {e:#}", S::NAME.as_str()));
 }
 
 /// A fixture of `daemon/tests/fixtures/`.
