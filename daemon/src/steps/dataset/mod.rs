@@ -66,7 +66,7 @@ impl Step for Dataset {
         let seen = observe(cx, &phase, &goal, Tried::default()).await?;
         Ok(match phase::next(&phase, &goal, &seen) {
             Action::Nothing => Check::Done,
-            action => Check::Todo(action.why(&phase)),
+            action => Check::Todo(action.why(&phase, &goal, &seen)),
         })
     }
 

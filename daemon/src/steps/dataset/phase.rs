@@ -230,8 +230,9 @@ impl Action {
         )
     }
 
-    /// Why the dataset is not in place, as the step's check reports it.
-    pub fn why(&self, phase: &Phase) -> String {
+    /// Why the dataset is not in place, as the step's check reports it: for an action that
+    /// makes a dataset, which of the plan's datasets is missing and how.
+    pub fn why(&self, phase: &Phase, goal: &Goal, seen: &Observed) -> String {
         match self {
             Action::RedoRestore { snapshot } => {
                 format!("the restore of snapshot {snapshot} was interrupted")
@@ -249,6 +250,14 @@ impl Action {
                 Phase::Settled(s) if s.pgbench.is_none() && s.tpcc.is_empty() => {
                     "not initialised yet".into()
                 }
+                Phase::Settled(s) => {
+                    let missing = missing(s, goal, seen);
+                    if missing.is_empty() {
+                        "the dataset is not there as planned".into()
+                    } else {
+                        missing.join("; ")
+                    }
+                }
                 _ => "the dataset is not there as planned".into(),
             },
             Action::TakeSnapshot => "the dataset's snapshot is not taken yet".into(),
@@ -259,6 +268,33 @@ impl Action {
             Action::Nothing => "in place".into(),
         }
     }
+}
+
+/// Each of the plan's datasets that is not made, and how (for the check's reason).
+fn missing(s: &Settled, goal: &Goal, seen: &Observed) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(spec) = &goal.pgbench {
+        match &s.pgbench {
+            None => out.push(format!("pgbench's dataset ({spec}) is not made")),
+            Some(made) if made != spec => out.push(format!(
+                "pgbench's dataset was made as {made}, the plan asks {spec}"
+            )),
+            Some(_) if !seen.pgbench_present => {
+                out.push("pgbench's tables are not there at the planned scale".into())
+            }
+            Some(_) => {}
+        }
+    }
+    for t in &goal.tpcc {
+        if !s.tpcc.contains(t) {
+            out.push(format!("sysbench-tpcc dataset {t} is not prepared"));
+        } else if seen.tpcc_absent.contains(t) {
+            out.push(format!(
+                "sysbench-tpcc dataset {t}'s tables are not there at its scale"
+            ));
+        }
+    }
+    out
 }
 
 /// The next action, from what the journal says, what the plan asks and what was observed.
@@ -849,21 +885,57 @@ mod tests {
     #[test]
     fn the_check_names_what_is_left() {
         let nothing = Phase::Settled(Settled::default());
-        assert_eq!(Action::CreateAndLoad.why(&nothing), "not initialised yet");
+        let g = goal(Moment::Step);
+        let absent = Observed::default();
+        let why = |a: &Action, phase: &Phase, seen: &Observed| a.why(phase, &g, seen);
         assert_eq!(
-            Action::CreateAndLoad.why(&Phase::Settled(made())),
-            "the dataset is not there as planned"
+            why(&Action::CreateAndLoad, &nothing, &absent),
+            "not initialised yet"
+        );
+        // Made as planned, but the tables are gone.
+        assert_eq!(
+            why(&Action::CreateAndLoad, &Phase::Settled(made()), &absent),
+            "pgbench's tables are not there at the planned scale"
+        );
+        // Made with another spec; a sysbench-tpcc dataset not prepared, another dropped.
+        let g = Goal {
+            tpcc: vec!["tpcc-a".into(), "tpcc-b".into()],
+            ..goal(Moment::Step)
+        };
+        let other = Settled {
+            pgbench: Some("scale=2".into()),
+            tpcc: vec!["tpcc-b".into()],
+            ..made()
+        };
+        let seen = Observed {
+            tpcc_absent: vec!["tpcc-b".into()],
+            ..present()
+        };
+        assert_eq!(
+            Action::CreateAndLoad.why(&Phase::Settled(other), &g, &seen),
+            format!(
+                "pgbench's dataset was made as scale=2, the plan asks {SPEC}; \
+                 sysbench-tpcc dataset tpcc-a is not prepared; \
+                 sysbench-tpcc dataset tpcc-b's tables are not there at its scale"
+            )
         );
         assert_eq!(
-            Action::RestoreSettings(Load::Parallel { degree: 2 }).why(&nothing),
+            why(
+                &Action::RestoreSettings(Load::Parallel { degree: 2 }),
+                &nothing,
+                &absent
+            ),
             "a parallel load was interrupted"
         );
         assert_eq!(
-            Action::UploadSnapshot {
-                snapshot: "s1".into(),
-                store: STORE.into()
-            }
-            .why(&nothing),
+            why(
+                &Action::UploadSnapshot {
+                    snapshot: "s1".into(),
+                    store: STORE.into()
+                },
+                &nothing,
+                &absent
+            ),
             format!("the snapshot is not in {STORE} yet")
         );
     }
