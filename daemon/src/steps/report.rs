@@ -48,9 +48,9 @@ impl Step for Report {
     }
 
     async fn apply(&self, cx: &mut Context) -> Result<()> {
-        // The sweep removes the directory its restores reused; a sweep resumed after its
-        // last point (so not applied again) leaves it to this step.
-        crate::steps::dataset::snapshot::discard_spare(cx).await?;
+        // The sweep's end removes the directory its restores reused; a sweep resumed after
+        // its last point (so not applied again) leaves that end to this step.
+        crate::steps::dataset::drive(cx, crate::steps::dataset::phase::Moment::SweepOver).await?;
         let r = build(cx).await?;
         cx.set_results(r);
         Ok(())

@@ -231,13 +231,13 @@ pub async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
                 snapshot::share(cx).await?;
                 tried.upload = true;
             }
-            Action::PutBack { snapshot, reason } => {
+            Action::PutBack {
+                snapshot,
+                point,
+                reason,
+            } => {
                 tried.put_back = true;
-                let point = match &goal.moment {
-                    Moment::Point(p) => p.id.as_str(),
-                    Moment::Step | Moment::SweepOver => "",
-                };
-                snapshot::put_back(cx, point, &snapshot, &reason).await?;
+                snapshot::put_back(cx, &point, &snapshot, &reason).await?;
             }
             Action::StartPoint { workload, warmup } => {
                 cx.journal.update(|s| {

@@ -211,7 +211,12 @@ pub enum Action {
     /// Upload the local snapshot (resuming a journaled upload).
     UploadSnapshot { snapshot: String, store: String },
     /// Before a point: put the data directory back from the snapshot (sizes checked).
-    PutBack { snapshot: String, reason: String },
+    PutBack {
+        snapshot: String,
+        /// The point it is put back for.
+        point: String,
+        reason: String,
+    },
     /// Before a point: record that its workload now changes the data; the point starts.
     StartPoint { workload: String, warmup: bool },
     /// Remove the directory the last restore replaced.
@@ -369,6 +374,7 @@ pub fn next(phase: &Phase, goal: &Goal, seen: &Observed) -> Action {
                 ) {
                     return Action::PutBack {
                         snapshot: id.to_string(),
+                        point: p.id.clone(),
                         reason,
                     };
                 }
@@ -786,6 +792,7 @@ mod tests {
             next(&after_rw, &g(&ro), &present()),
             Action::PutBack {
                 snapshot: "s1".into(),
+                point: ro.id.clone(),
                 reason: "restore = \"each-workload\" and rw ran on the data".into()
             }
         );
