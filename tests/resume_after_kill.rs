@@ -138,8 +138,18 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
         Duration::ZERO,
         |j| j["points"].as_object().is_some_and(|p| p.len() == 2),
     );
+    // The first point this process begins (the guest's power cut names its moment so).
+    kill_at(
+        &w,
+        logs,
+        5,
+        "at the begin of point 3",
+        "begin-point@1",
+        Duration::ZERO,
+        |j| pending(j) == ("sweep".into(), "p003-rw-c00004-r1".into()),
+    );
     // A moment chosen by the clock rather than by the journal.
-    let mut child = spawn(&w, logs, 5);
+    let mut child = spawn(&w, logs, 6);
     std::thread::sleep(Duration::from_millis(2600));
     child.kill().expect("SIGKILL");
     let _ = child.wait();
@@ -181,6 +191,11 @@ fn killed_at_several_moments_resumes_and_records_each_point_once() {
     assert!(run_dir
         .join("raw/points/p001-rw-c00001-r1/attempt-1")
         .exists());
+    let p3 = &r["points"][2];
+    assert!(
+        p3["attempt"].as_u64().expect("attempt") >= 2,
+        "point 3 was begun once before the kill at its begin: {p3}"
+    );
     let csv = std::fs::read_to_string(run_dir.join("summary.csv")).expect("csv");
     assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
 

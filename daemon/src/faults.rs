@@ -2,7 +2,8 @@
 //! in the middle of X" happens exactly in X instead of whenever a polling test happens to
 //! look. A test sets `PGAPPLIANCE_FAULT` to a comma-separated list of `NAME[@N]=ACTION`:
 //!
-//! - `NAME`: the point, e.g. `upload-part-journaled` or `spawned:pgbench` (see the calls of
+//! - `NAME`: the point, e.g. `upload-part-journaled`, `begin-point:ID` (one sweep point's
+//!   begin, journaled) or `begin-point` (any point's), or `spawned:pgbench` (see the calls of
 //!   [`point`] and [`spawned`]); `@N` acts on its N-th hit only (default 1), `@*` on every hit.
 //! - `ACTION`: `kill` (the daemon sends itself SIGKILL: a kill -9 at that place), `stop` (it
 //!   sends itself SIGSTOP: the test sees the stop with `waitpid(WUNTRACED)`, looks at the

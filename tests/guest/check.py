@@ -645,6 +645,8 @@ def main():
         m = re.search(r'resuming: the previous process stopped during this step step="sweep" item="([^"]+)"', log)
         ok(m is not None, "the daemon resumed from its journal in the sweep", log[-800:])
         if m:
+            # The power cut came at the second point's begin (the fault point begin-point@2).
+            ok(m.group(1).startswith("p002-"), "the cut came during the second point", m.group(1))
             attempts = state(out).get("points", {}).get(m.group(1), {}).get("attempts")
             ok(attempts == 2, f"the interrupted point {m.group(1)} ran again as attempt 2", str(attempts))
     elif kind == "el8-tools":

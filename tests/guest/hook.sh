@@ -75,6 +75,14 @@ if [ ! -x /usr/bin/pgapplianced ]; then
     if [ -f "$share/credentials.env" ]; then
         install -D -m 0600 "$share/credentials.env" /etc/pgappliance/credentials.env
     fi
+    # vm-reset: the harness names the moment of its power cut as a fault point of the
+    # daemon (a debug build's PGAPPLIANCE_FAULT, e.g. begin-point@2=stop): the daemon stops
+    # itself there and the loop below tells the harness. The drop-in lasts until then.
+    if [ -f "$share/fault" ]; then
+        mkdir -p /etc/systemd/system/pgapplianced.service.d
+        printf '[Service]\nEnvironment=PGAPPLIANCE_FAULT=%s\n' "$(cat "$share/fault")" \
+            > /etc/systemd/system/pgapplianced.service.d/fault.conf
+    fi
     systemctl daemon-reload
     systemctl enable pgapplianced.service >> "$out/hook.log" 2>&1
     systemctl start --no-block pgapplianced.service
@@ -100,6 +108,18 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
         esac
     fi
     if [ -e /var/lib/pgappliance/done ]; then outcome=done; break; fi
+    # The daemon stopped itself at the harness's fault point: the drop-in goes (the next
+    # boot runs unarmed), then the harness is told and cuts the power; nothing else here.
+    pid=$(systemctl show -p MainPID --value pgapplianced.service)
+    if [ -f /etc/systemd/system/pgapplianced.service.d/fault.conf ] && [ "${pid:-0}" != 0 ] \
+        && [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = T ]; then
+        rm -f /etc/systemd/system/pgapplianced.service.d/fault.conf
+        sync
+        sed -n 's|^points: \([0-9]*/[0-9]*\).*|\1|p' "$out/status" > "$out/fault-reached.tmp"
+        mv "$out/fault-reached.tmp" "$out/fault-reached"
+        say "the daemon stopped at its fault point: waiting for the power cut"
+        while :; do sleep 60; done
+    fi
     if [ -n "$stop_after" ] && grep -Eq "^  $stop_after +done" "$out/status" 2>/dev/null; then
         systemctl stop pgapplianced.service
         outcome=stopped-after-$stop_after; break
