@@ -28,10 +28,10 @@ pub const JOURNAL_SCHEMA_VERSION: u32 = 2;
     journal.display()
 )]
 pub struct DifferentPlan {
-    pub run_id: String,
-    pub journal: PathBuf,
-    pub was: String,
-    pub now: String,
+    pub(crate) run_id: String,
+    pub(crate) journal: PathBuf,
+    pub(crate) was: String,
+    pub(crate) now: String,
 }
 
 /// `StepName` from the one list of steps ([`crate::step_list`]).
@@ -48,7 +48,7 @@ macro_rules! define_step_name {
 
         impl StepName {
             /// Every step, in the order they run.
-            pub const ALL: &'static [StepName] = &[$(StepName::$variant,)*];
+            pub(crate) const ALL: &'static [StepName] = &[$(StepName::$variant,)*];
 
             /// The step's name in the journal, the status and the logs (its module's).
             pub fn as_str(self) -> &'static str {
@@ -59,7 +59,7 @@ macro_rules! define_step_name {
 
             /// Whether the step changes the machine (packages, the data volume, the OS
             /// tuning): only a host that may change it runs it.
-            pub fn changes_machine(self) -> bool {
+            pub(crate) fn changes_machine(self) -> bool {
                 match self {
                     $(StepName::$variant => $machine,)*
                 }
@@ -72,7 +72,7 @@ crate::step_list::step_list!(define_step_name);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
-    pub started_at: String,
+    pub(crate) started_at: String,
     pub finished_at: Option<String>,
     /// Seconds the last successful attempt took.
     pub duration_s: Option<f64>,
@@ -92,9 +92,9 @@ pub struct Pending {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointRecord {
     /// Path of the point's JSON, relative to the run dir.
-    pub result: String,
-    pub finished_at: String,
-    pub attempts: u32,
+    pub(crate) result: String,
+    pub(crate) finished_at: String,
+    pub(crate) attempts: u32,
 }
 
 /// What each step keeps across restarts, one typed field per step that keeps anything.
@@ -108,28 +108,28 @@ pub struct StepState {
     #[serde(default)]
     pub os_tuning: OsTuningState,
     #[serde(default)]
-    pub in_effect: InEffectState,
+    pub(crate) in_effect: InEffectState,
     #[serde(default)]
     pub dataset: DatasetState,
     #[serde(default)]
     pub upload: UploadState,
     #[serde(default)]
-    pub sweep: SweepState,
+    pub(crate) sweep: SweepState,
 }
 
 /// What the sweep remembers across restarts and reboots: the rounds already prepared by
 /// `[sweep] between_rounds`, and the reboot asked for one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SweepState {
+pub(crate) struct SweepState {
     /// The last round whose between-rounds action is done (0: none).
     #[serde(default)]
-    pub prepared_round: u32,
+    pub(crate) prepared_round: u32,
     /// The round a reboot was asked for, and the boot it was asked from.
     #[serde(default)]
-    pub reboot_for_round: Option<u32>,
+    pub(crate) reboot_for_round: Option<u32>,
     #[serde(default)]
-    pub reboot_from_boot: Option<String>,
+    pub(crate) reboot_from_boot: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -164,9 +164,9 @@ pub struct OsTuningState {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct InEffectState {
+pub(crate) struct InEffectState {
     /// Boot id of the boot in which the planned tuning was last read back in effect.
-    pub observed_in_boot: Option<String>,
+    pub(crate) observed_in_boot: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -178,31 +178,31 @@ pub struct DatasetState {
     pub load_degree: Option<u32>,
     /// The sysbench-tpcc datasets prepared (their [`crate::steps::tpcc::dataset_spec`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tpcc: Vec<String>,
+    pub(crate) tpcc: Vec<String>,
     /// The sysbench-tpcc database being prepared (its load settings in force).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tpcc_preparing: Option<String>,
+    pub(crate) tpcc_preparing: Option<String>,
     /// Where the dataset came from: `generated`, `snapshot:local` or `snapshot:store`.
     #[serde(default)]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// The id of the dataset's local snapshot, once it is complete.
     #[serde(default)]
-    pub snapshot: Option<String>,
+    pub(crate) snapshot: Option<String>,
     /// A restore of this snapshot was started and has not finished (redone at start).
     #[serde(default)]
-    pub restoring: Option<String>,
+    pub(crate) restoring: Option<String>,
     /// The workload whose points ran on the data since it was generated or restored, and
     /// whether the last of them was a warm-up.
     #[serde(default)]
-    pub changed_by: Option<String>,
+    pub(crate) changed_by: Option<String>,
     #[serde(default)]
-    pub changed_by_warmup: bool,
+    pub(crate) changed_by_warmup: bool,
     /// The store the snapshot was uploaded to and read back from.
     #[serde(default)]
-    pub snapshot_stored: Option<String>,
+    pub(crate) snapshot_stored: Option<String>,
     /// An upload of the snapshot in progress (resumed at start).
     #[serde(default)]
-    pub snapshot_upload: Option<crate::snapshot::store::UploadProgress>,
+    pub(crate) snapshot_upload: Option<crate::snapshot::store::UploadProgress>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -217,14 +217,14 @@ pub struct Journal {
     pub schema_version: u32,
     pub run_id: String,
     /// sha256 of the plan text the run started with; a different plan cannot resume it.
-    pub plan_sha256: String,
+    pub(crate) plan_sha256: String,
     pub started_at: String,
     pub steps: BTreeMap<StepName, StepRecord>,
     pub pending: Option<Pending>,
     pub points: BTreeMap<String, PointRecord>,
     /// Attempts of points not yet finished.
     #[serde(default)]
-    pub point_attempts: BTreeMap<String, u32>,
+    pub(crate) point_attempts: BTreeMap<String, u32>,
     pub points_total: usize,
     /// Each step's own state.
     #[serde(default)]
@@ -237,7 +237,7 @@ pub struct Journal {
     pub updated_at: Option<String>,
     /// The boot ids of the boots the run has seen, in order.
     #[serde(default)]
-    pub boots: Vec<String>,
+    pub(crate) boots: Vec<String>,
     pub finished_at: Option<String>,
 }
 
@@ -338,7 +338,7 @@ fn read_unchecked(text: &str, path: &Path) -> Result<(Journal, u64)> {
 /// Schema 1 → 2: the string facts become typed step state. A fact this migration does not
 /// know, or a value that does not read as its type, is refused naming it (nothing is
 /// dropped silently).
-pub fn migrate_v1(mut value: serde_json::Value) -> Result<Journal> {
+pub(crate) fn migrate_v1(mut value: serde_json::Value) -> Result<Journal> {
     let obj = value
         .as_object_mut()
         .context("a schema-1 journal is a JSON object")?;
@@ -388,7 +388,7 @@ pub fn migrate_v1(mut value: serde_json::Value) -> Result<Journal> {
 }
 
 /// The journal of a work directory.
-pub fn journal_path(workdir: &Path) -> PathBuf {
+pub(crate) fn journal_path(workdir: &Path) -> PathBuf {
     workdir.join("state.json")
 }
 
@@ -448,19 +448,19 @@ impl JournalFile {
         Ok(j)
     }
 
-    pub fn load(path: &Path) -> Result<Journal> {
+    pub(crate) fn load(path: &Path) -> Result<Journal> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading journal {}", path.display()))?;
         parse(&text, path)
     }
 
-    pub fn save(&mut self) -> Result<()> {
+    pub(crate) fn save(&mut self) -> Result<()> {
         self.state.updated_at = Some(crate::clock::now());
         fsutil::write_json(&self.path, &self.state)
             .with_context(|| format!("saving journal {}", self.path.display()))
     }
 
-    pub fn is_done(&self, step: StepName) -> bool {
+    pub(crate) fn is_done(&self, step: StepName) -> bool {
         self.state
             .steps
             .get(&step)
@@ -469,7 +469,7 @@ impl JournalFile {
 
     /// Records that a step (or an item inside it) is starting. Returns what was pending
     /// before, i.e. work an earlier process left unfinished.
-    pub fn begin(&mut self, step: StepName, item: Option<&str>) -> Result<Option<Pending>> {
+    pub(crate) fn begin(&mut self, step: StepName, item: Option<&str>) -> Result<Option<Pending>> {
         let previous = self.state.pending.take();
         let rec = self.state.steps.entry(step).or_insert(StepRecord {
             started_at: crate::clock::now(),
@@ -499,7 +499,7 @@ impl JournalFile {
         Ok(previous)
     }
 
-    pub fn finish(&mut self, step: StepName, duration_s: f64) -> Result<()> {
+    pub(crate) fn finish(&mut self, step: StepName, duration_s: f64) -> Result<()> {
         if let Some(rec) = self.state.steps.get_mut(&step) {
             rec.finished_at = Some(crate::clock::now());
             rec.duration_s = Some(duration_s);
@@ -512,7 +512,7 @@ impl JournalFile {
     }
 
     /// Records why the run stopped in `step`.
-    pub fn record_failure(
+    pub(crate) fn record_failure(
         &mut self,
         step: StepName,
         error: &anyhow::Error,
@@ -528,7 +528,7 @@ impl JournalFile {
     }
 
     /// Counts an attempt at a point and marks it in flight.
-    pub fn begin_point(&mut self, id: &str) -> Result<u32> {
+    pub(crate) fn begin_point(&mut self, id: &str) -> Result<u32> {
         // A recorded point run again (a warm-up before its interrupted point) keeps counting.
         let before = self.state.points.get(id).map_or(0, |r| r.attempts);
         let attempts = self
@@ -551,7 +551,7 @@ impl JournalFile {
         Ok(n)
     }
 
-    pub fn finish_point(&mut self, id: &str, result: &str) -> Result<()> {
+    pub(crate) fn finish_point(&mut self, id: &str, result: &str) -> Result<()> {
         let attempts = self.state.point_attempts.remove(id).unwrap_or(1);
         self.state.points.insert(
             id.to_string(),
@@ -572,7 +572,7 @@ impl JournalFile {
     }
 
     /// Records the boot this process runs in, when it is a new one for the run.
-    pub fn note_boot(&mut self, boot_id: &str) -> Result<()> {
+    pub(crate) fn note_boot(&mut self, boot_id: &str) -> Result<()> {
         if self.state.boots.last().map(String::as_str) == Some(boot_id) {
             return Ok(());
         }
@@ -581,18 +581,18 @@ impl JournalFile {
     }
 
     /// Changes a step's state and persists it.
-    pub fn update(&mut self, change: impl FnOnce(&mut StepState)) -> Result<()> {
+    pub(crate) fn update(&mut self, change: impl FnOnce(&mut StepState)) -> Result<()> {
         change(&mut self.state.state);
         self.save()
     }
 
     /// The step in flight when an earlier process stopped, with its item.
-    pub fn pending_in(&self, step: StepName) -> Option<&Pending> {
+    pub(crate) fn pending_in(&self, step: StepName) -> Option<&Pending> {
         self.state.pending.as_ref().filter(|p| p.step == step)
     }
 
     /// Records a step whose effect was found in place (first time only).
-    pub fn record_in_place(&mut self, step: StepName) -> Result<()> {
+    pub(crate) fn record_in_place(&mut self, step: StepName) -> Result<()> {
         let was_pending = self.pending_in(step).is_some();
         if self.is_done(step) && !was_pending {
             return Ok(());

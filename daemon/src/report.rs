@@ -7,7 +7,7 @@ use crate::plan::{Checksums, WorkloadKind};
 use crate::results::{PointResult, PointStatus, RunResults};
 use crate::workload::{Figures, Record};
 
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -15,9 +15,9 @@ pub fn escape(s: &str) -> String {
 }
 
 /// A named series of (x, y) points for a line chart.
-pub struct Series {
-    pub name: String,
-    pub points: Vec<(f64, f64)>,
+pub(crate) struct Series {
+    pub(crate) name: String,
+    pub(crate) points: Vec<(f64, f64)>,
 }
 
 const COLOURS: [&str; 8] = [
@@ -41,7 +41,7 @@ fn nice_max(v: f64) -> f64 {
 
 /// Whether an x axis holding these series is drawn on a log scale: every x above zero and
 /// the largest at least ten times the smallest (client counts 10…1000).
-pub fn wants_log_x(series: &[Series]) -> bool {
+pub(crate) fn wants_log_x(series: &[Series]) -> bool {
     let xs = || series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let lo = xs().fold(f64::MAX, f64::min);
     let hi = xs().fold(f64::MIN, f64::max);
@@ -60,7 +60,7 @@ fn stroke(i: usize) -> (&'static str, &'static str) {
 /// the chart, so every series name is shown whole and wraps instead of being cut. With
 /// `log_x` (client axes) the x axis is logarithmic where [`wants_log_x`] says the data spans
 /// enough for it; time axes pass false.
-pub fn line_chart(
+pub(crate) fn line_chart(
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -72,11 +72,11 @@ pub fn line_chart(
 
 /// What a chart marks at a point of a series: the 95 % interval of its value as an error
 /// bar, or none when the point is one sample (drawn hollow, titled so).
-pub type PointBars = Vec<(f64, Option<(f64, f64)>)>;
+pub(crate) type PointBars = Vec<(f64, Option<(f64, f64)>)>;
 
 /// [`line_chart`] with, for each series (same order), the points' error bars or one-sample
 /// marks; a series without an entry is drawn plain.
-pub fn line_chart_with_bars(
+pub(crate) fn line_chart_with_bars(
     title: &str,
     x_label: &str,
     y_label: &str,
@@ -260,7 +260,7 @@ fn series_name(workload: &str, checksums: Option<Checksums>) -> String {
 }
 
 /// What a point's load count is called: pgbench's clients, sysbench's threads.
-pub fn load_unit(kind: WorkloadKind) -> &'static str {
+pub(crate) fn load_unit(kind: WorkloadKind) -> &'static str {
     crate::workload::of(kind).load_unit()
 }
 
@@ -273,7 +273,7 @@ fn ok_points(r: &RunResults, record: Record) -> impl Iterator<Item = &PointResul
 
 /// Mean tps per client (sysbench-tpcc: thread) count for each workload × checksum state of
 /// one kind (repeats averaged).
-pub fn scaling_series(r: &RunResults, record: Record) -> Vec<Series> {
+pub(crate) fn scaling_series(r: &RunResults, record: Record) -> Vec<Series> {
     let mut groups: BTreeMap<String, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for p in ok_points(r, record) {
         if let Some(tps) = p.tps() {
@@ -301,7 +301,7 @@ pub fn scaling_series(r: &RunResults, record: Record) -> Vec<Series> {
 /// different throughputs (select-only's tens of thousands, TPC-B's few thousand) on one
 /// linear axis would flatten the slower one. A run without points still gets one chart (it
 /// says "no data").
-pub fn scaling_charts(r: &RunResults, record: Record) -> Vec<(String, Vec<Series>)> {
+pub(crate) fn scaling_charts(r: &RunResults, record: Record) -> Vec<(String, Vec<Series>)> {
     let mut by_workload: BTreeMap<String, Vec<Series>> = BTreeMap::new();
     for p in ok_points(r, record) {
         by_workload.entry(p.workload.clone()).or_default();
@@ -321,7 +321,7 @@ pub fn scaling_charts(r: &RunResults, record: Record) -> Vec<(String, Vec<Series
 
 /// Mean latency percentiles per client count, one chart's series per percentile, for each
 /// pgbench workload × checksum state.
-pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
+pub(crate) fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
     type Pick = fn(&crate::workload::Percentiles) -> Option<f64>;
     let picks: [(&str, Pick); 5] = [
         ("p25", |l| l.p25),
@@ -366,7 +366,7 @@ pub fn latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
 
 /// sysbench-tpcc's latency per thread count (sysbench's own mean and 95th percentile,
 /// repeats averaged), one chart's series per figure, for each workload × checksum state.
-pub fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
+pub(crate) fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
     type Pick = fn(&Figures) -> Option<f64>;
     let picks: [(&str, Pick); 2] = [("avg", |f| f.latency_avg_ms), ("p95", |f| f.latency.p95)];
     let mut groups: BTreeMap<String, Vec<(Figures, u32)>> = BTreeMap::new();
@@ -405,7 +405,7 @@ pub fn tpcc_latency_series(r: &RunResults) -> Vec<(String, Vec<Series>)> {
 
 /// tps over time for every point whose figures are in `record`, grouped by workload × checksum state (one
 /// series a point, named by its client or thread count).
-pub fn tps_over_time_series(r: &RunResults, record: Record) -> Vec<(String, Vec<Series>)> {
+pub(crate) fn tps_over_time_series(r: &RunResults, record: Record) -> Vec<(String, Vec<Series>)> {
     let mut groups: BTreeMap<String, Vec<Series>> = BTreeMap::new();
     for p in r
         .points
@@ -700,7 +700,7 @@ fn tpcc_points_table(html: &mut String, r: &RunResults) {
 
 /// The "tuning in effect" section: what the host shows, then each planned value against
 /// what was read back.
-pub fn tuning_in_effect_table(t: &crate::in_effect::TuningInEffect) -> String {
+pub(crate) fn tuning_in_effect_table(t: &crate::in_effect::TuningInEffect) -> String {
     use crate::in_effect::CheckStatus;
     let mut html = String::from("<h2>Tuning in effect</h2>");
     let _ = write!(

@@ -16,7 +16,7 @@ use crate::sweep::{Limit, SweepPoint};
 use crate::sysbench::SysbenchRun;
 use crate::workload::{Figures, Record, Records};
 
-pub mod client;
+pub(crate) mod client;
 pub mod steady;
 
 /// 4 added a point's `client` (its client's CPU and the `client-bound` flag); 3 a point's
@@ -84,7 +84,7 @@ pub struct PointResult {
 
 impl PointResult {
     /// Where the point's figures are: its kind's record (the kind is not asked here).
-    pub fn record(&self) -> Record {
+    pub(crate) fn record(&self) -> Record {
         crate::workload::of(self.kind).record()
     }
 
@@ -99,7 +99,7 @@ impl PointResult {
 
     /// The script the point ran as results name it (pgbench's builtin; empty for
     /// sysbench-tpcc).
-    pub fn script_name(&self) -> String {
+    pub(crate) fn script_name(&self) -> String {
         crate::workload::of(self.kind).script_name(self.builtin)
     }
 
@@ -109,7 +109,7 @@ impl PointResult {
     }
 
     /// The point's flags: its steady window's (`collapse`, `unstable`) and `client-bound`.
-    pub fn flags(&self) -> Vec<&'static str> {
+    pub(crate) fn flags(&self) -> Vec<&'static str> {
         let mut flags: Vec<&'static str> = self
             .steady
             .iter()
@@ -122,69 +122,69 @@ impl PointResult {
     }
 
     /// Whether the benchmark client's CPU was the limit of this point.
-    pub fn client_bound(&self) -> bool {
+    pub(crate) fn client_bound(&self) -> bool {
         self.client.as_ref().is_some_and(|c| c.bound)
     }
 
-    pub fn matches(&self, p: &SweepPoint) -> bool {
+    pub(crate) fn matches(&self, p: &SweepPoint) -> bool {
         self.id == p.id && self.clients == p.clients && self.threads == p.threads
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PostgresInfo {
-    pub major: u32,
-    pub version: String,
-    pub bin_dir: String,
+pub(crate) struct PostgresInfo {
+    pub(crate) major: u32,
+    pub(crate) version: String,
+    pub(crate) bin_dir: String,
     /// `SELECT version()`.
-    pub server_version: Option<String>,
+    pub(crate) server_version: Option<String>,
     /// `SHOW data_checksums` when the run ended.
-    pub data_checksums: bool,
+    pub(crate) data_checksums: bool,
     /// Settings applied with ALTER SYSTEM (the computed and planned ones).
-    pub applied_settings: BTreeMap<String, String>,
+    pub(crate) applied_settings: BTreeMap<String, String>,
     /// Effective non-default `pg_settings` after tuning.
-    pub effective_settings: Vec<Setting>,
+    pub(crate) effective_settings: Vec<Setting>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DatasetInfo {
-    pub database: String,
-    pub scale: u32,
-    pub fillfactor: u32,
-    pub init_mode: String,
-    pub command: String,
-    pub wall_s: f64,
-    pub init: Option<InitBreakdown>,
+pub(crate) struct DatasetInfo {
+    pub(crate) database: String,
+    pub(crate) scale: u32,
+    pub(crate) fillfactor: u32,
+    pub(crate) init_mode: String,
+    pub(crate) command: String,
+    pub(crate) wall_s: f64,
+    pub(crate) init: Option<InitBreakdown>,
     /// `generated`, `snapshot:local` or `snapshot:store` (absent in runs recorded before
     /// snapshots: generated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub(crate) source: Option<String>,
     /// The id of the snapshot the dataset was restored from or kept in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<String>,
+    pub(crate) snapshot: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResults {
-    pub schema_version: u32,
+    pub(crate) schema_version: u32,
     pub run_id: String,
     pub appliance: String,
     pub hourly_price_usd: f64,
     pub started_at: String,
     pub finished_at: Option<String>,
-    pub plan: Plan,
-    pub inventory: Inventory,
-    pub postgres: PostgresInfo,
-    pub dataset: Option<DatasetInfo>,
+    pub(crate) plan: Plan,
+    pub(crate) inventory: Inventory,
+    pub(crate) postgres: PostgresInfo,
+    pub(crate) dataset: Option<DatasetInfo>,
     /// The sysbench-tpcc datasets (`dataset-tpcc.json`): how each was made or restored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tpcc_datasets: Vec<TpccDatasetInfo>,
+    pub(crate) tpcc_datasets: Vec<TpccDatasetInfo>,
     /// What of the planned tuning was read back in effect (docs/results.md); null in runs
     /// recorded before it was.
     #[serde(default)]
-    pub tuning_in_effect: Option<crate::in_effect::TuningInEffect>,
+    pub(crate) tuning_in_effect: Option<crate::in_effect::TuningInEffect>,
     /// Seconds each step took (its last successful attempt).
-    pub step_timings_s: BTreeMap<String, f64>,
+    pub(crate) step_timings_s: BTreeMap<String, f64>,
     pub points_total: usize,
     pub points: Vec<PointResult>,
 }
@@ -192,30 +192,30 @@ pub struct RunResults {
 /// One sysbench-tpcc dataset as the run found it: prepared (`source = "generated"`, with
 /// the prepare's command and time) or restored from a snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TpccDatasetInfo {
-    pub database: String,
-    pub tables: u32,
-    pub scale: u32,
-    pub use_fk: bool,
+pub(crate) struct TpccDatasetInfo {
+    pub(crate) database: String,
+    pub(crate) tables: u32,
+    pub(crate) scale: u32,
+    pub(crate) use_fk: bool,
     /// `generated`, `snapshot:local` or `snapshot:store`.
-    pub source: String,
+    pub(crate) source: String,
     #[serde(default)]
-    pub prepare_threads: Option<u32>,
+    pub(crate) prepare_threads: Option<u32>,
     /// The prepare command as run.
     #[serde(default)]
-    pub command: Option<String>,
+    pub(crate) command: Option<String>,
     /// Seconds of `tpcc.lua prepare` alone (it includes the script's fixed 30 s wait for
     /// every thread's tables).
     #[serde(default)]
-    pub prepare_s: Option<f64>,
+    pub(crate) prepare_s: Option<f64>,
     /// Seconds from the load settings to the final CHECKPOINT (or of the restore).
-    pub wall_s: f64,
+    pub(crate) wall_s: f64,
     /// The database's size when prepared or restored.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 impl RunResults {
-    pub fn failed_points(&self) -> Vec<&PointResult> {
+    pub(crate) fn failed_points(&self) -> Vec<&PointResult> {
         self.points
             .iter()
             .filter(|p| p.status == PointStatus::Failed)

@@ -24,7 +24,7 @@ pub(super) fn primary<'a>(rows: &[&'a Row]) -> Option<&'a Row> {
 /// What a comparison is against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Against {
+pub(crate) enum Against {
     /// A machine's tps against the baseline machine's, same workload, checksum state and
     /// client count.
     Baseline,
@@ -34,36 +34,36 @@ pub enum Against {
 
 /// One comparison at one workload × checksum state × client count, from the repeats.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PointComparison {
-    pub workload: String,
-    pub kind: WorkloadKind,
-    pub against: Against,
-    pub machine: String,
-    pub checksums: String,
+pub(crate) struct PointComparison {
+    pub(crate) workload: String,
+    pub(crate) kind: WorkloadKind,
+    pub(crate) against: Against,
+    pub(crate) machine: String,
+    pub(crate) checksums: String,
     /// The baseline's label (the machine itself for checksums) and checksum state.
-    pub baseline: String,
-    pub baseline_checksums: String,
-    pub clients: u32,
-    pub stats: Comparison,
+    pub(crate) baseline: String,
+    pub(crate) baseline_checksums: String,
+    pub(crate) clients: u32,
+    pub(crate) stats: Comparison,
     /// A repeat on either side was `client-bound`: the verdict is the benchmark client's,
     /// not a difference of the server.
-    pub client_bound: bool,
+    pub(crate) client_bound: bool,
 }
 
 /// A machine's comparisons at a workload over its client counts: the geometric mean of
 /// those with an interval, and the client counts it says nothing for.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Aggregate {
-    pub machine: String,
-    pub against: Against,
+pub(crate) struct Aggregate {
+    pub(crate) machine: String,
+    pub(crate) against: Against,
     /// Client counts compared, in order, with their comparison.
-    pub points: Vec<(u32, Comparison)>,
+    pub(crate) points: Vec<(u32, Comparison)>,
     /// The client counts where a repeat on either side was `client-bound`: named on their
     /// own, never folded into the mean.
-    pub client_bound: BTreeSet<u32>,
+    pub(crate) client_bound: BTreeSet<u32>,
     /// The geometric mean of the points with an interval that are not client-bound; none
     /// when there is no such point.
-    pub mean: Option<GeometricMean>,
+    pub(crate) mean: Option<GeometricMean>,
 }
 
 impl Aggregate {
@@ -101,50 +101,50 @@ impl Aggregate {
     }
 
     /// The verdict that stands for the machine: the mean's, else `one sample`.
-    pub fn verdict(&self) -> Verdict {
+    pub(crate) fn verdict(&self) -> Verdict {
         self.mean.as_ref().map_or(Verdict::OneSample, |m| m.verdict)
     }
 }
 
 /// One line of a workload's finding table.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FindingRow {
-    pub clients: u32,
-    pub machine: String,
+pub(crate) struct FindingRow {
+    pub(crate) clients: u32,
+    pub(crate) machine: String,
     /// Which checksum state the tps is of (`"off"` when the machine ran both).
-    pub checksums: String,
+    pub(crate) checksums: String,
     /// Repeats behind the tps.
-    pub samples: usize,
-    pub tps: f64,
+    pub(crate) samples: usize,
+    pub(crate) tps: f64,
     /// Against the baseline's point of the same checksum state (else the baseline's own
     /// primary state); none on the baseline's rows.
-    pub vs_baseline: Option<Comparison>,
+    pub(crate) vs_baseline: Option<Comparison>,
     /// Data checksums on against off, where the machine ran both.
-    pub checksums_on: Option<Comparison>,
-    pub hourly_price_usd: f64,
-    pub tps_per_dollar_hour: Option<f64>,
+    pub(crate) checksums_on: Option<Comparison>,
+    pub(crate) hourly_price_usd: f64,
+    pub(crate) tps_per_dollar_hour: Option<f64>,
     /// tps per dollar-hour against the baseline's: the tps change and its interval scaled
     /// by the price ratio, in percent.
-    pub per_dollar_vs_baseline: Option<(f64, Option<(f64, f64)>)>,
+    pub(crate) per_dollar_vs_baseline: Option<(f64, Option<(f64, f64)>)>,
     /// A repeat of this machine at this client count (either checksum state) was
     /// `client-bound`.
-    pub client_bound: bool,
+    pub(crate) client_bound: bool,
 }
 
 /// The finding for one workload: a table by client (thread) count and machine, what each
 /// machine's verdicts add up to, and a sentence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadFinding {
-    pub workload: String,
-    pub kind: WorkloadKind,
-    pub builtin: String,
-    pub baseline: String,
-    pub threshold_pct: f64,
-    pub rows: Vec<FindingRow>,
+    pub(crate) workload: String,
+    pub(crate) kind: WorkloadKind,
+    pub(crate) builtin: String,
+    pub(crate) baseline: String,
+    pub(crate) threshold_pct: f64,
+    pub(crate) rows: Vec<FindingRow>,
     /// Each other machine against the baseline, over the client counts both ran.
-    pub versus: Vec<Aggregate>,
+    pub(crate) versus: Vec<Aggregate>,
     /// Each machine's data checksums on against off, over the client counts it ran both.
-    pub checksum_costs: Vec<Aggregate>,
+    pub(crate) checksum_costs: Vec<Aggregate>,
     pub sentence: String,
 }
 
@@ -293,7 +293,11 @@ pub fn findings(
 /// Every comparison behind the findings, at each workload × checksum state × client count:
 /// each machine against the baseline's point of the same checksum state, and each
 /// machine's checksums on against off. In workload, machine, checksums, clients order.
-pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Vec<PointComparison> {
+pub(crate) fn point_comparisons(
+    rows: &[Row],
+    baseline: &str,
+    threshold_pct: f64,
+) -> Vec<PointComparison> {
     let base = super::model::baseline_rows(rows, baseline);
     let mut out = Vec::new();
     for r in rows {
@@ -363,40 +367,40 @@ pub fn point_comparisons(rows: &[Row], baseline: &str, threshold_pct: f64) -> Ve
 }
 
 /// The version of `findings.json`'s layout (docs/results.md): 2 added `client_bound`.
-pub const FINDINGS_SCHEMA_VERSION: u32 = 2;
+pub(crate) const FINDINGS_SCHEMA_VERSION: u32 = 2;
 
 /// One entry of `findings.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FindingEntry {
-    pub workload: String,
-    pub kind: &'static str,
-    pub against: Against,
+pub(crate) struct FindingEntry {
+    pub(crate) workload: String,
+    pub(crate) kind: &'static str,
+    pub(crate) against: Against,
     /// `point` (one client count) or `geometric_mean` (over `client_counts`).
-    pub scope: &'static str,
-    pub checksums: String,
-    pub baseline_checksums: String,
+    pub(crate) scope: &'static str,
+    pub(crate) checksums: String,
+    pub(crate) baseline_checksums: String,
     /// The client (thread) count; none for a geometric mean.
-    pub clients: Option<u32>,
+    pub(crate) clients: Option<u32>,
     /// The client counts a geometric mean is over (those with an interval).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub client_counts: Vec<u32>,
-    pub machine: String,
-    pub baseline: String,
+    pub(crate) client_counts: Vec<u32>,
+    pub(crate) machine: String,
+    pub(crate) baseline: String,
     /// Repeats on each side (none for a geometric mean).
-    pub n: Option<usize>,
-    pub n_baseline: Option<usize>,
-    pub ratio: f64,
-    pub ci_low: Option<f64>,
-    pub ci_high: Option<f64>,
-    pub p_value: Option<f64>,
-    pub cliffs_delta: Option<f64>,
-    pub verdict: Verdict,
+    pub(crate) n: Option<usize>,
+    pub(crate) n_baseline: Option<usize>,
+    pub(crate) ratio: f64,
+    pub(crate) ci_low: Option<f64>,
+    pub(crate) ci_high: Option<f64>,
+    pub(crate) p_value: Option<f64>,
+    pub(crate) cliffs_delta: Option<f64>,
+    pub(crate) verdict: Verdict,
     /// One sample: the repeats a side the other side's noise suggests (51 for "more than 50").
-    pub repeats_suggested: Option<u32>,
+    pub(crate) repeats_suggested: Option<u32>,
     /// A point with a `client-bound` repeat on either side: its verdict is the benchmark
     /// client's, not the server's (always false for a geometric mean, which leaves such
     /// points out).
-    pub client_bound: bool,
+    pub(crate) client_bound: bool,
 }
 
 #[derive(Serialize)]

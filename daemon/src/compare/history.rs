@@ -16,9 +16,9 @@ use super::model::{DigestPoint, RunDigest};
 use super::stats::SplitMix64;
 
 /// Fewest runs on each side of a change point.
-pub const MIN_SIDE: usize = 3;
+pub(crate) const MIN_SIDE: usize = 3;
 /// Permutations of the significance test.
-pub const PERMUTATIONS: usize = 199;
+pub(crate) const PERMUTATIONS: usize = 199;
 /// The p-value a change point must be below.
 pub const SIGNIFICANCE: f64 = 0.05;
 
@@ -26,17 +26,17 @@ pub const SIGNIFICANCE: f64 = 0.05;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChangePoint {
     /// The first run after the change (an index into the series).
-    pub index: usize,
+    pub(crate) index: usize,
     /// The runs of the segments on either side it was found between: `[from, index)` and
     /// `[index, to)`.
-    pub from: usize,
-    pub to: usize,
-    pub q: f64,
-    pub p_value: f64,
+    pub(crate) from: usize,
+    pub(crate) to: usize,
+    pub(crate) q: f64,
+    pub(crate) p_value: f64,
     /// Mean of the figure before and after, and the shift in percent of the before.
-    pub mean_before: f64,
-    pub mean_after: f64,
-    pub shift_pct: f64,
+    pub(crate) mean_before: f64,
+    pub(crate) mean_after: f64,
+    pub(crate) shift_pct: f64,
 }
 
 /// `Q(τ)` of every split of `z` with [`MIN_SIDE`] values a side; the best split and its Q.
@@ -84,7 +84,7 @@ fn mean(v: &[f64]) -> f64 {
 
 /// The change points of `series` (one figure per run, in time order), in order. `seed`
 /// makes the permutations repeatable.
-pub fn change_points(series: &[f64], seed: u64) -> Vec<ChangePoint> {
+pub(crate) fn change_points(series: &[f64], seed: u64) -> Vec<ChangePoint> {
     if series.iter().any(|v| !v.is_finite()) {
         return Vec::new();
     }
@@ -157,11 +157,11 @@ pub fn change_points(series: &[f64], seed: u64) -> Vec<ChangePoint> {
 pub struct HistorySeries {
     pub machine_identity: String,
     pub plan_digest: String,
-    pub workload: String,
-    pub checksums: String,
-    pub clients: u32,
+    pub(crate) workload: String,
+    pub(crate) checksums: String,
+    pub(crate) clients: u32,
     /// (run id, started at, mean tps of the run's repeats), in time order.
-    pub runs: Vec<(String, String, f64)>,
+    pub(crate) runs: Vec<(String, String, f64)>,
     pub changes: Vec<ChangePoint>,
 }
 

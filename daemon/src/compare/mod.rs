@@ -17,29 +17,26 @@
 //! [`csv`] (`summary.csv`), [`html`] (the page), [`charts`] (its SVG charts). The
 //! presentation modules decide nothing; the analysis modules write no markup.
 
-pub mod charts;
-pub mod csv;
-pub mod findings;
+pub(crate) mod charts;
+pub(crate) mod csv;
+pub(crate) mod findings;
 pub mod history;
-pub mod html;
-pub mod model;
-pub mod prose;
-pub mod regress;
-pub mod select;
+pub(crate) mod html;
+pub(crate) mod model;
+pub(crate) mod prose;
+pub(crate) mod regress;
+pub(crate) mod select;
 /// The statistics live in the crate's lowest layer (the sweep's adaptive repeats use them
 /// too); here under their old path.
 pub use crate::stats;
 
 pub use csv::summary_csv;
-pub use findings::{
-    findings, findings_json, point_comparisons, Against, Aggregate, FindingEntry, FindingRow,
-    PointComparison, WorkloadFinding, FINDINGS_SCHEMA_VERSION,
-};
+pub use findings::{findings, findings_json};
 pub use html::{render_index, IndexOptions};
-pub use model::{
-    downsample, rows, DigestPoint, Percentiles, Row, RunDigest, DIGEST_SERIES_SAMPLES,
-};
-pub use regress::{regression_line, regressions, Regression};
+#[cfg(test)]
+pub(crate) use model::{downsample, DigestPoint, Percentiles, DIGEST_SERIES_SAMPLES};
+pub use model::{rows, RunDigest};
+pub use regress::{regression_line, regressions};
 pub use select::{baseline_index, labels, select_runs, SkippedRun};
 
 #[cfg(test)]

@@ -13,43 +13,43 @@ use super::select::labels;
 
 /// The most per-second samples a digest keeps of a sysbench-tpcc point's tps series;
 /// longer series are averaged down to this many (a 1 h run's 3600 seconds to 6 s each).
-pub const DIGEST_SERIES_SAMPLES: usize = 600;
+pub(crate) const DIGEST_SERIES_SAMPLES: usize = 600;
 
 /// The figures of one successful point that the comparison uses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DigestPoint {
-    pub workload: String,
+    pub(crate) workload: String,
     /// Absent in digests kept by collectors before sysbench-tpcc existed: pgbench.
     #[serde(default)]
-    pub kind: WorkloadKind,
+    pub(crate) kind: WorkloadKind,
     /// pgbench's builtin script; empty for sysbench-tpcc.
-    pub builtin: String,
+    pub(crate) builtin: String,
     /// `"on"`, `"off"`, or `""` when the plan required no checksum state.
-    pub checksums: String,
+    pub(crate) checksums: String,
     /// pgbench's clients; sysbench-tpcc's threads.
-    pub clients: u32,
-    pub tps: f64,
-    pub latency_avg_ms: Option<f64>,
-    pub latency: Percentiles,
+    pub(crate) clients: u32,
+    pub(crate) tps: f64,
+    pub(crate) latency_avg_ms: Option<f64>,
+    pub(crate) latency: Percentiles,
     /// sysbench-tpcc: queries per second, ignored errors and reconnects over the run.
     #[serde(default)]
-    pub qps: Option<f64>,
+    pub(crate) qps: Option<f64>,
     #[serde(default)]
-    pub ignored_errors: Option<u64>,
+    pub(crate) ignored_errors: Option<u64>,
     #[serde(default)]
-    pub reconnects: Option<u64>,
+    pub(crate) reconnects: Option<u64>,
     /// sysbench-tpcc: (seconds, tps), at most [`DIGEST_SERIES_SAMPLES`] of them; empty for
     /// pgbench, whose series stay on the run's own page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tps_series: Vec<(f64, f64)>,
+    pub(crate) tps_series: Vec<(f64, f64)>,
     /// The benchmark client's CPU was the limit (results schema 4; false before).
     #[serde(default)]
-    pub client_bound: bool,
+    pub(crate) client_bound: bool,
 }
 
 /// A tps series averaged down to at most `max` samples: consecutive samples are merged in
 /// equal runs, each keeping the time of its last sample and the mean tps.
-pub fn downsample(series: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+pub(crate) fn downsample(series: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
     if series.len() <= max || max == 0 {
         return series.to_vec();
     }
@@ -64,7 +64,7 @@ pub fn downsample(series: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
 }
 
 /// Latency percentiles of a point, in milliseconds: the workloads' common figure.
-pub use crate::workload::Percentiles;
+pub(crate) use crate::workload::Percentiles;
 
 /// What the comparison keeps of one run: who ran it, where it came from, and the figures
 /// of its successful points. `collect` keeps it in its cache beside the run's results.json.
@@ -96,7 +96,7 @@ pub struct RunDigest {
 }
 
 /// A run's machine identity ([`RunDigest::machine_identity`]).
-pub fn machine_identity(r: &RunResults) -> String {
+pub(crate) fn machine_identity(r: &RunResults) -> String {
     if let Some(c) = &r.inventory.cloud {
         if !c.instance_type.is_empty() {
             return format!("{} {}", c.provider, c.instance_type);
@@ -117,7 +117,7 @@ pub fn machine_identity(r: &RunResults) -> String {
 }
 
 /// The sha256 of a run's plan as canonical JSON ([`RunDigest::plan_digest`]).
-pub fn plan_digest(r: &RunResults) -> String {
+pub(crate) fn plan_digest(r: &RunResults) -> String {
     use sha2::{Digest, Sha256};
     let json = serde_json::to_vec(&r.plan).unwrap_or_default();
     Sha256::digest(&json)
@@ -177,7 +177,7 @@ impl RunDigest {
 }
 
 /// How the pages name and draw a kind's figures (its registered [`crate::workload::Kind`]).
-pub fn shown(kind: WorkloadKind) -> &'static Shown {
+pub(crate) fn shown(kind: WorkloadKind) -> &'static Shown {
     crate::workload::of(kind).shown()
 }
 
@@ -185,42 +185,45 @@ pub fn shown(kind: WorkloadKind) -> &'static Shown {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// The machine's label (with the run id when a machine has several runs shown).
-    pub machine: String,
-    pub run_id: String,
-    pub run_key: String,
-    pub workload: String,
-    pub kind: WorkloadKind,
-    pub builtin: String,
-    pub checksums: String,
+    pub(crate) machine: String,
+    pub(crate) run_id: String,
+    pub(crate) run_key: String,
+    pub(crate) workload: String,
+    pub(crate) kind: WorkloadKind,
+    pub(crate) builtin: String,
+    pub(crate) checksums: String,
     /// Clients (pgbench) or threads (sysbench-tpcc).
-    pub clients: u32,
-    pub samples: usize,
+    pub(crate) clients: u32,
+    pub(crate) samples: usize,
     /// Each repeat's tps and latency p99 (where known), in repeat order.
-    pub tps_samples: Vec<f64>,
-    pub p99_samples: Vec<f64>,
-    pub tps_mean: f64,
-    pub tps_min: f64,
-    pub tps_max: f64,
-    pub latency_avg_ms: Option<f64>,
+    pub(crate) tps_samples: Vec<f64>,
+    pub(crate) p99_samples: Vec<f64>,
+    pub(crate) tps_mean: f64,
+    pub(crate) tps_min: f64,
+    pub(crate) tps_max: f64,
+    pub(crate) latency_avg_ms: Option<f64>,
     /// Means of each percentile over the repeats; `max` is the largest.
-    pub latency: Percentiles,
-    pub hourly_price_usd: f64,
+    pub(crate) latency: Percentiles,
+    pub(crate) hourly_price_usd: f64,
     /// sysbench-tpcc: mean queries per second; ignored errors and reconnects summed over
     /// the repeats; each repeat's tps series.
-    pub qps_mean: Option<f64>,
-    pub ignored_errors: Option<u64>,
-    pub reconnects: Option<u64>,
-    pub tps_series: Vec<Vec<(f64, f64)>>,
+    pub(crate) qps_mean: Option<f64>,
+    pub(crate) ignored_errors: Option<u64>,
+    pub(crate) reconnects: Option<u64>,
+    pub(crate) tps_series: Vec<Vec<(f64, f64)>>,
     /// Repeats whose benchmark client's CPU was the limit (`client-bound`).
-    pub client_bound: usize,
+    pub(crate) client_bound: usize,
 }
 
 /// Where a row stands in the comparison: workload, kind, checksum state, clients.
-pub type PointKey<'a> = (String, &'a str, String, u32);
+pub(crate) type PointKey<'a> = (String, &'a str, String, u32);
 
 /// The baseline machine's rows by where they stand: what the other machines' rows are set
 /// against.
-pub fn baseline_rows<'a>(rows: &'a [Row], baseline: &str) -> BTreeMap<PointKey<'a>, &'a Row> {
+pub(crate) fn baseline_rows<'a>(
+    rows: &'a [Row],
+    baseline: &str,
+) -> BTreeMap<PointKey<'a>, &'a Row> {
     rows.iter()
         .filter(|r| r.machine == baseline)
         .map(|r| (r.point_key(), r))
@@ -228,7 +231,7 @@ pub fn baseline_rows<'a>(rows: &'a [Row], baseline: &str) -> BTreeMap<PointKey<'
 }
 
 impl Row {
-    pub fn point_key(&self) -> PointKey<'_> {
+    pub(crate) fn point_key(&self) -> PointKey<'_> {
         (
             self.workload.clone(),
             self.kind.as_str(),
@@ -237,7 +240,7 @@ impl Row {
         )
     }
 
-    pub fn tps_per_dollar_hour(&self) -> Option<f64> {
+    pub(crate) fn tps_per_dollar_hour(&self) -> Option<f64> {
         (self.hourly_price_usd > 0.0).then(|| self.tps_mean / self.hourly_price_usd)
     }
 }

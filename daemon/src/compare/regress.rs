@@ -13,28 +13,28 @@ use super::stats::{self, Comparison, Verdict};
 /// else a move the noise can explain or one sample cannot tell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Regression {
-    pub machine: String,
-    pub workload: String,
-    pub kind: WorkloadKind,
-    pub checksums: String,
-    pub clients: u32,
-    pub baseline_tps: f64,
-    pub tps: f64,
-    pub tps_change: Comparison,
-    pub baseline_p99_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-    pub p99_change: Option<Comparison>,
+    pub(crate) machine: String,
+    pub(crate) workload: String,
+    pub(crate) kind: WorkloadKind,
+    pub(crate) checksums: String,
+    pub(crate) clients: u32,
+    pub(crate) baseline_tps: f64,
+    pub(crate) tps: f64,
+    pub(crate) tps_change: Comparison,
+    pub(crate) baseline_p99_ms: Option<f64>,
+    pub(crate) p99_ms: Option<f64>,
+    pub(crate) p99_change: Option<Comparison>,
     /// tps: verdict `slower`.
-    pub tps_fell: bool,
+    pub(crate) tps_fell: bool,
     /// Latency p99: its interval wholly above +T (the verdict `faster` of the p99 ratio).
-    pub p99_rose: bool,
+    pub(crate) p99_rose: bool,
     /// tps: its figure alone fell past −T (confirmed or not).
-    pub tps_moved: bool,
+    pub(crate) tps_moved: bool,
     /// Latency p99: its figure alone rose past +T (confirmed or not).
-    pub p99_moved: bool,
+    pub(crate) p99_moved: bool,
     /// A repeat on either side was `client-bound`: the benchmark client, not the server,
     /// set its tps, so no verdict there confirms a regression of the server.
-    pub client_bound: bool,
+    pub(crate) client_bound: bool,
 }
 
 impl Regression {
@@ -43,7 +43,8 @@ impl Regression {
         (self.tps_fell || self.p99_rose) && !self.client_bound
     }
 
-    pub fn tps_change_pct(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn tps_change_pct(&self) -> f64 {
         self.tps_change.change_pct()
     }
 }

@@ -19,16 +19,16 @@ use crate::notify::{LastStatus, STATUS_FILE};
 use crate::upload::{RunKey, Store, StoreConfig, UploadOptions};
 
 /// The status object's schema version.
-pub const LIVE_STATUS_SCHEMA_VERSION: u32 = 1;
+pub(crate) const LIVE_STATUS_SCHEMA_VERSION: u32 = 1;
 
 /// How often the status object is written at most between two steps.
-pub const LIVE_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const LIVE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Where the failure bundle is put together in the work directory.
-pub const FAILURE_BUNDLE_DIR: &str = "failure-bundle";
+pub(crate) const FAILURE_BUNDLE_DIR: &str = "failure-bundle";
 
 /// The failure bundle uploader's journal in the work directory.
-pub const FAILURE_UPLOAD_DIR: &str = "failure-upload";
+pub(crate) const FAILURE_UPLOAD_DIR: &str = "failure-upload";
 
 /// How long a failing run tries to store its failure bundle before it exits anyway.
 const BUNDLE_PATIENCE: Duration = Duration::from_secs(60);
@@ -79,7 +79,7 @@ pub struct Identity {
 
 impl LiveStatus {
     /// The status of a run from its work directory (pure but for reading the files).
-    pub fn read(journal: &Journal, key: &RunKey, workdir: &Path, run_dir: &Path) -> Self {
+    pub(crate) fn read(journal: &Journal, key: &RunKey, workdir: &Path, run_dir: &Path) -> Self {
         let last: Option<LastStatus> = std::fs::read_to_string(workdir.join(STATUS_FILE))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok());
@@ -135,7 +135,7 @@ impl LiveStatus {
 }
 
 /// The status object's key beside the run's: `<appliance>/<machine id>/<run id>.status.json`.
-pub fn status_key(key: &RunKey) -> [String; 3] {
+pub(crate) fn status_key(key: &RunKey) -> [String; 3] {
     [
         key.appliance.clone(),
         key.machine_id.clone(),
@@ -144,7 +144,7 @@ pub fn status_key(key: &RunKey) -> [String; 3] {
 }
 
 /// Keeps the status object current from a background task while the run works.
-pub struct Live {
+pub(crate) struct Live {
     wake: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
     publisher: Arc<Publisher>,
@@ -184,7 +184,12 @@ impl Publisher {
 impl Live {
     /// Starts publishing the run's status to `cfg`'s store; None (with a warning) when the
     /// store cannot be opened (the run goes on; the upload at the end will say why).
-    pub fn start(cfg: &StoreConfig, key: RunKey, workdir: &Path, run_dir: &Path) -> Option<Live> {
+    pub(crate) fn start(
+        cfg: &StoreConfig,
+        key: RunKey,
+        workdir: &Path,
+        run_dir: &Path,
+    ) -> Option<Live> {
         let store = match Store::open(cfg) {
             Ok(s) => s,
             Err(e) => {
@@ -220,17 +225,17 @@ impl Live {
     }
 
     /// Publishes soon (a step begins or ends).
-    pub fn poke(&self) {
+    pub(crate) fn poke(&self) {
         self.wake.notify_one();
     }
 
     /// Stops the background task without a last word (the store is not answering).
-    pub fn abandon(self) {
+    pub(crate) fn abandon(self) {
         self.task.abort();
     }
 
     /// Stops the background task and publishes the final state (bounded in time).
-    pub async fn finish(self) {
+    pub(crate) async fn finish(self) {
         self.task.abort();
         match tokio::time::timeout(BUNDLE_PATIENCE, self.publisher.publish()).await {
             Ok(Ok(())) => {}
@@ -249,7 +254,10 @@ impl Live {
     }
 
     /// Stores the failure bundle of a run that stopped (bounded in time); says where.
-    pub async fn failure_bundle(&self, journal: &Journal) -> std::result::Result<String, String> {
+    pub(crate) async fn failure_bundle(
+        &self,
+        journal: &Journal,
+    ) -> std::result::Result<String, String> {
         let p = &self.publisher;
         let bundle = p.workdir.join(FAILURE_BUNDLE_DIR);
         let made = make_bundle(&bundle, journal, &p.workdir, &p.run_dir).await;

@@ -8,16 +8,16 @@ use anyhow::{Context as _, Result};
 use nix::fcntl::{Flock, FlockArg};
 
 /// The lock file in a work directory.
-pub const LOCK_FILE: &str = "lock";
+pub(crate) const LOCK_FILE: &str = "lock";
 
 /// Held while a daemon works in a work directory.
-pub struct WorkdirLock {
+pub(crate) struct WorkdirLock {
     _file: Flock<std::fs::File>,
 }
 
 impl WorkdirLock {
     /// Takes the lock, or says which process holds it.
-    pub fn acquire(workdir: &Path) -> Result<Self> {
+    pub(crate) fn acquire(workdir: &Path) -> Result<Self> {
         let path = workdir.join(LOCK_FILE);
         let file = crate::fsutil::open_own_file(&path, true, false)
             .with_context(|| format!("taking the work directory's lock {}", path.display()))?;
@@ -56,7 +56,7 @@ impl WorkdirLock {
 /// The process holding `workdir`'s lock, from the kernel's table of locks (`/proc/locks`);
 /// None when nobody holds it. A pid written in the lock file proves nothing: its process may
 /// have ended, or be a daemon working in another directory.
-pub fn holder(workdir: &Path) -> Option<u32> {
+pub(crate) fn holder(workdir: &Path) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(workdir.join(LOCK_FILE)).ok()?;
     let locks = std::fs::read_to_string("/proc/locks").ok()?;

@@ -23,10 +23,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-pub use crate::journal::journal_path;
-pub use crate::steps::{Check, Context, Product, Step};
+pub(crate) use crate::steps::{Check, Context, Product, Step};
 pub use plan_arg::PlanArg;
-pub use run::{prepare, run, Outcome, Prepared, RunMode, RunOptions};
+pub(crate) use run::{prepare, Prepared};
+pub use run::{run, Outcome, RunMode, RunOptions};
 
 use crate::journal::StepName;
 use crate::steps;
@@ -50,7 +50,9 @@ macro_rules! define_engine_steps {
             [$((StepName::$variant, Phase::$phase),)*];
 
         /// What a step needs and gives, by name (for the order check and the docs).
-        pub fn contract(step: StepName) -> (&'static [Product], &'static [Product]) {
+        // Read by the engine's order test and the docs only.
+        #[allow(dead_code)]
+        pub(crate) fn contract(step: StepName) -> (&'static [Product], &'static [Product]) {
             fn of<S: Step>() -> (&'static [Product], &'static [Product]) {
                 (S::NEEDS, S::GIVES)
             }
@@ -60,7 +62,7 @@ macro_rules! define_engine_steps {
         }
 
         /// Runs one step by name (when the host runs it).
-        pub async fn drive(
+        pub(crate) async fn drive(
             step: StepName,
             cx: &mut Context,
             live: Option<&live::Live>,
@@ -78,7 +80,7 @@ macro_rules! define_engine_steps {
 crate::step_list::step_list!(define_engine_steps);
 
 /// The steps of the given phases, in order.
-pub fn steps_of(phases: &[Phase]) -> impl Iterator<Item = StepName> + '_ {
+pub(crate) fn steps_of(phases: &[Phase]) -> impl Iterator<Item = StepName> + '_ {
     ORDER
         .iter()
         .filter(move |(_, p)| phases.contains(p))

@@ -19,7 +19,7 @@ use crate::notify::STATUS_FILE;
 use crate::upload::{RunKey, Store, StoreOverrides, UploadOptions};
 
 /// Where a reset keeps the runs it took out of the way, in the work directory.
-pub const ARCHIVE_DIR: &str = "archive";
+pub(crate) const ARCHIVE_DIR: &str = "archive";
 
 /// Where, under the appliance's own prefix (all that the credentials minted for it may
 /// write), runs that stopped or were reset before they were stored are kept:
@@ -27,7 +27,7 @@ pub const ARCHIVE_DIR: &str = "archive";
 pub const FAILED_PREFIX: &str = "failed";
 
 /// The archive name of a run whose journal could not be read.
-pub const UNREADABLE_RUN: &str = "unreadable-journal";
+pub(crate) const UNREADABLE_RUN: &str = "unreadable-journal";
 
 /// How long a reset tries to reach the store before it leaves the evidence local.
 const UPLOAD_PATIENCE: Duration = Duration::from_secs(120);

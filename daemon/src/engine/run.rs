@@ -49,7 +49,7 @@ pub struct RunOptions {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub run_id: String,
-    pub run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
     pub results: PathBuf,
     pub summary_csv: PathBuf,
     pub report: PathBuf,
@@ -161,7 +161,7 @@ async fn open(options: RunOptions) -> Result<(Context, WorkdirLock)> {
 }
 
 /// The copy of the plan in the run directory.
-pub const PLAN_COPY: &str = "plan.toml";
+pub(crate) const PLAN_COPY: &str = "plan.toml";
 
 /// Fails fast, before any step, when the upload at the end could not open its store (a
 /// credentials file that is missing, readable by others, someone else's or without the
@@ -326,14 +326,14 @@ fn outcome(cx: &Context, results: &RunResults, already_complete: bool) -> Outcom
 
 /// A cluster in the plan's configuration with its dataset, ready to measure: what the
 /// benchmarks of the harness start from (`pgapplianced bench`). Local mode.
-pub struct Prepared {
+pub(crate) struct Prepared {
     cx: Context,
     _lock: WorkdirLock,
 }
 
 /// Runs the preparing steps of `plan` in local mode under `workdir` (resuming what an
 /// earlier preparation there did).
-pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
+pub(crate) async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
     let (mut cx, lock) = open(RunOptions {
         plan_path: plan.to_path_buf(),
         workdir: workdir.to_path_buf(),
@@ -361,42 +361,46 @@ pub async fn prepare(plan: &Path, workdir: &Path) -> Result<Prepared> {
 }
 
 impl Prepared {
-    pub fn plan(&self) -> &Plan {
+    pub(crate) fn plan(&self) -> &Plan {
         &self.cx.plan
     }
-    pub fn cluster(&self) -> Result<&Cluster> {
+    pub(crate) fn cluster(&self) -> Result<&Cluster> {
         self.cx.server()
     }
-    pub fn bin(&self) -> Result<&PgBin> {
+    pub(crate) fn bin(&self) -> Result<&PgBin> {
         Ok(&self.cx.server()?.bin)
     }
-    pub fn inventory(&self) -> Result<&crate::inventory::Inventory> {
+    pub(crate) fn inventory(&self) -> Result<&crate::inventory::Inventory> {
         self.cx.inventory()
     }
-    pub fn runner(&self) -> &crate::runner::Runner {
+    pub(crate) fn runner(&self) -> &crate::runner::Runner {
         &self.cx.runner
     }
-    pub fn run_dir(&self) -> &Path {
-        &self.cx.run_dir
-    }
     /// The sweep's points of the plan on this machine.
-    pub fn points(&self) -> Result<Vec<SweepPoint>> {
+    pub(crate) fn points(&self) -> Result<Vec<SweepPoint>> {
         crate::steps::sweep::points(&self.cx)
     }
     /// Connection arguments of pgbench and the other client programs.
-    pub fn conn_args(&self) -> Result<Vec<String>> {
+    pub(crate) fn conn_args(&self) -> Result<Vec<String>> {
         crate::steps::dataset::conn_args(self.cluster()?)
     }
     /// The pgbench command line of a point, logs going to `raw`.
-    pub fn point_command(&self, p: &SweepPoint, raw: &Path) -> Result<crate::runner::CommandSpec> {
+    pub(crate) fn point_command(
+        &self,
+        p: &SweepPoint,
+        raw: &Path,
+    ) -> Result<crate::runner::CommandSpec> {
         crate::steps::sweep::point_command(&self.cx, p, raw)
     }
     /// CHECKPOINT (when the point asks), statistics reset and snapshot.
-    pub async fn before_point(&self, p: &SweepPoint) -> Result<crate::postgres::stats::Snapshot> {
+    pub(crate) async fn before_point(
+        &self,
+        p: &SweepPoint,
+    ) -> Result<crate::postgres::stats::Snapshot> {
         crate::steps::sweep::before_point(&self.cx, p).await
     }
     /// Measures one point into a fresh `raw` directory exactly as the sweep does.
-    pub async fn measure_point(
+    pub(crate) async fn measure_point(
         &self,
         p: &SweepPoint,
         raw: &Path,
@@ -405,11 +409,11 @@ impl Prepared {
         crate::steps::sweep::measure_point(&self.cx, p, raw, attempt).await
     }
     /// The settings the tuning step applied.
-    pub fn settings(&self) -> Result<&std::collections::BTreeMap<String, String>> {
+    pub(crate) fn settings(&self) -> Result<&std::collections::BTreeMap<String, String>> {
         self.cx.settings()
     }
     /// Stops the cluster.
-    pub async fn stop(&self) -> Result<()> {
+    pub(crate) async fn stop(&self) -> Result<()> {
         self.cluster()?.stop().await
     }
 }

@@ -45,7 +45,7 @@ pub struct Estimate {
 
 impl Estimate {
     /// Seconds left in all: the dataset, the prepares at their least, the points known.
-    pub fn total_s(&self) -> f64 {
+    pub(crate) fn total_s(&self) -> f64 {
         self.seconds + self.dataset_s + self.prepares_left as f64 * TPCC_PREPARE_MIN_S
     }
 }
@@ -60,7 +60,7 @@ pub const TPCC_PREPARE_MIN_S: f64 = 30.0;
 
 /// What is left before the sweep (pure): the pgbench dataset's generation unless its step
 /// is done, and the sysbench-tpcc prepares not done yet.
-pub fn before_sweep(plan: &crate::plan::Plan, journal: &Journal) -> (f64, usize) {
+pub(crate) fn before_sweep(plan: &crate::plan::Plan, journal: &Journal) -> (f64, usize) {
     let done = journal
         .steps
         .get(&crate::journal::StepName::Dataset)

@@ -19,15 +19,15 @@ use crate::systemd::tuned::TunedState;
 use crate::systemd::{Systemd, SystemdExecutor};
 
 /// The OS user of the platform's PostgreSQL service.
-pub const SERVICE_USER: &str = "postgres";
+pub(crate) const SERVICE_USER: &str = "postgres";
 
 /// The marker of a finished run in the work directory (the unit's
 /// `ConditionPathExists=!`).
-pub fn done_marker(workdir: &Path) -> PathBuf {
+pub(crate) fn done_marker(workdir: &Path) -> PathBuf {
     workdir.join(DONE_MARKER)
 }
 
-pub struct ApplianceHost {
+pub(crate) struct ApplianceHost {
     systemd: Systemd,
     runner: Runner,
     profile: Profile,
@@ -37,7 +37,7 @@ impl ApplianceHost {
     /// With the system's systemd ([`Systemd::connect`], made before anything is written):
     /// the transient-unit executor (capturing output under `workdir/capture`), after
     /// stopping the command units an earlier daemon left running.
-    pub async fn new(systemd: Systemd, workdir: &Path, plan: &Plan) -> Result<Self> {
+    pub(crate) async fn new(systemd: Systemd, workdir: &Path, plan: &Plan) -> Result<Self> {
         let executor = SystemdExecutor::new(systemd.clone(), &workdir.join("capture"))?;
         let left = executor.stop_leftovers().await?;
         if left > 0 {
@@ -53,22 +53,22 @@ impl ApplianceHost {
         })
     }
 
-    pub fn runner(&self) -> Runner {
+    pub(crate) fn runner(&self) -> Runner {
         self.runner.clone()
     }
 
-    pub fn systemd(&self) -> &Systemd {
+    pub(crate) fn systemd(&self) -> &Systemd {
         &self.systemd
     }
 
-    pub async fn cloud_instance(&self) -> Option<CloudInstance> {
+    pub(crate) async fn cloud_instance(&self) -> Option<CloudInstance> {
         // A few seconds at most where nothing answers.
         let endpoint = std::env::var("PGAPPLIANCE_IMDS_ENDPOINT")
             .unwrap_or_else(|_| crate::inventory::cloud::IMDS_ENDPOINT.to_string());
         crate::inventory::cloud::ec2_instance(&endpoint).await
     }
 
-    pub async fn server(&self, plan: &Plan) -> Result<Cluster> {
+    pub(crate) async fn server(&self, plan: &Plan) -> Result<Cluster> {
         let v = self.profile.pg_version(&plan.postgres);
         let bin = PgBin::find(&self.runner, Some(v), Some(&self.profile.pg_bin_dir(v))).await?;
         let pgdata = crate::platform::pgdata(&plan.storage.mount_point);
@@ -89,7 +89,7 @@ impl ApplianceHost {
     /// The service's unit (where the platform's packages do not ship one in PGDG's layout)
     /// and the drop-in that puts PGDATA on the data volume; systemd reloaded when they
     /// changed, since PGDG's setup script reads PGDATA from the unit.
-    pub async fn install_server(&self, plan: &Plan) -> Result<()> {
+    pub(crate) async fn install_server(&self, plan: &Plan) -> Result<()> {
         let v = self.profile.pg_version(&plan.postgres);
         let unit = self.profile.pg_unit(v);
         let mut changed = false;
@@ -107,7 +107,7 @@ impl ApplianceHost {
         Ok(())
     }
 
-    pub async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
+    pub(crate) async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
         let dir = cluster.data_dir();
         crate::fsutil::create_dir_all(&dir)?;
         let id = crate::sys::lookup_user(SERVICE_USER)?;
@@ -137,7 +137,7 @@ impl ApplianceHost {
 
     /// After initdb and on every resume: the labels PostgreSQL needs and the service
     /// enabled for the next boots.
-    pub async fn before_start(&self, plan: &Plan, raw: &Path) -> Result<()> {
+    pub(crate) async fn before_start(&self, plan: &Plan, raw: &Path) -> Result<()> {
         self.label_data_dir(&plan.storage.mount_point, "postgres", raw)
             .await?;
         let unit = self
@@ -146,7 +146,7 @@ impl ApplianceHost {
         self.systemd.enable_unit_files(&[unit.as_str()]).await
     }
 
-    pub async fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
+    pub(crate) async fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
         let unit = crate::storage::mount_unit_name(&storage.mount_point);
         let path = self.profile.unit_file(&unit);
         let text = crate::storage::mount_unit(what, &storage.mount_point, storage.filesystem);
@@ -156,11 +156,11 @@ impl ApplianceHost {
         self.systemd.start_unit(&unit).await
     }
 
-    pub async fn label_data_dir(&self, path: &str, stage: &str, raw: &Path) -> Result<()> {
+    pub(crate) async fn label_data_dir(&self, path: &str, stage: &str, raw: &Path) -> Result<()> {
         super::selinux::label_pgdata(&self.runner, &self.profile, path, stage, raw).await
     }
 
-    pub async fn activate_tuned(&self, profile: &str) -> Result<TunedState> {
+    pub(crate) async fn activate_tuned(&self, profile: &str) -> Result<TunedState> {
         if profile == crate::assets::TUNED_POSTGRESQL_NAME {
             // The profile shipped with the appliance; other names must be tuned's own.
             let path = self.profile.tuned_profile_file(profile);
@@ -169,7 +169,7 @@ impl ApplianceHost {
         crate::systemd::tuned::activate(&self.systemd, profile).await
     }
 
-    pub async fn reboot(&self) -> Result<std::convert::Infallible> {
+    pub(crate) async fn reboot(&self) -> Result<std::convert::Infallible> {
         nix::unistd::sync();
         self.systemd.reboot().await?;
         // The shutdown stops this service; never go on measuring a machine that is about
@@ -184,7 +184,7 @@ impl ApplianceHost {
         }
     }
 
-    pub async fn finish(&self, workdir: &Path, run_id: &str, plan: &Plan) -> Result<()> {
+    pub(crate) async fn finish(&self, workdir: &Path, run_id: &str, plan: &Plan) -> Result<()> {
         let done = done_marker(workdir);
         crate::fsutil::atomic_write(&done, run_id.as_bytes())
             .with_context(|| format!("writing {}", done.display()))?;
@@ -202,7 +202,7 @@ impl ApplianceHost {
 
 /// Stops the plan's PostgreSQL service (for a reset: the next run initialises its data
 /// directory again). Says what it stopped; nothing when the service was not running.
-pub async fn stop_service(plan: &Plan) -> Result<Option<String>> {
+pub(crate) async fn stop_service(plan: &Plan) -> Result<Option<String>> {
     let profile = Profile::of(plan.appliance.platform);
     let unit = profile.pg_unit(profile.pg_version(&plan.postgres));
     let systemd = Systemd::connect()

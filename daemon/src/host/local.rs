@@ -12,7 +12,7 @@ use crate::postgres::cluster::{check_reachable_by, free_loopback_port};
 use crate::postgres::{Cluster, PgBin};
 use crate::runner::Runner;
 
-pub struct LocalHost {
+pub(crate) struct LocalHost {
     workdir: PathBuf,
     /// PostgreSQL bin directory to use instead of searching by version.
     pg_bin: Option<PathBuf>,
@@ -25,7 +25,7 @@ pub struct LocalHost {
 
 impl LocalHost {
     /// `cluster_user` defaults to `postgres` when the daemon runs as root.
-    pub fn new(
+    pub(crate) fn new(
         workdir: &Path,
         pg_bin: Option<PathBuf>,
         cluster_user: Option<String>,
@@ -45,11 +45,11 @@ impl LocalHost {
         }
     }
 
-    pub fn runner(&self) -> Runner {
+    pub(crate) fn runner(&self) -> Runner {
         self.runner.clone()
     }
 
-    pub fn workdir(&self) -> &Path {
+    pub(crate) fn workdir(&self) -> &Path {
         &self.workdir
     }
 
@@ -57,7 +57,7 @@ impl LocalHost {
         self.workdir.join("cluster")
     }
 
-    pub async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
+    pub(crate) async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
         let bin = PgBin::find(&self.runner, plan.postgres.version, self.pg_bin.as_deref()).await?;
         if let Some(u) = &self.cluster_user {
             check_reachable_by(&self.workdir, u)?;
@@ -75,11 +75,11 @@ impl LocalHost {
         )
     }
 
-    pub fn install_server(&self, cluster: &Cluster) -> Result<()> {
+    pub(crate) fn install_server(&self, cluster: &Cluster) -> Result<()> {
         cluster.prepare_dir()
     }
 
-    pub async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
+    pub(crate) async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
         cluster
             .initdb(
                 plan.postgres.data_checksums,
@@ -89,7 +89,7 @@ impl LocalHost {
             .await
     }
 
-    pub async fn after_measuring(&self, cluster: Option<&Cluster>) -> Result<()> {
+    pub(crate) async fn after_measuring(&self, cluster: Option<&Cluster>) -> Result<()> {
         if self.keep_running {
             return Ok(());
         }

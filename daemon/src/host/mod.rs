@@ -15,11 +15,11 @@
 //! answered by a script and recorded, the machine's changes recorded, its files under a
 //! temporary root ([`Host::machine_path`]), PostgreSQL a real scratch cluster.
 
-pub mod appliance;
+pub(crate) mod appliance;
 pub mod local;
 mod selinux;
 #[cfg(test)]
-pub mod stand_in;
+pub(crate) mod stand_in;
 
 use std::path::{Path, PathBuf};
 
@@ -32,11 +32,11 @@ use crate::postgres::Cluster;
 use crate::runner::Runner;
 use crate::systemd::tuned::TunedState;
 
-pub use appliance::ApplianceHost;
-pub use local::LocalHost;
+pub(crate) use appliance::ApplianceHost;
+pub(crate) use local::LocalHost;
 
 /// Where the steps run.
-pub enum Host {
+pub(crate) enum Host {
     Local(LocalHost),
     Appliance(ApplianceHost),
     /// The unit tests' host (`stand_in`): a temporary directory, scripted commands,
@@ -47,7 +47,7 @@ pub enum Host {
 
 impl Host {
     /// The runner every command of the run goes through.
-    pub fn runner(&self) -> Runner {
+    pub(crate) fn runner(&self) -> Runner {
         match self {
             Host::Local(h) => h.runner(),
             Host::Appliance(h) => h.runner(),
@@ -58,7 +58,7 @@ impl Host {
 
     /// Whether a step is run on this host at all (local mode leaves out the steps that
     /// change the machine).
-    pub fn runs(&self, step: StepName) -> bool {
+    pub(crate) fn runs(&self, step: StepName) -> bool {
         match self {
             Host::Local(_) => !step.changes_machine(),
             Host::Appliance(_) => true,
@@ -70,12 +70,12 @@ impl Host {
     /// Whether the host tunes the operating system (tuned, kernel arguments): then what
     /// the tuning-in-effect step reads back includes them, and it reads again for a while,
     /// since tuned may still be applying its profile at boot.
-    pub fn tunes_os(&self) -> bool {
+    pub(crate) fn tunes_os(&self) -> bool {
         self.runs(StepName::OsTuning)
     }
 
     /// The cloud instance this host is, when the host asks the metadata service.
-    pub async fn cloud_instance(&self) -> Option<CloudInstance> {
+    pub(crate) async fn cloud_instance(&self) -> Option<CloudInstance> {
         match self {
             Host::Local(_) => None,
             Host::Appliance(h) => h.cloud_instance().await,
@@ -85,7 +85,7 @@ impl Host {
     }
 
     /// Settings the host's way of running the server decides (never taken from the plan).
-    pub fn server_owned_settings(&self) -> &'static [&'static str] {
+    pub(crate) fn server_owned_settings(&self) -> &'static [&'static str] {
         match self {
             Host::Local(_) => &["port", "listen_addresses", "unix_socket_directories"],
             // The appliance's server listens where the plan says; socket and port are the
@@ -97,7 +97,7 @@ impl Host {
     }
 
     /// The OS user pgbench runs as (None: the daemon's own).
-    pub fn bench_user(&self) -> Option<&'static str> {
+    pub(crate) fn bench_user(&self) -> Option<&'static str> {
         match self {
             Host::Local(_) => None,
             Host::Appliance(_) => Some(appliance::SERVICE_USER),
@@ -108,7 +108,7 @@ impl Host {
 
     /// Where the payload put the sysbench-tpcc archive (None: this host has no payload and
     /// fetches the plan's source).
-    pub fn packed_tpcc_archive(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn packed_tpcc_archive(&self) -> Option<std::path::PathBuf> {
         match self {
             Host::Local(_) => None,
             Host::Appliance(_) => {
@@ -121,7 +121,7 @@ impl Host {
 
     /// The service manager's bus, where the host has one (read by the tuning-in-effect
     /// observation for tuned's state).
-    pub fn bus(&self) -> Option<&crate::systemd::Systemd> {
+    pub(crate) fn bus(&self) -> Option<&crate::systemd::Systemd> {
         match self {
             Host::Local(_) => None,
             Host::Appliance(h) => Some(h.systemd()),
@@ -133,7 +133,7 @@ impl Host {
     /// The PostgreSQL server of the plan on this host: binaries found, where its data and
     /// socket are, how it is started. Reads only. `port` is the port an earlier start of
     /// this run chose (local mode picks a free one otherwise).
-    pub async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
+    pub(crate) async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
         match self {
             Host::Local(h) => h.server(plan, port).await,
             Host::Appliance(h) => h.server(plan).await,
@@ -145,7 +145,7 @@ impl Host {
     /// Where the dataset's snapshots are kept: on the data directory's volume, outside
     /// what a reset of the run removes (local mode: `<workdir>/snapshots`; the appliance:
     /// `<data volume>/snapshots`).
-    pub fn snapshot_root(&self, cluster: &Cluster) -> PathBuf {
+    pub(crate) fn snapshot_root(&self, cluster: &Cluster) -> PathBuf {
         match self {
             Host::Local(h) => h.workdir().join("snapshots"),
             Host::Appliance(_) => cluster.dir.join("snapshots"),
@@ -155,7 +155,7 @@ impl Host {
     }
 
     /// Writes what the server needs before initdb (directories, unit files and drop-ins).
-    pub async fn install_server(&self, cluster: &Cluster, plan: &Plan) -> Result<()> {
+    pub(crate) async fn install_server(&self, cluster: &Cluster, plan: &Plan) -> Result<()> {
         match self {
             Host::Local(h) => h.install_server(cluster),
             Host::Appliance(h) => h.install_server(plan).await,
@@ -165,7 +165,7 @@ impl Host {
     }
 
     /// Initialises the data directory (the platform's way on the appliance).
-    pub async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
+    pub(crate) async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
         match self {
             Host::Local(h) => h.initdb(cluster, plan, raw).await,
             Host::Appliance(h) => h.initdb(cluster, plan, raw).await,
@@ -175,7 +175,7 @@ impl Host {
     }
 
     /// What must hold every time before the server starts (labels, the enabled unit).
-    pub async fn before_start(&self, plan: &Plan, raw: &Path) -> Result<()> {
+    pub(crate) async fn before_start(&self, plan: &Plan, raw: &Path) -> Result<()> {
         match self {
             Host::Local(_) => Ok(()),
             Host::Appliance(h) => h.before_start(plan, raw).await,
@@ -188,7 +188,7 @@ impl Host {
     }
 
     /// Mounts the data volume `what` where the plan says, now and at every boot.
-    pub async fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
+    pub(crate) async fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
         match self {
             Host::Local(_) => anyhow::bail!("local mode does not mount data volumes"),
             Host::Appliance(h) => h.mount_volume(what, storage).await,
@@ -198,7 +198,7 @@ impl Host {
     }
 
     /// Labels PGDATA's directory for PostgreSQL where the platform confines it (SELinux).
-    pub async fn label_data_dir(&self, path: &str, stage: &str, raw: &Path) -> Result<()> {
+    pub(crate) async fn label_data_dir(&self, path: &str, stage: &str, raw: &Path) -> Result<()> {
         match self {
             Host::Local(_) => Ok(()),
             Host::Appliance(h) => h.label_data_dir(path, stage, raw).await,
@@ -211,7 +211,7 @@ impl Host {
     }
 
     /// Installs (when it is the appliance's own) and activates a tuned profile.
-    pub async fn activate_tuned(&self, profile: &str) -> Result<TunedState> {
+    pub(crate) async fn activate_tuned(&self, profile: &str) -> Result<TunedState> {
         match self {
             Host::Local(_) => anyhow::bail!("local mode does not change the tuned profile"),
             Host::Appliance(h) => h.activate_tuned(profile).await,
@@ -222,7 +222,7 @@ impl Host {
 
     /// Whether [`Host::reboot`] can reboot the machine (the appliance's can; local mode's
     /// never does).
-    pub fn reboots(&self) -> bool {
+    pub(crate) fn reboots(&self) -> bool {
         match self {
             Host::Local(_) => false,
             Host::Appliance(_) => true,
@@ -233,7 +233,7 @@ impl Host {
 
     /// Where this host keeps the machine's file `path` (an absolute path: `/proc/cmdline`,
     /// `/etc/default/grub`): the path itself, but for the tests' stand-in machine.
-    pub fn machine_path(&self, path: impl AsRef<Path>) -> PathBuf {
+    pub(crate) fn machine_path(&self, path: impl AsRef<Path>) -> PathBuf {
         match self {
             Host::Local(_) | Host::Appliance(_) => path.as_ref().to_path_buf(),
             #[cfg(test)]
@@ -243,7 +243,7 @@ impl Host {
 
     /// This boot's id (`/proc/sys/kernel/random/boot_id`, the stand-in machine's for the
     /// tests): every step and the engine read it here, so a test's boot is the one they see.
-    pub fn boot_id(&self) -> Result<String> {
+    pub(crate) fn boot_id(&self) -> Result<String> {
         let path = "/proc/sys/kernel/random/boot_id";
         Ok(std::fs::read_to_string(self.machine_path(path))
             .map_err(|e| anyhow::anyhow!("reading {path}: {e}"))?
@@ -253,7 +253,7 @@ impl Host {
 
     /// Writes back dirty pages and drops the page cache, dentries and inodes
     /// (`/proc/sys/vm/drop_caches`, the stand-in machine's for the tests).
-    pub fn drop_page_cache(&self) -> Result<()> {
+    pub(crate) fn drop_page_cache(&self) -> Result<()> {
         let path = "/proc/sys/vm/drop_caches";
         let target = self.machine_path(path);
         if target.as_path() == Path::new(path) {
@@ -265,7 +265,7 @@ impl Host {
     }
 
     /// Reboots the machine; returns only with an error.
-    pub async fn reboot(&self) -> Result<std::convert::Infallible> {
+    pub(crate) async fn reboot(&self) -> Result<std::convert::Infallible> {
         match self {
             Host::Local(_) => anyhow::bail!("local mode does not reboot the machine"),
             Host::Appliance(h) => h.reboot().await,
@@ -275,7 +275,11 @@ impl Host {
     }
 
     /// Whether the run in `workdir` has ended (nothing left to do, not even the upload).
-    pub fn run_is_complete(&self, workdir: &Path, journal: &crate::journal::Journal) -> bool {
+    pub(crate) fn run_is_complete(
+        &self,
+        workdir: &Path,
+        journal: &crate::journal::Journal,
+    ) -> bool {
         match self {
             Host::Local(_) => journal.finished_at.is_some(),
             Host::Appliance(_) => appliance::done_marker(workdir).exists(),
@@ -286,7 +290,7 @@ impl Host {
 
     /// After the measuring steps, whether they succeeded or not: local mode stops the
     /// server it started (unless asked to keep it running).
-    pub async fn after_measuring(&self, cluster: Option<&Cluster>) -> Result<()> {
+    pub(crate) async fn after_measuring(&self, cluster: Option<&Cluster>) -> Result<()> {
         match self {
             Host::Local(h) => h.after_measuring(cluster).await,
             Host::Appliance(_) => Ok(()),
@@ -297,7 +301,7 @@ impl Host {
 
     /// After a refusal to resume a run (a different plan): stops a server the earlier run
     /// left, and says what it did.
-    pub async fn after_refusal(&self, workdir: &Path) -> Result<Option<String>> {
+    pub(crate) async fn after_refusal(&self, workdir: &Path) -> Result<Option<String>> {
         match self {
             Host::Local(_) => local::stop_left_server(workdir).await,
             Host::Appliance(_) => Ok(None),
@@ -308,7 +312,7 @@ impl Host {
 
     /// When the run is finished and stored: the appliance writes its done marker and
     /// powers off if the plan says so.
-    pub async fn finish(&self, workdir: &Path, run_id: &str, plan: &Plan) -> Result<()> {
+    pub(crate) async fn finish(&self, workdir: &Path, run_id: &str, plan: &Plan) -> Result<()> {
         match self {
             Host::Local(_) => Ok(()),
             Host::Appliance(h) => h.finish(workdir, run_id, plan).await,
@@ -319,9 +323,4 @@ impl Host {
             }
         }
     }
-}
-
-/// The default work directory of the appliance (the unit passes it too).
-pub fn appliance_workdir() -> PathBuf {
-    PathBuf::from(crate::platform::APPLIANCE_WORKDIR)
 }

@@ -16,7 +16,7 @@ use crate::runner::Runner;
 
 /// Labels `path` (PGDATA's mount point) for PostgreSQL; `stage` names the raw files in
 /// `raw`.
-pub async fn label_pgdata(
+pub(crate) async fn label_pgdata(
     runner: &Runner,
     profile: &Profile,
     path: &str,

@@ -35,7 +35,7 @@ const POSTGRES_PROGRAM_DIRS: &[&str] = &["/usr/lib/postgresql/", "/usr/pgsql-"];
 
 /// What a command is answered with.
 #[derive(Debug, Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// This exit code and output.
     Answer {
         code: i32,
@@ -47,7 +47,7 @@ pub enum Reply {
 }
 
 /// Exit 0 with `stdout`.
-pub fn ok(stdout: &str) -> Reply {
+pub(crate) fn ok(stdout: &str) -> Reply {
     Reply::Answer {
         code: 0,
         stdout: stdout.to_string(),
@@ -56,7 +56,7 @@ pub fn ok(stdout: &str) -> Reply {
 }
 
 /// Exit `code` with `stderr`.
-pub fn fails(code: i32, stderr: &str) -> Reply {
+pub(crate) fn fails(code: i32, stderr: &str) -> Reply {
     Reply::Answer {
         code,
         stdout: String::new(),
@@ -90,7 +90,7 @@ impl Matches {
 
 /// The answers of the stand-in host's executor, and what it ran.
 #[derive(Default)]
-pub struct Script {
+pub(crate) struct Script {
     rules: Mutex<Vec<(Matches, Reply)>>,
     ran: Mutex<Vec<CommandSpec>>,
     unanswered: Mutex<Vec<String>>,
@@ -98,7 +98,7 @@ pub struct Script {
 
 impl Script {
     /// Answers `program` whose arguments begin with `args` (newer rules first).
-    pub fn on(&self, program: &str, args: &[&str], reply: Reply) {
+    pub(crate) fn on(&self, program: &str, args: &[&str], reply: Reply) {
         self.rules.lock().expect("script").push((
             Matches::Program {
                 program: program.to_string(),
@@ -109,7 +109,7 @@ impl Script {
     }
 
     /// Every command run so far, as `program arg …` (the program's path as given).
-    pub fn commands(&self) -> Vec<String> {
+    pub(crate) fn commands(&self) -> Vec<String> {
         self.ran
             .lock()
             .expect("script")
@@ -124,7 +124,7 @@ impl Script {
     }
 
     /// The commands run so far whose program is `program` (its last path component).
-    pub fn commands_of(&self, program: &str) -> Vec<String> {
+    pub(crate) fn commands_of(&self, program: &str) -> Vec<String> {
         self.commands()
             .into_iter()
             .filter(|c| {
@@ -135,12 +135,12 @@ impl Script {
     }
 
     /// Forgets the commands run so far (to see what one call runs).
-    pub fn clear_commands(&self) {
+    pub(crate) fn clear_commands(&self) {
         self.ran.lock().expect("script").clear();
     }
 
     /// Commands no rule answered.
-    pub fn unanswered(&self) -> Vec<String> {
+    pub(crate) fn unanswered(&self) -> Vec<String> {
         self.unanswered.lock().expect("script").clone()
     }
 
@@ -223,7 +223,7 @@ impl Executor for Scripted {
 
 /// Something the stand-in host was asked to do to the machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Did {
+pub(crate) enum Did {
     /// The server's files written (before initdb).
     InstallServer,
     Initdb,
@@ -281,7 +281,7 @@ impl ServerControl for Control {
 }
 
 /// A host in a temporary directory (see the module's text).
-pub struct StandInHost {
+pub(crate) struct StandInHost {
     dir: tempfile::TempDir,
     script: Arc<Script>,
     runner: Runner,
@@ -295,7 +295,7 @@ pub struct StandInHost {
 impl StandInHost {
     /// A fresh machine: nothing installed, nothing mounted, an empty script but for
     /// PostgreSQL's own programs, a kernel command line without arguments.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("pga-standin-")
             .tempdir()
@@ -333,58 +333,58 @@ impl StandInHost {
     }
 
     /// A host that leaves out the steps that change the machine (as local mode does).
-    pub fn leaving_the_machine_alone(mut self) -> Self {
+    pub(crate) fn leaving_the_machine_alone(mut self) -> Self {
         self.changes_machine = false;
         self
     }
 
-    pub fn changes_machine(&self) -> bool {
+    pub(crate) fn changes_machine(&self) -> bool {
         self.changes_machine
     }
 
     /// The temporary directory (the work directory of the tests' runs lives in it).
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
     /// The stand-in machine's root: its `/proc/cmdline` is `root()/proc/cmdline`.
-    pub fn root(&self) -> PathBuf {
+    pub(crate) fn root(&self) -> PathBuf {
         self.dir.path().join("root")
     }
 
     /// Where the stand-in machine keeps `path` (an absolute path on a real machine).
-    pub fn machine_path(&self, path: &Path) -> PathBuf {
+    pub(crate) fn machine_path(&self, path: &Path) -> PathBuf {
         self.root().join(path.strip_prefix("/").unwrap_or(path))
     }
 
     /// Writes a file of the stand-in machine.
-    pub fn write_file(&self, path: &str, text: &str) {
+    pub(crate) fn write_file(&self, path: &str, text: &str) {
         let p = self.machine_path(Path::new(path));
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
         std::fs::write(&p, text).expect("write");
     }
 
     /// Reads a file of the stand-in machine (None: it does not exist).
-    pub fn read_file(&self, path: &str) -> Option<String> {
+    pub(crate) fn read_file(&self, path: &str) -> Option<String> {
         std::fs::read_to_string(self.machine_path(Path::new(path))).ok()
     }
 
     /// The machine boots again: a new boot id, and `cmdline` as the kernel's command line.
-    pub fn boot(&self, boot_id: &str, cmdline: &str) {
+    pub(crate) fn boot(&self, boot_id: &str, cmdline: &str) {
         self.write_file("/proc/sys/kernel/random/boot_id", &format!("{boot_id}\n"));
         self.write_file("/proc/cmdline", &format!("{cmdline}\n"));
     }
 
-    pub fn script(&self) -> &Script {
+    pub(crate) fn script(&self) -> &Script {
         &self.script
     }
 
     /// What the host was asked to do to the machine, in order.
-    pub fn did(&self) -> Vec<Did> {
+    pub(crate) fn did(&self) -> Vec<Did> {
         self.log.lock().expect("record").clone()
     }
 
-    pub fn runner(&self) -> Runner {
+    pub(crate) fn runner(&self) -> Runner {
         self.runner.clone()
     }
 
@@ -404,7 +404,7 @@ impl StandInHost {
 
     /// A real scratch cluster of the plan's PostgreSQL under the directory, started and
     /// stopped through the recording [`ServerControl`].
-    pub async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
+    pub(crate) async fn server(&self, plan: &Plan, port: Option<u16>) -> Result<Cluster> {
         let bin = PgBin::find(&self.runner, plan.postgres.version, None).await?;
         let port = port.unwrap_or(self.port);
         let user = self.os_user()?;
@@ -433,16 +433,16 @@ impl StandInHost {
         ))
     }
 
-    pub fn snapshot_root(&self) -> PathBuf {
+    pub(crate) fn snapshot_root(&self) -> PathBuf {
         self.dir.path().join("snapshots")
     }
 
-    pub fn install_server(&self, cluster: &Cluster) -> Result<()> {
+    pub(crate) fn install_server(&self, cluster: &Cluster) -> Result<()> {
         record(&self.log, Did::InstallServer);
         cluster.prepare_dir()
     }
 
-    pub async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
+    pub(crate) async fn initdb(&self, cluster: &Cluster, plan: &Plan, raw: &Path) -> Result<()> {
         record(&self.log, Did::Initdb);
         cluster
             .initdb(
@@ -453,13 +453,13 @@ impl StandInHost {
             .await
     }
 
-    pub fn before_start(&self) {
+    pub(crate) fn before_start(&self) {
         record(&self.log, Did::BeforeStart);
     }
 
     /// Records the mount, writes its `.mount` unit where the appliance does (under the
     /// root) and shows the mount in the stand-in machine's `/proc/self/mountinfo`.
-    pub fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
+    pub(crate) fn mount_volume(&self, what: &str, storage: &Storage) -> Result<()> {
         let unit = crate::storage::mount_unit_name(&storage.mount_point);
         self.write_file(
             &Path::new(crate::platform::SYSTEMD_UNIT_DIR)
@@ -485,7 +485,7 @@ impl StandInHost {
         Ok(())
     }
 
-    pub fn label_data_dir(&self, path: &str, stage: &str) {
+    pub(crate) fn label_data_dir(&self, path: &str, stage: &str) {
         record(
             &self.log,
             Did::Label {
@@ -495,7 +495,7 @@ impl StandInHost {
         );
     }
 
-    pub fn activate_tuned(&self, profile: &str) -> TunedState {
+    pub(crate) fn activate_tuned(&self, profile: &str) -> TunedState {
         record(&self.log, Did::Tuned(profile.to_string()));
         TunedState {
             active: profile.to_string(),
@@ -504,12 +504,12 @@ impl StandInHost {
     }
 
     /// Records the reboot and returns the error a reboot that "returns" is.
-    pub fn reboot(&self) -> anyhow::Error {
+    pub(crate) fn reboot(&self) -> anyhow::Error {
         record(&self.log, Did::Reboot);
         anyhow::anyhow!("the stand-in host rebooted (the step ends here)")
     }
 
-    pub fn finish(&self, plan: &Plan) {
+    pub(crate) fn finish(&self, plan: &Plan) {
         record(&self.log, Did::DoneMarker);
         if plan.finish.action == FinishAction::PowerOff {
             record(&self.log, Did::PowerOff);

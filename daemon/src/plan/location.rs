@@ -29,28 +29,28 @@ impl KeyPath {
         v.push(Segment::Key(k.to_string()));
         KeyPath(v)
     }
-    pub fn index(&self, i: usize) -> Self {
+    pub(crate) fn index(&self, i: usize) -> Self {
         let mut v = self.0.clone();
         v.push(Segment::Index(i));
         KeyPath(v)
     }
     /// Whether `self` is `other` or inside it.
-    pub fn starts_with(&self, other: &KeyPath) -> bool {
+    pub(crate) fn starts_with(&self, other: &KeyPath) -> bool {
         self.0.starts_with(&other.0)
     }
     /// The last key, when the path ends in one (not an array index).
-    pub fn last_key(&self) -> Option<&str> {
+    pub(crate) fn last_key(&self) -> Option<&str> {
         match self.0.last()? {
             Segment::Key(k) => Some(k),
             Segment::Index(_) => None,
         }
     }
-    pub fn parent(&self) -> Option<KeyPath> {
+    pub(crate) fn parent(&self) -> Option<KeyPath> {
         let (_, rest) = self.0.split_last()?;
         Some(KeyPath(rest.to_vec()))
     }
     /// The item at this path in a document, if the plan's text has it.
-    pub fn item<'a>(&self, doc: &'a toml_edit::DocumentMut) -> Option<&'a Item> {
+    pub(crate) fn item<'a>(&self, doc: &'a toml_edit::DocumentMut) -> Option<&'a Item> {
         let mut item = doc.as_item();
         for seg in &self.0 {
             item = match seg {
@@ -63,7 +63,12 @@ impl KeyPath {
     /// The path as the plan wrote it: a key the plan spelt by its alias (`report_interval_s`
     /// for `progress_interval_s`) is named by that alias, in the path and in the message,
     /// so the problem is shown at the key's own line under the name the plan uses.
-    pub fn as_written(self, doc: &toml_edit::DocumentMut, message: String) -> (KeyPath, String) {
+    #[allow(clippy::wrong_self_convention)]
+    pub(crate) fn as_written(
+        self,
+        doc: &toml_edit::DocumentMut,
+        message: String,
+    ) -> (KeyPath, String) {
         for (key, alias) in KEY_ALIASES {
             if self.last_key() != Some(*key) || self.item(doc).is_some() {
                 continue;
@@ -79,7 +84,7 @@ impl KeyPath {
         (self, message)
     }
     /// The item at this path in an editable document.
-    pub fn item_mut<'a>(&self, doc: &'a mut toml_edit::DocumentMut) -> Option<&'a mut Item> {
+    pub(crate) fn item_mut<'a>(&self, doc: &'a mut toml_edit::DocumentMut) -> Option<&'a mut Item> {
         let mut item = doc.as_item_mut();
         for seg in &self.0 {
             item = match seg {
@@ -108,7 +113,7 @@ impl fmt::Display for KeyPath {
 }
 
 /// 1-based line and column (in characters) of a byte offset.
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
@@ -118,7 +123,7 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Turns a deserialisation error into a located issue naming the key at fault.
-pub fn issue_from_toml_error(text: &str, err: &toml::de::Error) -> PlanIssue {
+pub(crate) fn issue_from_toml_error(text: &str, err: &toml::de::Error) -> PlanIssue {
     let span = err.span().unwrap_or(0..0);
     let (line, column) = line_col(text, span.start);
     let key = match Document::parse(text) {
@@ -137,7 +142,7 @@ pub fn issue_from_toml_error(text: &str, err: &toml::de::Error) -> PlanIssue {
 
 /// Where a deserialisation error points in `text`: the key path, and whether it points at
 /// the key itself (an unknown key) rather than its value.
-pub fn error_path(text: &str, err: &toml::de::Error) -> Option<(KeyPath, bool)> {
+pub(crate) fn error_path(text: &str, err: &toml::de::Error) -> Option<(KeyPath, bool)> {
     let span = err.span()?;
     let doc = Document::parse(text).ok()?;
     let path = path_at(doc.as_table(), &span, &KeyPath::root())?;
@@ -147,7 +152,7 @@ pub fn error_path(text: &str, err: &toml::de::Error) -> Option<(KeyPath, bool)> 
 
 /// The table (or array-of-tables element) whose span is exactly `span`; the top level
 /// when none is.
-pub fn table_with_span(text: &str, span: &Range<usize>) -> Option<KeyPath> {
+pub(crate) fn table_with_span(text: &str, span: &Range<usize>) -> Option<KeyPath> {
     fn walk(table: &Table, span: &Range<usize>, here: &KeyPath) -> Option<KeyPath> {
         for (k, item) in table.iter() {
             let path = here.key(k);
@@ -201,7 +206,7 @@ pub fn table_with_span(text: &str, span: &Range<usize>) -> Option<KeyPath> {
 }
 
 /// Locates a problem at the key itself (an unknown key), else like [`locate`].
-pub fn locate_key(text: &str, path: &KeyPath, message: String) -> PlanIssue {
+pub(crate) fn locate_key(text: &str, path: &KeyPath, message: String) -> PlanIssue {
     let offset = Document::parse(text)
         .ok()
         .and_then(|doc| key_span(doc.as_table(), &path.0))
@@ -251,7 +256,7 @@ fn value_key_span(value: &Value, path: &[Segment]) -> Option<Range<usize>> {
 
 /// Locates a validation problem: the value of the key when it exists, else its nearest
 /// existing parent.
-pub fn locate(text: &str, path: &KeyPath, message: String) -> PlanIssue {
+pub(crate) fn locate(text: &str, path: &KeyPath, message: String) -> PlanIssue {
     let offset = Document::parse(text)
         .ok()
         .and_then(|doc| span_of(doc.as_table(), &path.0))

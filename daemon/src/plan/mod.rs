@@ -7,12 +7,12 @@
 
 mod location;
 pub mod rewrite;
-pub mod tuning;
+pub(crate) mod tuning;
 mod type_errors;
-pub mod units;
+pub(crate) mod units;
 mod validate;
 mod warnings;
-pub mod workloads;
+pub(crate) mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,10 +22,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use location::KeyPath;
-pub use validate::{
-    check_abs_path, check_sha512_crypt, check_store_url, is_ssh_key_placeholder, parse_size,
-    MAX_CLIENTS,
-};
+pub use validate::is_ssh_key_placeholder;
+pub(crate) use validate::{check_store_url, parse_size};
 
 /// A parsed and validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -46,7 +44,7 @@ pub struct Plan {
     #[serde(default)]
     pub upload: Upload,
     #[serde(default)]
-    pub finish: Finish,
+    pub(crate) finish: Finish,
     /// The order of the sweep's points and what happens between its rounds.
     #[serde(default)]
     pub sweep: SweepOptions,
@@ -63,7 +61,7 @@ pub struct Install {
     /// Disk (kernel name, e.g. `sda`) that receives /boot/efi, /boot and the OS volume
     /// group; [`Install::DEFAULT_OS_DISK`] when the plan names none (`check` warns).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os_disk: Option<String>,
+    pub(crate) os_disk: Option<String>,
     /// Public keys allowed to log in as root over SSH.
     #[serde(default)]
     pub ssh_authorized_keys: Vec<String>,
@@ -78,7 +76,7 @@ pub struct Install {
 
 impl Install {
     /// The OS disk when the plan names none.
-    pub const DEFAULT_OS_DISK: &'static str = "sda";
+    pub(crate) const DEFAULT_OS_DISK: &'static str = "sda";
 
     /// The OS disk's kernel name (`/dev/` taken off), the default when the plan names none.
     pub fn os_disk(&self) -> &str {
@@ -105,10 +103,10 @@ pub struct Appliance {
     pub arch: Arch,
     /// Free text describing the hardware, shown in reports.
     #[serde(default)]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// What an hour of this machine costs (USD), for tps per dollar-hour. 0 = unknown.
     #[serde(default)]
-    pub hourly_price_usd: f64,
+    pub(crate) hourly_price_usd: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -120,7 +118,7 @@ pub enum Platform {
 
 impl Platform {
     /// The name as the plan spells it (lower case).
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Platform::Rocky8 => "rocky8",
             Platform::Debian12 => "debian12",
@@ -129,7 +127,7 @@ impl Platform {
 
     /// PostgreSQL major version when the plan names none (scenario A used 14 on Rocky 8;
     /// Debian 12 ships 15).
-    pub fn default_pg_version(&self) -> u32 {
+    pub(crate) fn default_pg_version(&self) -> u32 {
         match self {
             Platform::Rocky8 => 14,
             Platform::Debian12 => 15,
@@ -186,14 +184,14 @@ pub struct Postgres {
     /// PGDG repository RPM's URL (required unless `repository_baseurl` is given), on
     /// debian12 an apt base URL.
     #[serde(default)]
-    pub repository: Option<String>,
+    pub(crate) repository: Option<String>,
     /// rocky8 only: base URL of a PGDG mirror (air-gapped labs), written to a `.repo` file
     /// with gpgcheck; exclusive with `repository`, needs `repository_gpgkey`.
     #[serde(default)]
-    pub repository_baseurl: Option<String>,
+    pub(crate) repository_baseurl: Option<String>,
     /// rocky8 only, with `repository_baseurl`: the PGDG signing key, a URL or an absolute path.
     #[serde(default)]
-    pub repository_gpgkey: Option<String>,
+    pub(crate) repository_gpgkey: Option<String>,
     /// initdb with data checksums (`-k`).
     #[serde(default)]
     pub data_checksums: bool,
@@ -332,10 +330,10 @@ pub enum StorageKind {
 pub struct Tuning {
     /// Compute settings from RAM, cores, clients, storage and version (docs/tuning.md).
     #[serde(default = "yes")]
-    pub auto: bool,
+    pub(crate) auto: bool,
     /// Explicit `ALTER SYSTEM` settings; they win over the computed ones.
     #[serde(default)]
-    pub settings: BTreeMap<String, SettingValue>,
+    pub(crate) settings: BTreeMap<String, SettingValue>,
     /// tuned profile to install and activate on the appliance (`"none"` to skip).
     #[serde(default = "Tuning::default_profile")]
     pub tuned_profile: String,
@@ -368,7 +366,7 @@ impl Default for Tuning {
 /// A GUC value as written in the plan; rendered for `ALTER SYSTEM SET`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(untagged)]
-pub enum SettingValue {
+pub(crate) enum SettingValue {
     Bool(bool),
     Int(i64),
     Float(f64),
@@ -429,33 +427,33 @@ pub struct Dataset {
     #[serde(default)]
     pub scale: u32,
     #[serde(default)]
-    pub init: InitMode,
+    pub(crate) init: InitMode,
     /// Fill factor for the pgbench tables (10–100).
     #[serde(default = "Dataset::default_fillfactor")]
-    pub fillfactor: u32,
+    pub(crate) fillfactor: u32,
     /// Database that holds the dataset.
     #[serde(default = "Dataset::default_database")]
-    pub database: String,
+    pub(crate) database: String,
     /// Connections for `init = "parallel"` (default: `loader::default_degree`, 1 below 8 CPUs, else half the CPUs).
     #[serde(default)]
-    pub parallel_degree: Option<u32>,
+    pub(crate) parallel_degree: Option<u32>,
     /// When the data directory is put back from the dataset's snapshot.
     #[serde(default)]
-    pub restore: RestorePolicy,
+    pub(crate) restore: RestorePolicy,
     /// Keep a local snapshot of the stopped data directory after the dataset step (default:
     /// when `restore` is not `never` or `snapshot_store` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot: Option<bool>,
+    pub(crate) snapshot: Option<bool>,
     /// Share the snapshot through an object store: `true` (the `[upload]` store) or a store
     /// URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub snapshot_store: Option<SnapshotStore>,
+    pub(crate) snapshot_store: Option<SnapshotStore>,
 }
 
 /// When the dataset's snapshot is put back as the data directory.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
-pub enum RestorePolicy {
+pub(crate) enum RestorePolicy {
     /// Before each workload that follows another one on the same data.
     EachWorkload,
     /// Before each point (a warm-up and the point after it share one restore).
@@ -468,14 +466,14 @@ pub enum RestorePolicy {
 /// `snapshot_store = true | "s3://…"`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]
-pub enum SnapshotStore {
+pub(crate) enum SnapshotStore {
     Enabled(bool),
     Url(String),
 }
 
 impl Dataset {
     /// The store URL snapshots are shared through, if any (`upload_store`: `[upload]`'s).
-    pub fn snapshot_store_url(&self, upload_store: &str) -> Option<String> {
+    pub(crate) fn snapshot_store_url(&self, upload_store: &str) -> Option<String> {
         match &self.snapshot_store {
             None | Some(SnapshotStore::Enabled(false)) => None,
             Some(SnapshotStore::Enabled(true)) => Some(upload_store.to_string()),
@@ -484,7 +482,7 @@ impl Dataset {
     }
 
     /// Whether the dataset step keeps a local snapshot.
-    pub fn keeps_snapshot(&self) -> bool {
+    pub(crate) fn keeps_snapshot(&self) -> bool {
         self.snapshot.unwrap_or(
             self.restore != RestorePolicy::Never
                 || matches!(
@@ -516,7 +514,7 @@ impl Default for Dataset {
 pub struct TpccDataset {
     pub tables: u32,
     pub scale: u32,
-    pub use_fk: bool,
+    pub(crate) use_fk: bool,
 }
 
 impl TpccDataset {
@@ -542,7 +540,7 @@ impl Dataset {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum InitMode {
+pub(crate) enum InitMode {
     /// `pgbench -i` (client-side generate).
     #[default]
     Client,
@@ -558,76 +556,76 @@ pub enum InitMode {
 #[serde(deny_unknown_fields)]
 pub struct Workload {
     /// Name used in point ids and reports (`[a-z0-9_-]`).
-    pub name: String,
+    pub(crate) name: String,
     /// What drives the load: pgbench (default) or sysbench-tpcc.
     #[serde(default)]
-    pub kind: WorkloadKind,
+    pub(crate) kind: WorkloadKind,
     #[serde(default)]
-    pub builtin: Builtin,
+    pub(crate) builtin: Builtin,
     /// Client counts, strictly ascending (pgbench; sysbench-tpcc lists `threads`).
     #[serde(default)]
-    pub clients: Vec<u32>,
+    pub(crate) clients: Vec<u32>,
     /// Threads per point: a number, or `"auto"` = min(clients, cores).
     #[serde(default)]
-    pub threads: Threads,
+    pub(crate) threads: Threads,
     /// `-t`: transactions per client.
     #[serde(default)]
-    pub transactions: Option<u64>,
+    pub(crate) transactions: Option<u64>,
     /// `-T`: duration, e.g. `"600s"` or `"10min"`.
     #[serde(default)]
-    pub duration: Option<String>,
+    pub(crate) duration: Option<String>,
     #[serde(default)]
-    pub protocol: Protocol,
+    pub(crate) protocol: Protocol,
     /// Times each point is measured: a number, or adaptive rounds
     /// (`{ min = 3, max = 10, ci_pct = 2.0 }`).
     #[serde(default = "Workload::default_repeats")]
-    pub repeats: Repeats,
+    pub(crate) repeats: Repeats,
     /// Unrecorded run before the first point of the workload (same parameters, `-T`).
     #[serde(default)]
-    pub warmup: Option<String>,
+    pub(crate) warmup: Option<String>,
     /// `CHECKPOINT` and wait before every point.
     #[serde(default = "yes")]
-    pub checkpoint: bool,
+    pub(crate) checkpoint: bool,
     /// `-r`: per-statement latencies.
     #[serde(default)]
-    pub statement_latencies: bool,
+    pub(crate) statement_latencies: bool,
     /// Data checksums for this workload's points; `["off", "on"]` makes a matrix.
     #[serde(default)]
-    pub data_checksums: Vec<Checksums>,
+    pub(crate) data_checksums: Vec<Checksums>,
     /// Per-transaction latency log: `"full"`, `"sampled"` (with `sampling_rate`), `"aggregate"`.
     #[serde(default)]
-    pub latency_log: LatencyLog,
+    pub(crate) latency_log: LatencyLog,
     #[serde(default)]
-    pub sampling_rate: Option<f64>,
+    pub(crate) sampling_rate: Option<f64>,
     /// `--progress` interval in seconds (per-second tps series); sysbench's
     /// `--report-interval` for sysbench-tpcc (also read as `report_interval_s`).
     #[serde(default = "Workload::default_progress", alias = "report_interval_s")]
-    pub progress_interval_s: u32,
+    pub(crate) progress_interval_s: u32,
     /// sysbench-tpcc: tables sets (`--tables`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tables: Option<u32>,
+    pub(crate) tables: Option<u32>,
     /// sysbench-tpcc: warehouses per table set (`--scale`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scale: Option<u32>,
+    pub(crate) scale: Option<u32>,
     /// sysbench-tpcc: `--rand-type` (default uniform).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rand_type: Option<RandType>,
+    pub(crate) rand_type: Option<RandType>,
     /// sysbench-tpcc: `--use_fk` (default false, as scenario B).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub use_fk: Option<bool>,
+    pub(crate) use_fk: Option<bool>,
     /// sysbench-tpcc: `--trx_level` (default RC, as scenario B).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trx_level: Option<TrxLevel>,
+    pub(crate) trx_level: Option<TrxLevel>,
     /// sysbench-tpcc: `--threads` of `prepare` (default: the CPUs, at most max(`tables`,
     /// `scale`), and never more than the connections the sweep needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prepare_threads: Option<u32>,
+    pub(crate) prepare_threads: Option<u32>,
 }
 
 /// sysbench's `--rand-type`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
 #[serde(rename_all = "lowercase")]
-pub enum RandType {
+pub(crate) enum RandType {
     #[default]
     Uniform,
     Gaussian,
@@ -637,7 +635,7 @@ pub enum RandType {
 }
 
 impl RandType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RandType::Uniform => "uniform",
             RandType::Gaussian => "gaussian",
@@ -650,7 +648,8 @@ impl RandType {
 
 /// sysbench-tpcc's `--trx_level`: read committed, repeatable read, serializable.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
-pub enum TrxLevel {
+#[allow(clippy::upper_case_acronyms)] // sysbench-tpcc's own names
+pub(crate) enum TrxLevel {
     #[default]
     RC,
     RR,
@@ -658,7 +657,7 @@ pub enum TrxLevel {
 }
 
 impl TrxLevel {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TrxLevel::RC => "RC",
             TrxLevel::RR => "RR",
@@ -676,22 +675,22 @@ pub struct Sysbench {
     /// payload by `pgappliance build`, fetched by the daemon when the payload lacks it.
     pub tpcc_source: String,
     /// The archive's sha256 (64 hex digits); a different archive is refused.
-    pub tpcc_sha256: String,
+    pub(crate) tpcc_sha256: String,
 }
 
 impl Workload {
     /// Whether it runs on a sysbench-tpcc dataset (its kind's, [`workloads::Section`]).
-    pub fn is_tpcc(&self) -> bool {
+    pub(crate) fn is_tpcc(&self) -> bool {
         self.tpcc_dataset().is_some()
     }
 
     /// The sysbench-tpcc dataset this workload runs on (None for pgbench workloads).
-    pub fn tpcc_dataset(&self) -> Option<TpccDataset> {
+    pub(crate) fn tpcc_dataset(&self) -> Option<TpccDataset> {
         workloads::of(self.kind).tpcc_dataset(self)
     }
 
     /// The connection counts swept: pgbench's `clients`, sysbench-tpcc's `threads` list.
-    pub fn connections(&self) -> Vec<u32> {
+    pub(crate) fn connections(&self) -> Vec<u32> {
         workloads::of(self.kind).connections(self)
     }
 
@@ -703,13 +702,13 @@ impl Workload {
     }
 
     /// The `-T` duration, when the workload is time-bounded.
-    pub fn duration(&self) -> Option<Duration> {
+    pub(crate) fn duration(&self) -> Option<Duration> {
         self.duration
             .as_deref()
             .and_then(|d| humantime::parse_duration(d).ok())
     }
 
-    pub fn warmup(&self) -> Option<Duration> {
+    pub(crate) fn warmup(&self) -> Option<Duration> {
         self.warmup
             .as_deref()
             .and_then(|d| humantime::parse_duration(d).ok())
@@ -728,7 +727,7 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::Pgbench => "pgbench",
             WorkloadKind::SysbenchTpcc => "sysbench-tpcc",
@@ -746,7 +745,7 @@ pub enum Builtin {
 }
 
 impl Builtin {
-    pub fn pgbench_name(self) -> &'static str {
+    pub(crate) fn pgbench_name(self) -> &'static str {
         match self {
             Builtin::TpcbLike => "tpcb-like",
             Builtin::SimpleUpdate => "simple-update",
@@ -758,7 +757,7 @@ impl Builtin {
 /// Threads per point: a number, or `"auto"` = min(clients, cores); for sysbench-tpcc the
 /// list of thread counts to sweep (each sysbench thread is one connection).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Threads {
+pub(crate) enum Threads {
     #[default]
     Auto,
     Fixed(u32),
@@ -831,7 +830,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Protocol::Simple => "simple",
             Protocol::Extended => "extended",
@@ -860,7 +859,7 @@ impl Checksums {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum LatencyLog {
+pub(crate) enum LatencyLog {
     #[default]
     Full,
     Sampled,
@@ -886,7 +885,7 @@ pub struct Upload {
     pub credentials_file: Option<String>,
     /// The profile (`[name]` section) of the credentials file to use; `default` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials_profile: Option<String>,
+    pub(crate) credentials_profile: Option<String>,
 }
 
 impl Upload {
@@ -934,7 +933,7 @@ pub struct SweepOptions {
     /// `"rounds"` (default): round 1 runs every workload's whole client ladder, then round
     /// 2, and so on; `"points"`: each point's repeats back to back.
     #[serde(default)]
-    pub order: SweepOrder,
+    pub(crate) order: SweepOrder,
     /// What happens before each round after the first.
     #[serde(default)]
     pub between_rounds: BetweenRounds,
@@ -942,7 +941,7 @@ pub struct SweepOptions {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
-pub enum SweepOrder {
+pub(crate) enum SweepOrder {
     #[default]
     Rounds,
     Points,
@@ -961,7 +960,7 @@ pub enum BetweenRounds {
 }
 
 impl BetweenRounds {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             BetweenRounds::None => "none",
             BetweenRounds::Restart => "restart",
@@ -974,7 +973,7 @@ impl BetweenRounds {
 /// (at least `min`; further rounds, up to `max`, only for the points whose 95 % interval
 /// of mean tps is still wider than ±`ci_pct` %).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Repeats {
+pub(crate) enum Repeats {
     Fixed(u32),
     Adaptive(AdaptiveRepeats),
 }
@@ -982,15 +981,15 @@ pub enum Repeats {
 /// `repeats = { min = 3, max = 10, ci_pct = 2.0 }`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AdaptiveRepeats {
-    pub min: u32,
-    pub max: u32,
-    pub ci_pct: f64,
+pub(crate) struct AdaptiveRepeats {
+    pub(crate) min: u32,
+    pub(crate) max: u32,
+    pub(crate) ci_pct: f64,
 }
 
 impl Repeats {
     /// The rounds every point runs.
-    pub fn min(&self) -> u32 {
+    pub(crate) fn min(&self) -> u32 {
         match self {
             Repeats::Fixed(n) => *n,
             Repeats::Adaptive(a) => a.min,
@@ -998,7 +997,7 @@ impl Repeats {
     }
 
     /// The most rounds a point can run.
-    pub fn max(&self) -> u32 {
+    pub(crate) fn max(&self) -> u32 {
         match self {
             Repeats::Fixed(n) => *n,
             Repeats::Adaptive(a) => a.max.max(a.min),
@@ -1007,7 +1006,7 @@ impl Repeats {
 
     /// The half-width, in percent of the mean, a point's 95 % interval must reach for its
     /// further rounds to be left out (adaptive repeats only).
-    pub fn ci_pct(&self) -> Option<f64> {
+    pub(crate) fn ci_pct(&self) -> Option<f64> {
         match self {
             Repeats::Fixed(_) => None,
             Repeats::Adaptive(a) => Some(a.ci_pct),
@@ -1054,14 +1053,14 @@ impl<'de> Deserialize<'de> for Repeats {
 /// What the machine does once the results are safe.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Finish {
+pub(crate) struct Finish {
     #[serde(default)]
-    pub action: FinishAction,
+    pub(crate) action: FinishAction,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
-pub enum FinishAction {
+pub(crate) enum FinishAction {
     #[default]
     StayUp,
     PowerOff,
@@ -1114,24 +1113,15 @@ fn render_issues(path: &Path, issues: &[PlanIssue]) -> String {
         .join("\n")
 }
 
-impl PlanError {
-    pub fn issues(&self) -> &[PlanIssue] {
-        match self {
-            PlanError::Read { .. } => &[],
-            PlanError::Invalid { issues, .. } => issues,
-        }
-    }
-}
-
 /// The PostgreSQL major versions a plan may name: every decision by version (the plan
 /// check, the settings' lists, the pgbench parsers, the package names) covers these.
-pub const PG_MAJORS: std::ops::RangeInclusive<u32> = 13..=19;
+pub(crate) const PG_MAJORS: std::ops::RangeInclusive<u32> = 13..=19;
 
 /// The credentials profile read when the plan names none.
 pub const DEFAULT_PROFILE: &str = "default";
 
 /// Whether a profile name can be written as a `[name]` section (the error says why not).
-pub fn check_profile_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_profile_name(name: &str) -> Result<(), String> {
     if name.trim().is_empty() {
         return Err("the credentials profile name is empty".into());
     }
@@ -1145,7 +1135,7 @@ pub fn check_profile_name(name: &str) -> Result<(), String> {
 }
 
 /// The largest plan file `load` reads.
-pub const MAX_PLAN_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_PLAN_BYTES: u64 = 1 << 20;
 
 /// Everything `check` says about a plan's text: the plan when it has no errors, its errors
 /// and its warnings, each located and in file order.
@@ -1201,7 +1191,7 @@ impl Plan {
 
     /// Parses and validates plan text; on failure every problem found, in file order:
     /// every type error (not only serde's first) and every validation problem.
-    pub fn parse(text: &str) -> Result<Plan, Vec<PlanIssue>> {
+    pub(crate) fn parse(text: &str) -> Result<Plan, Vec<PlanIssue>> {
         let found = Plan::examine(text);
         match found.plan {
             Some(plan) => Ok(plan),

@@ -9,19 +9,19 @@ use super::{Plan, StorageKind};
 /// Connections kept free above the largest client count: 3 for superusers
 /// (`superuser_reserved_connections`) and 7 for the appliance's own sessions (statistics,
 /// CHECKPOINT, monitoring).
-pub const RESERVED_CONNECTIONS: u32 = 10;
+pub(crate) const RESERVED_CONNECTIONS: u32 = 10;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
 /// What the calculator looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MachineShape {
-    pub ram_bytes: u64,
-    pub cores: u32,
-    pub max_clients: u32,
-    pub storage: StorageKind,
-    pub pg_major: u32,
+pub(crate) struct MachineShape {
+    pub(crate) ram_bytes: u64,
+    pub(crate) cores: u32,
+    pub(crate) max_clients: u32,
+    pub(crate) storage: StorageKind,
+    pub(crate) pg_major: u32,
 }
 
 /// Renders a byte count the way postgresql.conf does: whole GB when exact, else MB.
@@ -39,7 +39,7 @@ fn round_down_mib(bytes: u64) -> u64 {
 }
 
 /// Computes settings for a machine shape. Every value is a string ready for `ALTER SYSTEM`.
-pub fn auto_settings(m: &MachineShape) -> BTreeMap<String, String> {
+pub(crate) fn auto_settings(m: &MachineShape) -> BTreeMap<String, String> {
     let mut s = BTreeMap::new();
     let mut set = |k: &str, v: String| {
         s.insert(k.to_string(), v);
@@ -104,7 +104,7 @@ pub fn auto_settings(m: &MachineShape) -> BTreeMap<String, String> {
 
 /// The settings the appliance applies: the computed ones when `auto` is on, with the plan's
 /// explicit settings on top.
-pub fn effective_settings(plan: &Plan, shape: &MachineShape) -> BTreeMap<String, String> {
+pub(crate) fn effective_settings(plan: &Plan, shape: &MachineShape) -> BTreeMap<String, String> {
     let mut settings = if plan.tuning.auto {
         auto_settings(shape)
     } else {

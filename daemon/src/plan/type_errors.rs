@@ -15,10 +15,10 @@ const MAX_ROUNDS: usize = 1000;
 
 /// What deserialising found: the plan (with stand-ins where values were wrong), the type
 /// errors, and the key paths that hold stand-ins (their validation problems are not real).
-pub struct Deserialised {
-    pub plan: Option<Plan>,
-    pub issues: Vec<PlanIssue>,
-    pub stand_ins: Vec<KeyPath>,
+pub(crate) struct Deserialised {
+    pub(crate) plan: Option<Plan>,
+    pub(crate) issues: Vec<PlanIssue>,
+    pub(crate) stand_ins: Vec<KeyPath>,
 }
 
 struct Fault {
@@ -63,7 +63,7 @@ fn target(f: &Fault) -> KeyPath {
 }
 
 /// serde's words for types, as a plan's author knows them.
-pub fn plain(message: &str) -> String {
+pub(crate) fn plain(message: &str) -> String {
     let mut m = message.to_string();
     for (from, to) in [
         (
@@ -170,7 +170,7 @@ fn put(doc: &mut DocumentMut, path: &KeyPath, item: Item) -> bool {
     }
 }
 
-pub fn deserialise(text: &str) -> Result<Deserialised, PlanIssue> {
+pub(crate) fn deserialise(text: &str) -> Result<Deserialised, PlanIssue> {
     let mut doc: DocumentMut = match text.parse() {
         Ok(doc) => doc,
         Err(_) => {

@@ -7,9 +7,9 @@
 //! (a text setting may well read `"2nd"`). Pure.
 
 /// PostgreSQL's memory units.
-pub const MEMORY_UNITS: &[&str] = &["B", "kB", "MB", "GB", "TB"];
+pub(crate) const MEMORY_UNITS: &[&str] = &["B", "kB", "MB", "GB", "TB"];
 /// PostgreSQL's time units.
-pub const TIME_UNITS: &[&str] = &["us", "ms", "s", "min", "h", "d"];
+pub(crate) const TIME_UNITS: &[&str] = &["us", "ms", "s", "min", "h", "d"];
 
 /// Settings measured in memory (PostgreSQL 12 to 19, `GUC_UNIT_BYTE`/`KB`/`MB`/`BLOCKS`/
 /// `XBLOCKS`), sorted.
@@ -157,7 +157,7 @@ fn number_and_unit(value: &str) -> Option<(&str, &str)> {
 /// What is wrong with `value` for setting `name` when it is a setting of memory or time:
 /// a unit PostgreSQL would refuse for it, or no number at all; None otherwise. Other
 /// settings (text, enums, extensions' own) are left to PostgreSQL.
-pub fn unit_problem(name: &str, value: &str) -> Option<String> {
+pub(crate) fn unit_problem(name: &str, value: &str) -> Option<String> {
     let memory = MEMORY_SETTINGS.contains(&name);
     let time = TIME_SETTINGS.contains(&name);
     if !memory && !time {
@@ -277,7 +277,7 @@ const UNTIL: &[(&str, u32, &str)] = &[
 
 /// What is wrong with setting `name` on PostgreSQL `major`: a setting that arrived later or
 /// was removed; None for every other name (extensions' own included).
-pub fn version_problem(name: &str, major: u32) -> Option<String> {
+pub(crate) fn version_problem(name: &str, major: u32) -> Option<String> {
     if let Some((_, since)) = SINCE.iter().find(|(n, _)| *n == name) {
         if major < *since {
             return Some(format!(
@@ -595,7 +595,7 @@ fn number(text: &str) -> Option<f64> {
 /// setting `name` against PostgreSQL's own bounds: below the minimum or above the maximum,
 /// in the setting's unit; None when it is in range, not a number, or not a setting known
 /// here (its unit is [`unit_problem`]'s to judge).
-pub fn range_problem(name: &str, value: &str) -> Option<String> {
+pub(crate) fn range_problem(name: &str, value: &str) -> Option<String> {
     let (_, base, min, max, note) = RANGES.iter().find(|(n, ..)| *n == name)?;
     let (num, unit) = number_and_unit(value)?;
     let n = number(num)?;

@@ -9,7 +9,7 @@ pub(super) type Problems = Vec<(KeyPath, String)>;
 
 /// The plan's problems; `doc` (the plan's text as a document) tells the keys the plan wrote
 /// from those left at their defaults.
-pub fn validate(plan: &Plan, doc: Option<&toml_edit::DocumentMut>) -> Problems {
+pub(crate) fn validate(plan: &Plan, doc: Option<&toml_edit::DocumentMut>) -> Problems {
     let mut p = Problems::new();
     appliance(plan, &mut p);
     postgres(plan, &mut p);
@@ -131,7 +131,7 @@ fn is_ssh_public_key(key: &str) -> bool {
 /// A crypt(3) SHA-512 hash: `$6$[rounds=N$]SALT$HASH`, SALT 1-16 and HASH 86 characters of
 /// `./0-9A-Za-z`, N from 1000 to 999999999. The message never repeats the value (it may be
 /// a password typed where the hash belongs).
-pub fn check_sha512_crypt(hash: &str) -> Result<(), String> {
+pub(crate) fn check_sha512_crypt(hash: &str) -> Result<(), String> {
     const HOW: &str =
         "make one with `openssl passwd -6` (it asks for the password) and paste its output";
     let crypt_char = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '/';
@@ -177,7 +177,7 @@ fn root() -> KeyPath {
 /// The most clients a point may have: PostgreSQL's max_connections stops at 262143
 /// (MAX_BACKENDS) including its background processes, and pgbench holds about two open
 /// files per client.
-pub const MAX_CLIENTS: u32 = 100_000;
+pub(crate) const MAX_CLIENTS: u32 = 100_000;
 /// pgbench reads -c, -j, -t, -T, -s and --progress as C ints.
 pub(super) const PGBENCH_INT_MAX: u64 = i32::MAX as u64;
 /// PostgreSQL's upper bound for max_connections (MAX_BACKENDS).
@@ -200,7 +200,7 @@ fn normalise(path: &str) -> String {
 
 /// An absolute path written plainly: no `.`, `..` or empty segments, which make a path
 /// mean another place than it seems to (`/var/lib/../../etc` is `/etc`).
-pub fn check_abs_path(path: &str) -> Result<(), String> {
+pub(crate) fn check_abs_path(path: &str) -> Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!("\"{path}\" is not an absolute path"));
     }
@@ -219,7 +219,7 @@ pub fn check_abs_path(path: &str) -> Result<(), String> {
 /// Every string of the plan that is a URL with a user name or password in it, under any
 /// key (`upload.endpoint`, `sysbench.tpcc_source`, the repositories, a store…), with the
 /// refusal ([`crate::url::refuse_credentials`]).
-pub fn urls_with_credentials(text: &str) -> Problems {
+pub(crate) fn urls_with_credentials(text: &str) -> Problems {
     fn walk(v: &toml::Value, at: KeyPath, out: &mut Problems) {
         match v {
             toml::Value::String(s) => {
@@ -249,7 +249,7 @@ pub fn urls_with_credentials(text: &str) -> Problems {
 
 /// A store URL: `s3://bucket/prefix` or `file:///dir`, its prefix or directory written
 /// plainly (one trailing `/` allowed). Also checked when a store comes from the command line.
-pub fn check_store_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_store_url(url: &str) -> Result<(), String> {
     crate::url::refuse_credentials(url)?;
     if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
@@ -490,7 +490,7 @@ fn repository(plan: &Plan, p: &mut Problems) {
 
 /// The other keys a problem at `path` is judged against (the repository keys against the
 /// platform and architecture): a type error there makes the problem unreal.
-pub fn judged_against(path: &KeyPath) -> Vec<KeyPath> {
+pub(crate) fn judged_against(path: &KeyPath) -> Vec<KeyPath> {
     let pg = root().key("postgres");
     let repo = ["repository", "repository_baseurl", "repository_gpgkey"]
         .iter()
@@ -521,7 +521,7 @@ fn release_arch(key: &KeyPath, url: &str, arch: &str, p: &mut Problems) {
 }
 
 /// Parses sizes like `64KiB`, `64k`, `1MiB`, `4096` (bytes).
-pub fn parse_size(s: &str) -> Option<u64> {
+pub(crate) fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
@@ -719,7 +719,7 @@ fn tuning(plan: &Plan, p: &mut Problems) {
 /// What to say when a required key is left out and its default (which is not a valid value)
 /// would otherwise be judged instead: `scale must be at least 1` for a plan that never
 /// named a scale says the wrong thing.
-pub fn missing_message(path: &KeyPath) -> Option<String> {
+pub(crate) fn missing_message(path: &KeyPath) -> Option<String> {
     let dataset_scale = root().key("dataset").key("scale");
     if *path == dataset_scale {
         return Some(

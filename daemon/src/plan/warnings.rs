@@ -20,7 +20,7 @@ fn set(doc: &DocumentMut, path: &[&str]) -> bool {
     true
 }
 
-pub fn warnings(plan: &Plan, doc: &DocumentMut) -> Warnings {
+pub(crate) fn warnings(plan: &Plan, doc: &DocumentMut) -> Warnings {
     let mut w = Warnings::new();
     postgres(plan, &mut w);
     storage(plan, doc, &mut w);
@@ -149,7 +149,7 @@ fn workloads(plan: &Plan, w: &mut Warnings) {
 
 /// The host of an http(s) URL when it is this machine's own (loopback, `localhost`, or the
 /// unspecified address, which connects locally).
-pub fn loopback_host(url: &str) -> Option<String> {
+pub(crate) fn loopback_host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split(['/', '?', '#']).next()?;
     let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);

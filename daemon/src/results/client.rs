@@ -8,35 +8,35 @@ use serde::{Deserialize, Serialize};
 use crate::runner::CpuUse;
 
 /// `client-bound`: the client's demand is at least this share of its threads' capacity.
-pub const CLIENT_BOUND_SHARE: f64 = 0.90;
+pub(crate) const CLIENT_BOUND_SHARE: f64 = 0.90;
 /// The flag's name, beside the steady window's `collapse` and `unstable`.
-pub const CLIENT_BOUND: &str = "client-bound";
+pub(crate) const CLIENT_BOUND: &str = "client-bound";
 
 /// The client's CPU over a point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientCpu {
     /// User plus system CPU seconds of the client process, every thread.
-    pub cpu_s: f64,
+    pub(crate) cpu_s: f64,
     /// Seconds its main thread was ready to run and waited for a CPU (null where the
     /// executor cannot read it: a transient unit).
-    pub wait_s: Option<f64>,
+    pub(crate) wait_s: Option<f64>,
     /// The command's wall time, start to exit.
-    pub wall_s: f64,
+    pub(crate) wall_s: f64,
     /// The client's worker threads: pgbench's `-j`, sysbench's `--threads`.
-    pub threads: u32,
+    pub(crate) threads: u32,
     /// The machine's CPUs.
-    pub cpus: u32,
+    pub(crate) cpus: u32,
     /// Cores the client's threads can use at once: min(threads, cpus).
-    pub capacity_cores: u32,
+    pub(crate) capacity_cores: u32,
     /// (cpu_s + wait_s) / (wall_s × capacity_cores).
-    pub busy_share: f64,
+    pub(crate) busy_share: f64,
     /// busy_share ≥ [`CLIENT_BOUND_SHARE`].
-    pub bound: bool,
+    pub(crate) bound: bool,
 }
 
 /// The client's CPU over a point from what its command used, its wall time, its threads and
 /// the machine's CPUs; none without a wall time or a thread.
-pub fn client_cpu(used: CpuUse, wall_s: f64, threads: u32, cpus: u32) -> Option<ClientCpu> {
+pub(crate) fn client_cpu(used: CpuUse, wall_s: f64, threads: u32, cpus: u32) -> Option<ClientCpu> {
     let capacity_cores = threads.min(cpus.max(1));
     if wall_s.is_nan() || wall_s <= 0.0 || capacity_cores == 0 || !used.cpu_s.is_finite() {
         return None;

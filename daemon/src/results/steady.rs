@@ -7,21 +7,21 @@ use serde::{Deserialize, Serialize};
 use crate::pgbench::ProgressSample;
 
 /// Fewer intervals than this give no window (too short to tell a ramp from noise).
-pub const MIN_INTERVALS: usize = 5;
+pub(crate) const MIN_INTERVALS: usize = 5;
 /// The ramp is at least this share of the intervals (rounded up, at least one)…
-pub const RAMP_SHARE: f64 = 0.10;
+pub(crate) const RAMP_SHARE: f64 = 0.10;
 /// …and goes on while an interval is below this share of the second half's median.
-pub const RAMP_LEVEL: f64 = 0.90;
+pub(crate) const RAMP_LEVEL: f64 = 0.90;
 /// `collapse`: an interval of the window below this share of the window's median.
-pub const COLLAPSE_LEVEL: f64 = 0.10;
+pub(crate) const COLLAPSE_LEVEL: f64 = 0.10;
 /// `unstable`: a CV above this, or the window's last third's mean this far from its first
 /// third's.
-pub const UNSTABLE_CV: f64 = 0.10;
-pub const UNSTABLE_DRIFT: f64 = 0.10;
+pub(crate) const UNSTABLE_CV: f64 = 0.10;
+pub(crate) const UNSTABLE_DRIFT: f64 = 0.10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SteadyFlag {
+pub(crate) enum SteadyFlag {
     /// An interval fell below 10 % of the window's median tps (a stall).
     Collapse,
     /// The window's CV is above 10 %, or its last third's mean tps is more than 10 % from
@@ -30,7 +30,7 @@ pub enum SteadyFlag {
 }
 
 impl SteadyFlag {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SteadyFlag::Collapse => "collapse",
             SteadyFlag::Unstable => "unstable",
@@ -42,17 +42,17 @@ impl SteadyFlag {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteadyWindow {
     /// The intervals left out as the ramp, and those in the window.
-    pub ramp_intervals: usize,
-    pub intervals: usize,
+    pub(crate) ramp_intervals: usize,
+    pub(crate) intervals: usize,
     /// The window's time span: the end of the last ramp interval (0 with no ramp) to the
     /// end of the last interval, in seconds since the point started.
-    pub from_s: f64,
-    pub to_s: f64,
-    pub median_tps: f64,
-    pub mean_tps: f64,
+    pub(crate) from_s: f64,
+    pub(crate) to_s: f64,
+    pub(crate) median_tps: f64,
+    pub(crate) mean_tps: f64,
     /// Sample standard deviation of the window's tps over its mean.
-    pub cv: f64,
-    pub flags: Vec<SteadyFlag>,
+    pub(crate) cv: f64,
+    pub(crate) flags: Vec<SteadyFlag>,
 }
 
 fn median(v: &[f64]) -> f64 {

@@ -40,7 +40,7 @@ pub struct SnapshotKey {
 
 impl SnapshotKey {
     /// Every field as `name = value`, in a fixed order.
-    pub fn fields(&self) -> BTreeMap<String, String> {
+    pub(crate) fn fields(&self) -> BTreeMap<String, String> {
         let mut m = BTreeMap::new();
         m.insert("postgres_major".into(), self.postgres_major.to_string());
         for (k, v) in &self.controldata {
@@ -55,7 +55,7 @@ impl SnapshotKey {
     }
 
     /// The snapshot id: the first 20 hex digits of the sha256 of the fields.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         let mut h = Sha256::new();
         for (k, v) in self.fields() {
             h.update(k.as_bytes());
@@ -68,7 +68,7 @@ impl SnapshotKey {
     }
 
     /// What differs from `other`, one `name: ours ≠ theirs` per field (empty: the same).
-    pub fn differences(&self, other: &SnapshotKey) -> Vec<String> {
+    pub(crate) fn differences(&self, other: &SnapshotKey) -> Vec<String> {
         let (a, b) = (self.fields(), other.fields());
         let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
         names.sort();
@@ -89,7 +89,7 @@ impl SnapshotKey {
 
 /// The format fields of `pg_controldata` output (run with `LC_ALL=C`); an error names the
 /// line that is missing.
-pub fn parse_controldata(text: &str) -> Result<BTreeMap<String, String>> {
+pub(crate) fn parse_controldata(text: &str) -> Result<BTreeMap<String, String>> {
     let lines: BTreeMap<&str, &str> = text
         .lines()
         .filter_map(|l| l.split_once(':'))
@@ -108,7 +108,7 @@ pub fn parse_controldata(text: &str) -> Result<BTreeMap<String, String>> {
 }
 
 /// The cluster state pg_controldata reports (`shut down` after a clean stop).
-pub fn parse_cluster_state(text: &str) -> Option<String> {
+pub(crate) fn parse_cluster_state(text: &str) -> Option<String> {
     text.lines()
         .filter_map(|l| l.split_once(':'))
         .find(|(k, _)| k.trim() == "Database cluster state")
@@ -117,7 +117,7 @@ pub fn parse_cluster_state(text: &str) -> Option<String> {
 
 /// The WAL segment file holding the latest checkpoint's redo point: after a clean stop, the
 /// only WAL a data directory needs (the others are recycled segments).
-pub fn parse_redo_wal_file(text: &str) -> Option<String> {
+pub(crate) fn parse_redo_wal_file(text: &str) -> Option<String> {
     text.lines()
         .filter_map(|l| l.split_once(':'))
         .find(|(k, _)| k.trim() == "Latest checkpoint's REDO WAL file")
@@ -126,7 +126,7 @@ pub fn parse_redo_wal_file(text: &str) -> Option<String> {
 }
 
 /// A WAL segment file name (24 hex digits).
-pub fn is_wal_segment(name: &str) -> bool {
+pub(crate) fn is_wal_segment(name: &str) -> bool {
     name.len() == 24 && name.chars().all(|c| c.is_ascii_hexdigit())
 }
 

@@ -21,7 +21,7 @@ use super::manifest::{
 
 /// Files of the data directory a restore keeps from the directory it replaces: the
 /// server's configuration belongs to this machine and this plan, not to the snapshot.
-pub const KEPT_ON_RESTORE: &[&str] = &[
+pub(crate) const KEPT_ON_RESTORE: &[&str] = &[
     "postgresql.conf",
     "postgresql.auto.conf",
     "pg_hba.conf",
@@ -32,31 +32,31 @@ pub const KEPT_ON_RESTORE: &[&str] = &[
 /// `log_directory = 'log'` with the logging collector on, as on Rocky 8): a restore moves
 /// them over from the directory it replaces, so the run's server log is never swapped for
 /// the snapshot's.
-pub const LOGS_KEPT_ON_RESTORE: &[&str] = &["log", "pg_log", "current_logfiles"];
+pub(crate) const LOGS_KEPT_ON_RESTORE: &[&str] = &["log", "pg_log", "current_logfiles"];
 
 /// Suffix of a snapshot directory still being written (never used).
-pub const PARTIAL: &str = ".partial";
+pub(crate) const PARTIAL: &str = ".partial";
 
 const BUF: usize = 4 << 20;
 
 /// A snapshot that does not match its manifest.
 #[derive(Debug, thiserror::Error)]
 #[error("snapshot {id} does not match its manifest: {}", problems.join("; "))]
-pub struct Corrupt {
-    pub id: String,
-    pub problems: Vec<String>,
+pub(crate) struct Corrupt {
+    pub(crate) id: String,
+    pub(crate) problems: Vec<String>,
 }
 
 /// Who owns the files written (None: whoever runs the daemon).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
-    pub uid: u32,
-    pub gid: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 impl Owner {
     /// The owner of `path`.
-    pub fn of(path: &Path) -> Result<Owner> {
+    pub(crate) fn of(path: &Path) -> Result<Owner> {
         let md = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
         Ok(Owner {
             uid: md.uid(),
@@ -71,7 +71,7 @@ mod clone_ioctl {
     /// extents with the destination. The request number and its C type come from the libc
     /// crate for the target (the ioctl encoding and `ioctl`'s request type are per
     /// architecture and C library), not from a number written here.
-    pub fn clone_file(dst: &std::fs::File, src: &std::fs::File) -> nix::Result<()> {
+    pub(crate) fn clone_file(dst: &std::fs::File, src: &std::fs::File) -> nix::Result<()> {
         use std::os::fd::AsRawFd;
         // SAFETY: both descriptors are open files borrowed for the whole call; FICLONE
         // reads its argument as a file descriptor and touches no caller memory.
@@ -84,19 +84,19 @@ mod clone_ioctl {
 #[derive(Debug, Default)]
 pub struct CopyOutcome {
     /// Path → (size, the chunks' sha256 when the bytes were read).
-    pub seen: BTreeMap<String, (u64, Option<Digest>)>,
+    pub(crate) seen: BTreeMap<String, (u64, Option<Digest>)>,
     /// Path → the whole file's sha256, where it was computed.
-    pub whole: BTreeMap<String, String>,
+    pub(crate) whole: BTreeMap<String, String>,
     /// Path → its chunks' sha256 (files of several chunks).
-    pub chunks: BTreeMap<String, Vec<String>>,
-    pub reflinked: u64,
-    pub copied: u64,
-    pub bytes: u64,
+    pub(crate) chunks: BTreeMap<String, Vec<String>>,
+    pub(crate) reflinked: u64,
+    pub(crate) copied: u64,
+    pub(crate) bytes: u64,
 }
 
 /// When a copy hashes what it copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hashing {
+pub(crate) enum Hashing {
     /// Every file's chunks and each file's whole sha256 too (a snapshot being made: the
     /// manifest lists both).
     Manifest,
@@ -111,7 +111,7 @@ pub enum Hashing {
 }
 
 /// How many threads copy: the CPUs, at least 2 (a copy waits on the disk), at most 8.
-pub fn copy_threads() -> usize {
+pub(crate) fn copy_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
@@ -121,7 +121,7 @@ pub fn copy_threads() -> usize {
 /// Walks a stopped data directory: its directories and files (path, mode, size), sorted.
 /// Refuses what a snapshot cannot hold (symlinks: tablespaces, a separate WAL directory;
 /// special files) and a directory a server runs on.
-pub fn scan(dir: &Path) -> Result<(Vec<DirEntry>, Vec<FileEntry>)> {
+pub(crate) fn scan(dir: &Path) -> Result<(Vec<DirEntry>, Vec<FileEntry>)> {
     if dir.join("postmaster.pid").exists() {
         bail!(
             "{} has a postmaster.pid: a server runs on it (or crashed), so it is not snapshotted",
@@ -201,7 +201,7 @@ fn chown(path: &Path, owner: Option<Owner>) -> Result<()> {
 }
 
 /// Creates the directories of `dirs` under `root` (which must not exist yet).
-pub fn make_dirs(root: &Path, dirs: &[DirEntry], owner: Option<Owner>) -> Result<()> {
+pub(crate) fn make_dirs(root: &Path, dirs: &[DirEntry], owner: Option<Owner>) -> Result<()> {
     for d in dirs {
         let p = if d.path.is_empty() {
             root.to_path_buf()
@@ -222,7 +222,7 @@ pub fn make_dirs(root: &Path, dirs: &[DirEntry], owner: Option<Owner>) -> Result
 /// missing directories are made, every directory gets its mode and owner. The files it
 /// keeps are only reused inodes: the copy rewrites each whole (see [`open_target`]).
 /// Returns how many files were kept for reuse.
-pub fn prepare_target(
+pub(crate) fn prepare_target(
     root: &Path,
     dirs: &[DirEntry],
     files: &[FileEntry],
@@ -295,7 +295,7 @@ pub fn prepare_target(
 /// [`prepare_target`], and when the directory to reuse cannot be made right (a stray
 /// entry that cannot be removed, say), that directory moved aside (and removed as far as
 /// it goes) and a new one made.
-pub fn recycle_or_renew(
+pub(crate) fn recycle_or_renew(
     root: &Path,
     dirs: &[DirEntry],
     files: &[FileEntry],
@@ -327,7 +327,12 @@ pub fn recycle_or_renew(
 }
 
 /// Gives the open file at `path` its `mode` and, when `owner` says, its owner.
-pub fn set_mode_and_owner(file: &File, path: &Path, mode: u32, owner: Option<Owner>) -> Result<()> {
+pub(crate) fn set_mode_and_owner(
+    file: &File,
+    path: &Path,
+    mode: u32,
+    owner: Option<Owner>,
+) -> Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("setting the mode of {}", path.display()))?;
     if let Some(o) = owner {
@@ -346,7 +351,7 @@ pub fn set_mode_and_owner(file: &File, path: &Path, mode: u32, owner: Option<Own
 /// Whatever else is at `path` (a symbolic link, a directory, a FIFO, a file with another
 /// name elsewhere) is removed first and never written through; the open does not follow
 /// a link put there meanwhile. Returns the file and whether it held bytes already.
-pub fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
+pub(crate) fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
     match std::fs::symlink_metadata(path) {
         Ok(md) if md.is_file() && md.nlink() == 1 => {}
         Ok(md) if md.is_dir() => std::fs::remove_dir_all(path)
@@ -374,7 +379,7 @@ pub fn open_target(path: &Path, mode: u32) -> Result<(File, bool)> {
 /// The file just opened at `path` (with O_NOFOLLOW) is a regular file of one name, as the
 /// restore left or made it; its length. Anything else means another writer beside the
 /// data directory, and the restore stops rather than write through it.
-pub fn still_a_file_of_one_name(f: &File, path: &Path) -> Result<u64> {
+pub(crate) fn still_a_file_of_one_name(f: &File, path: &Path) -> Result<u64> {
     let md = f
         .metadata()
         .with_context(|| format!("reading {}", path.display()))?;
@@ -392,7 +397,7 @@ pub fn still_a_file_of_one_name(f: &File, path: &Path) -> Result<u64> {
 /// from its start ([`Ahead::take`]), so the two seldom wait on one directory; whichever
 /// comes to a file first makes it. Making a file (a new inode, its mode and owner) is the
 /// slow part of a restore into a new directory on some file systems (docs/performance.md).
-pub struct Ahead<'a> {
+pub(crate) struct Ahead<'a> {
     root: &'a Path,
     files: &'a [FileEntry],
     owner: Option<Owner>,
@@ -402,7 +407,7 @@ pub struct Ahead<'a> {
 }
 
 impl<'a> Ahead<'a> {
-    pub fn new(root: &'a Path, files: &'a [FileEntry], owner: Option<Owner>) -> Ahead<'a> {
+    pub(crate) fn new(root: &'a Path, files: &'a [FileEntry], owner: Option<Owner>) -> Ahead<'a> {
         Ahead {
             root,
             files,
@@ -425,7 +430,7 @@ impl<'a> Ahead<'a> {
 
     /// The helper thread's work: makes files from the end of the list until it meets one
     /// the stream took or [`Ahead::stop`] is called. An error leaves the file to the stream.
-    pub fn help(&self) {
+    pub(crate) fn help(&self) {
         for idx in (0..self.files.len()).rev() {
             if self.stop.load(Ordering::Relaxed) {
                 return;
@@ -454,13 +459,13 @@ impl<'a> Ahead<'a> {
     }
 
     /// Ends [`Ahead::help`] at its next file.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
 
     /// File `idx` opened to be written whole (made here unless the helper made it), and
     /// whether it held bytes already (a reused file the caller cuts to its new length).
-    pub fn take(&self, idx: usize) -> Result<(File, bool)> {
+    pub(crate) fn take(&self, idx: usize) -> Result<(File, bool)> {
         loop {
             match self.state[idx].compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
@@ -479,7 +484,7 @@ impl<'a> Ahead<'a> {
 }
 
 /// fsyncs every directory of `dirs` under `root`, deepest first.
-pub fn sync_dirs(root: &Path, dirs: &[DirEntry]) -> Result<()> {
+pub(crate) fn sync_dirs(root: &Path, dirs: &[DirEntry]) -> Result<()> {
     for d in dirs.iter().rev() {
         let p = if d.path.is_empty() {
             root.to_path_buf()
@@ -702,7 +707,7 @@ fn run_work(
 }
 
 /// fsyncs files under `root` on several threads.
-pub fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
+pub(crate) fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
     each_on_copy_threads(files.len(), |i| {
         let p = root.join(&files[i].path);
         File::open(&p)
@@ -713,7 +718,10 @@ pub fn sync_files(root: &Path, files: &[FileEntry]) -> Result<()> {
 
 /// Runs `work` for each index below `count` on [`copy_threads`] threads, each taking the
 /// next index; stops at the first error, which it returns (a panicking `work` is one).
-pub fn each_on_copy_threads(count: usize, work: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
+pub(crate) fn each_on_copy_threads(
+    count: usize,
+    work: impl Fn(usize) -> Result<()> + Sync,
+) -> Result<()> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
@@ -746,7 +754,7 @@ pub fn each_on_copy_threads(count: usize, work: impl Fn(usize) -> Result<()> + S
 /// [`prepare_target`]): each destination
 /// cloned with a reflink where the file system can, else written by several threads in
 /// chunks of [`CHUNK_BYTES`], largest first; hashed as `hashing` says; every file fsynced.
-pub fn copy_files(
+pub(crate) fn copy_files(
     src_root: &Path,
     dst_root: &Path,
     files: &[FileEntry],
@@ -985,7 +993,8 @@ pub fn take(
 }
 
 /// Reads each file of a snapshot (several threads): sizes always, sha256 when `full`.
-pub fn verify(dir: &Path, manifest: &Manifest, full: bool) -> Result<(), Corrupt> {
+#[cfg(test)]
+pub(crate) fn verify(dir: &Path, manifest: &Manifest, full: bool) -> Result<(), Corrupt> {
     let corrupt = |problems: Vec<String>| Corrupt {
         id: manifest.id.clone(),
         problems,
@@ -1044,7 +1053,7 @@ pub fn verify(dir: &Path, manifest: &Manifest, full: bool) -> Result<(), Corrupt
 
 /// The complete snapshots under `root` (a `.partial` one is never listed), with what is
 /// wrong with those whose manifest does not read.
-pub fn list(root: &Path) -> Vec<(PathBuf, Result<Manifest>)> {
+pub(crate) fn list(root: &Path) -> Vec<(PathBuf, Result<Manifest>)> {
     let Ok(rd) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -1068,14 +1077,14 @@ pub fn list(root: &Path) -> Vec<(PathBuf, Result<Manifest>)> {
 
 /// What a restore did.
 #[derive(Debug)]
-pub struct Restored {
-    pub copy: CopyOutcome,
+pub(crate) struct Restored {
+    pub(crate) copy: CopyOutcome,
     /// Where the replaced data directory is now ([`restoring_dir`]), for [`retire`].
-    pub replaced: Option<PathBuf>,
+    pub(crate) replaced: Option<PathBuf>,
 }
 
 /// The sibling of `data` a restore is written into before it takes `data`'s place.
-pub fn restoring_dir(data: &Path) -> PathBuf {
+pub(crate) fn restoring_dir(data: &Path) -> PathBuf {
     let name = data
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -1092,7 +1101,7 @@ pub fn restoring_dir(data: &Path) -> PathBuf {
 /// [`retire`]. Interrupted anywhere, `data` is either the old directory or the
 /// restored one, and the restore can be done again. `hashing`: [`Hashing::Always`] reads
 /// a reflinked file too (a snapshot's first use), [`Hashing::WhenCopying`] trusts clones.
-pub fn restore(
+pub(crate) fn restore(
     dir: &Path,
     manifest: &Manifest,
     data: &Path,
@@ -1142,7 +1151,7 @@ pub fn restore(
 /// directories fsynced, the two exchanged in one rename (`data` is never missing), the
 /// parent fsynced. Returns where the replaced directory now is (kept for the next restore
 /// or removed by [`retire`], which may wait until the server runs again).
-pub fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<PathBuf>> {
+pub(crate) fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<PathBuf>> {
     for name in KEPT_ON_RESTORE {
         let current = data.join(name);
         if current.exists() {
@@ -1203,7 +1212,7 @@ pub fn install(tmp: &Path, data: &Path, dirs: &[DirEntry]) -> Result<Option<Path
 /// with it (the next restore reuses its files instead of removing them and creating new
 /// ones; on ext4 without a journal a new inode costs about a millisecond of CPU after
 /// many were removed, docs/performance.md), else removed. Returns whether it was kept.
-pub fn retire(replaced: Option<&Path>, room: u64) -> Result<bool> {
+pub(crate) fn retire(replaced: Option<&Path>, room: u64) -> Result<bool> {
     let Some(p) = replaced.filter(|p| p.exists()) else {
         return Ok(false);
     };
@@ -1220,7 +1229,7 @@ pub fn retire(replaced: Option<&Path>, room: u64) -> Result<bool> {
 }
 
 /// Removes the data directory a restore replaced.
-pub fn discard(replaced: Option<&Path>) -> Result<()> {
+pub(crate) fn discard(replaced: Option<&Path>) -> Result<()> {
     if let Some(p) = replaced.filter(|p| p.exists()) {
         std::fs::remove_dir_all(p)
             .with_context(|| format!("removing the replaced {}", p.display()))?;

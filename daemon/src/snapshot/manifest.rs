@@ -14,29 +14,29 @@ use serde::{Deserialize, Serialize};
 
 use super::key::SnapshotKey;
 
-pub const MANIFEST_FILE: &str = "manifest.json";
-pub const MANIFEST_SCHEMA_VERSION: u32 = 2;
+pub(crate) const MANIFEST_FILE: &str = "manifest.json";
+pub(crate) const MANIFEST_SCHEMA_VERSION: u32 = 2;
 /// The schema versions this daemon reads: 1 (one archive stream), 2 (parts).
-pub const READABLE_SCHEMA_VERSIONS: [u32; 2] = [1, MANIFEST_SCHEMA_VERSION];
+pub(crate) const READABLE_SCHEMA_VERSIONS: [u32; 2] = [1, MANIFEST_SCHEMA_VERSION];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DirEntry {
+pub(crate) struct DirEntry {
     /// Relative to the data directory ("" is the data directory itself).
-    pub path: String,
-    pub mode: u32,
+    pub(crate) path: String,
+    pub(crate) mode: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// Relative to the data directory.
     pub path: String,
-    pub mode: u32,
-    pub size: u64,
-    pub sha256: String,
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
     /// For a file larger than [`CHUNK_BYTES`]: the sha256 of each chunk of that size (a
     /// restore checks these while several threads copy the chunks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chunks: Vec<String>,
+    pub(crate) chunks: Vec<String>,
 }
 
 /// Size of the pieces of a large file that are copied and hashed separately.
@@ -44,29 +44,29 @@ pub const CHUNK_BYTES: u64 = 64 << 20;
 
 /// What was read of a file: its sha256, or the sha256s of its chunks.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Digest {
+pub(crate) enum Digest {
     Whole(String),
     Chunks(Vec<String>),
 }
 
 /// The compressed archive of a snapshot in the object store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Archive {
+pub(crate) struct Archive {
     /// Object name beside the manifest.
-    pub object: String,
-    pub compression: String,
-    pub size: u64,
-    pub sha256: String,
+    pub(crate) object: String,
+    pub(crate) compression: String,
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
 }
 
 /// A byte range of one file inside a part.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Piece {
+pub(crate) struct Piece {
     /// The file's path, as in [`Manifest::files`].
-    pub path: String,
-    pub offset: u64,
-    pub len: u64,
+    pub(crate) path: String,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
 }
 
 /// One independently compressed object of a store's snapshot: its pieces' bytes one after
@@ -75,34 +75,34 @@ pub struct Piece {
 #[serde(deny_unknown_fields)]
 pub struct Part {
     /// Object name beside the manifest.
-    pub object: String,
-    pub pieces: Vec<Piece>,
+    pub(crate) object: String,
+    pub(crate) pieces: Vec<Piece>,
     /// Size and sha256 of the compressed object.
-    pub size: u64,
-    pub sha256: String,
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
 }
 
 /// The parts of a store's snapshot (schema version 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Parts {
-    pub compression: String,
+    pub(crate) compression: String,
     /// The most uncompressed bytes of a part ([`PART_BYTES`] when it was written).
-    pub part_bytes: u64,
+    pub(crate) part_bytes: u64,
     pub list: Vec<Part>,
 }
 
 /// The most uncompressed bytes in one part: a chunk of a large file, or small files
 /// together. A chunk of [`CHUNK_BYTES`] is the unit of a large file's hashes, so a part
 /// checks its pieces against the manifest alone.
-pub const PART_BYTES: u64 = CHUNK_BYTES;
+pub(crate) const PART_BYTES: u64 = CHUNK_BYTES;
 
 /// The pieces of each part for `files`, in order: a file of more than [`CHUNK_BYTES`] in
 /// parts of one chunk each (the unit of its hashes), a file of `part_bytes` or more alone,
 /// smaller files (empty ones too) gathered whole, in manifest order, into parts of at most
 /// `part_bytes`. Every piece has a sha256 of its own in the manifest ([`piece_sha256`]).
 /// Pure: the same files give the same parts.
-pub fn split(files: &[FileEntry], part_bytes: u64) -> Vec<Vec<Piece>> {
+pub(crate) fn split(files: &[FileEntry], part_bytes: u64) -> Vec<Vec<Piece>> {
     let mut parts: Vec<Vec<Piece>> = Vec::new();
     let mut cur: Vec<Piece> = Vec::new();
     let mut cur_bytes = 0u64;
@@ -151,7 +151,7 @@ pub fn split(files: &[FileEntry], part_bytes: u64) -> Vec<Vec<Piece>> {
 }
 
 /// The sha256 the manifest gives for `piece`: the file's (a whole file) or its chunk's.
-pub fn piece_sha256<'a>(file: &'a FileEntry, piece: &Piece) -> Option<&'a str> {
+pub(crate) fn piece_sha256<'a>(file: &'a FileEntry, piece: &Piece) -> Option<&'a str> {
     if piece.offset == 0 && piece.len == file.size {
         return Some(file.sha256.as_str()).filter(|_| file.chunks.len() <= 1);
     }
@@ -169,29 +169,29 @@ pub fn piece_sha256<'a>(file: &'a FileEntry, piece: &Piece) -> Option<&'a str> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
-    pub schema_version: u32,
+    pub(crate) schema_version: u32,
     pub id: String,
-    pub key: SnapshotKey,
-    pub created_at: String,
+    pub(crate) key: SnapshotKey,
+    pub(crate) created_at: String,
     /// Whether data checksums were on in the data directory.
-    pub checksums: bool,
-    pub dirs: Vec<DirEntry>,
+    pub(crate) checksums: bool,
+    pub(crate) dirs: Vec<DirEntry>,
     pub files: Vec<FileEntry>,
     /// Present in the store's copy of a schema 1 manifest: the one compressed stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub archive: Option<Archive>,
+    pub(crate) archive: Option<Archive>,
     /// Present in the store's copy of a schema 2 manifest: the parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Parts>,
 }
 
 impl Manifest {
-    pub fn total_bytes(&self) -> u64 {
+    pub(crate) fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.size).sum()
     }
 
     /// Reads and checks a manifest (its id must be its key's).
-    pub fn parse(text: &str, what: &str) -> Result<Manifest> {
+    pub(crate) fn parse(text: &str, what: &str) -> Result<Manifest> {
         let m: Manifest = serde_json::from_str(text)
             .with_context(|| format!("snapshot manifest {what} is not valid"))?;
         if !READABLE_SCHEMA_VERSIONS.contains(&m.schema_version) {
@@ -231,12 +231,12 @@ impl Manifest {
     }
 
     /// Whether this is a store's copy (it names what to download).
-    pub fn is_stored(&self) -> bool {
+    pub(crate) fn is_stored(&self) -> bool {
         self.archive.is_some() || self.parts.is_some()
     }
 
     /// The compressed bytes in the store.
-    pub fn stored_bytes(&self) -> u64 {
+    pub(crate) fn stored_bytes(&self) -> u64 {
         match (&self.parts, &self.archive) {
             (Some(p), _) => p.list.iter().map(|p| p.size).sum(),
             (None, Some(a)) => a.size,
@@ -244,14 +244,14 @@ impl Manifest {
         }
     }
 
-    pub fn load(dir: &Path) -> Result<Manifest> {
+    pub(crate) fn load(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
         Manifest::parse(&text, &path.display().to_string())
     }
 
-    pub fn by_path(&self) -> BTreeMap<&str, &FileEntry> {
+    pub(crate) fn by_path(&self) -> BTreeMap<&str, &FileEntry> {
         self.files.iter().map(|f| (f.path.as_str(), f)).collect()
     }
 }
@@ -335,7 +335,10 @@ fn check_relative(p: &str, what: &str) -> Result<()> {
 
 /// Where a snapshot's files differ from its manifest (`seen`: path → (size, digest when
 /// the bytes were read)); empty when they agree.
-pub fn compare(manifest: &Manifest, seen: &BTreeMap<String, (u64, Option<Digest>)>) -> Vec<String> {
+pub(crate) fn compare(
+    manifest: &Manifest,
+    seen: &BTreeMap<String, (u64, Option<Digest>)>,
+) -> Vec<String> {
     let mut problems = Vec::new();
     for f in &manifest.files {
         match seen.get(&f.path) {

@@ -17,13 +17,13 @@ use crate::postgres::Cluster;
 use key::SnapshotKey;
 use local::{Corrupt, Owner};
 
-pub const SOURCE_GENERATED: &str = "generated";
-pub const SOURCE_LOCAL: &str = "snapshot:local";
-pub const SOURCE_STORE: &str = "snapshot:store";
+pub(crate) const SOURCE_GENERATED: &str = "generated";
+pub(crate) const SOURCE_LOCAL: &str = "snapshot:local";
+pub(crate) const SOURCE_STORE: &str = "snapshot:store";
 
 /// The key of the running server's data directory holding the dataset `dataset` (the
 /// journal's spec).
-pub async fn current_key(cluster: &Cluster, dataset: &str) -> Result<SnapshotKey> {
+pub(crate) async fn current_key(cluster: &Cluster, dataset: &str) -> Result<SnapshotKey> {
     let controldata = key::parse_controldata(&cluster.controldata().await?)?;
     let s = Session::connect(&cluster.socket_dir(), cluster.port, SUPERUSER, "postgres").await?;
     let row = s
@@ -46,7 +46,7 @@ pub async fn current_key(cluster: &Cluster, dataset: &str) -> Result<SnapshotKey
 }
 
 /// Who owns the restored files: the data directory's owner (or the cluster's user).
-pub fn owner_for(cluster: &Cluster) -> Result<Option<Owner>> {
+pub(crate) fn owner_for(cluster: &Cluster) -> Result<Option<Owner>> {
     let data = cluster.data_dir();
     if data.exists() {
         return Owner::of(&data).map(Some);
@@ -66,13 +66,13 @@ pub fn owner_for(cluster: &Cluster) -> Result<Option<Owner>> {
 /// The room a restore asks for before it keeps the directory it replaced for the next
 /// restore (`local::retire`): twice the dataset (the points may grow the data by its size
 /// and still leave as much), three times when a local snapshot of it is still to be taken.
-pub fn room_to_keep(dataset_bytes: u64, snapshot_to_come: bool) -> u64 {
+pub(crate) fn room_to_keep(dataset_bytes: u64, snapshot_to_come: bool) -> u64 {
     dataset_bytes.saturating_mul(if snapshot_to_come { 3 } else { 2 })
 }
 
 /// Of a stopped cluster: whether data checksums are on and the WAL segment of its
 /// shutdown checkpoint; refused unless it was stopped cleanly.
-pub async fn stopped_state(cluster: &Cluster) -> Result<(bool, String)> {
+pub(crate) async fn stopped_state(cluster: &Cluster) -> Result<(bool, String)> {
     let text = cluster.controldata().await?;
     let state = key::parse_cluster_state(&text).unwrap_or_default();
     if state != "shut down" {
@@ -90,6 +90,6 @@ pub async fn stopped_state(cluster: &Cluster) -> Result<(bool, String)> {
 }
 
 /// Whether `e` is (or was caused by) a corrupt snapshot.
-pub fn is_corrupt(e: &anyhow::Error) -> Option<&Corrupt> {
+pub(crate) fn is_corrupt(e: &anyhow::Error) -> Option<&Corrupt> {
     e.downcast_ref::<Corrupt>()
 }

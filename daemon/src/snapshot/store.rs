@@ -35,16 +35,17 @@ use super::manifest::{
 use crate::upload::Store;
 
 /// Where snapshots live under the store's prefix.
-pub const STORE_DIR: &str = "snapshots";
+pub(crate) const STORE_DIR: &str = "snapshots";
 /// The one archive object of a schema 1 snapshot.
-pub const ARCHIVE_OBJECT: &str = "data.tar.zst";
+#[cfg(test)]
+pub(crate) const ARCHIVE_OBJECT: &str = "data.tar.zst";
 /// zstd level of the parts (docs/performance.md: measured against levels 1 and 9 and
 /// gzip on a pgbench data directory).
-pub const ZSTD_LEVEL: i32 = 3;
+pub(crate) const ZSTD_LEVEL: i32 = 3;
 /// How often a part is fetched before the download gives up on it.
-pub const FETCH_ATTEMPTS: usize = 3;
+pub(crate) const FETCH_ATTEMPTS: usize = 3;
 /// The most threads a transfer uses, whatever the machine has.
-pub const MAX_TRANSFER_THREADS: usize = 64;
+pub(crate) const MAX_TRANSFER_THREADS: usize = 64;
 
 /// A snapshot's upload in progress, as the journal keeps it: the parts uploaded and read
 /// back (part number → sha256 of the compressed part). A resumed upload compresses every
@@ -54,16 +55,16 @@ pub const MAX_TRANSFER_THREADS: usize = 64;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UploadProgress {
-    pub id: String,
-    pub upload_id: String,
+    pub(crate) id: String,
+    pub(crate) upload_id: String,
     /// [`PART_BYTES`] when the upload began.
-    pub part_size: usize,
-    pub parts: BTreeMap<usize, String>,
+    pub(crate) part_size: usize,
+    pub(crate) parts: BTreeMap<usize, String>,
 }
 
 /// How many threads a transfer (upload or download) uses: the CPUs, at most
 /// [`MAX_TRANSFER_THREADS`].
-pub fn transfer_threads() -> usize {
+pub(crate) fn transfer_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
@@ -75,7 +76,7 @@ fn object(store: &Store, id: &str, name: &str) -> object_store::path::Path {
 }
 
 /// The object name of part `i`.
-pub fn part_object(i: usize) -> String {
+pub(crate) fn part_object(i: usize) -> String {
     format!("part-{i:05}.zst")
 }
 
@@ -85,7 +86,7 @@ fn hex_sha256(bytes: &[u8]) -> String {
 
 /// The pieces' bytes from the snapshot in `dir`, one after the other, as one zstd frame:
 /// the same bytes every time for the same snapshot.
-pub fn compress_part(dir: &Path, pieces: &[Piece], level: i32) -> Result<Vec<u8>> {
+pub(crate) fn compress_part(dir: &Path, pieces: &[Piece], level: i32) -> Result<Vec<u8>> {
     let mut enc = zstd::stream::write::Encoder::new(Vec::new(), level).context("starting zstd")?;
     let total: u64 = pieces.iter().map(|p| p.len).sum();
     enc.set_pledged_src_size(Some(total))
@@ -284,7 +285,7 @@ async fn read_back(store: &Store, path: &object_store::path::Path) -> Result<(u6
 }
 
 /// The store's manifest of snapshot `id`, if it has one.
-pub async fn read_manifest(store: &Store, id: &str) -> Result<Option<Manifest>> {
+pub(crate) async fn read_manifest(store: &Store, id: &str) -> Result<Option<Manifest>> {
     let path = object(store, id, MANIFEST_FILE);
     let got = match store.objects.get(&path).await {
         Ok(g) => g,
@@ -301,7 +302,7 @@ pub async fn read_manifest(store: &Store, id: &str) -> Result<Option<Manifest>> 
 
 /// The store's snapshot with `key`, or None, logging how each snapshot of the store that
 /// is not it differs from `key`.
-pub async fn find(store: &Store, key: &SnapshotKey) -> Result<Option<Manifest>> {
+pub(crate) async fn find(store: &Store, key: &SnapshotKey) -> Result<Option<Manifest>> {
     let id = key.id();
     if let Some(m) = read_manifest(store, &id).await? {
         if m.is_stored() {

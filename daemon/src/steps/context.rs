@@ -17,7 +17,7 @@ use crate::upload::{StoreOverrides, Stored, UploadOptions};
 
 /// Something a step leaves for the steps after it (see [`super::Step::NEEDS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Product {
+pub(crate) enum Product {
     /// The machine's inventory.
     Inventory,
     /// The PostgreSQL server, running and accepting connections.
@@ -31,7 +31,7 @@ pub enum Product {
 }
 
 impl Product {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Product::Inventory => "the inventory",
             Product::Server => "the PostgreSQL server",
@@ -44,20 +44,20 @@ impl Product {
 
 /// Where the run is uploaded.
 #[derive(Debug, Clone, Default)]
-pub struct UploadTarget {
+pub(crate) struct UploadTarget {
     /// What the command line changes of the plan's `[upload]`.
-    pub overrides: StoreOverrides,
-    pub options: UploadOptions,
+    pub(crate) overrides: StoreOverrides,
+    pub(crate) options: UploadOptions,
 }
 
-pub struct Context {
-    pub plan: Plan,
-    pub workdir: PathBuf,
-    pub run_dir: PathBuf,
-    pub runner: Runner,
-    pub journal: JournalFile,
-    pub host: Host,
-    pub upload: UploadTarget,
+pub(crate) struct Context {
+    pub(crate) plan: Plan,
+    pub(crate) workdir: PathBuf,
+    pub(crate) run_dir: PathBuf,
+    pub(crate) runner: Runner,
+    pub(crate) journal: JournalFile,
+    pub(crate) host: Host,
+    pub(crate) upload: UploadTarget,
     inventory: Option<Inventory>,
     server: Option<Cluster>,
     settings: Option<BTreeMap<String, String>>,
@@ -73,7 +73,7 @@ fn missing(what: Product) -> anyhow::Error {
 }
 
 impl Context {
-    pub fn new(
+    pub(crate) fn new(
         plan: Plan,
         workdir: PathBuf,
         run_dir: PathBuf,
@@ -98,7 +98,7 @@ impl Context {
     }
 
     /// The run's key in the store.
-    pub fn run_key(&self) -> crate::upload::RunKey {
+    pub(crate) fn run_key(&self) -> crate::upload::RunKey {
         crate::upload::RunKey {
             appliance: self.plan.appliance.name.clone(),
             machine_id: crate::upload::machine_id(),
@@ -107,28 +107,28 @@ impl Context {
     }
 
     /// The run's directory for raw program output.
-    pub fn raw(&self) -> PathBuf {
+    pub(crate) fn raw(&self) -> PathBuf {
         self.run_dir.join("raw")
     }
 
     /// `p` relative to the run directory, for records.
-    pub fn rel(&self, p: &Path) -> String {
+    pub(crate) fn rel(&self, p: &Path) -> String {
         p.strip_prefix(&self.run_dir)
             .unwrap_or(p)
             .display()
             .to_string()
     }
 
-    pub fn run_id(&self) -> &str {
+    pub(crate) fn run_id(&self) -> &str {
         &self.journal.state.run_id
     }
 
     /// The store URL the run goes to.
-    pub fn store_url(&self) -> String {
+    pub(crate) fn store_url(&self) -> String {
         self.upload.overrides.url(&self.plan.upload)
     }
 
-    pub fn has(&self, p: Product) -> bool {
+    pub(crate) fn has(&self, p: Product) -> bool {
         match p {
             Product::Inventory => self.inventory.is_some(),
             Product::Server => self.server.is_some(),
@@ -138,48 +138,48 @@ impl Context {
         }
     }
 
-    pub fn inventory(&self) -> Result<&Inventory> {
+    pub(crate) fn inventory(&self) -> Result<&Inventory> {
         self.inventory
             .as_ref()
             .ok_or_else(|| missing(Product::Inventory))
     }
-    pub fn set_inventory(&mut self, inv: Inventory) {
+    pub(crate) fn set_inventory(&mut self, inv: Inventory) {
         self.inventory = Some(inv);
     }
 
-    pub fn server(&self) -> Result<&Cluster> {
+    pub(crate) fn server(&self) -> Result<&Cluster> {
         self.server.as_ref().ok_or_else(|| missing(Product::Server))
     }
     /// The server, if a step has found or started it (for stopping it after a failure).
-    pub fn server_if_known(&self) -> Option<&Cluster> {
+    pub(crate) fn server_if_known(&self) -> Option<&Cluster> {
         self.server.as_ref()
     }
-    pub fn set_server(&mut self, c: Cluster) {
+    pub(crate) fn set_server(&mut self, c: Cluster) {
         self.server = Some(c);
     }
 
-    pub fn settings(&self) -> Result<&BTreeMap<String, String>> {
+    pub(crate) fn settings(&self) -> Result<&BTreeMap<String, String>> {
         self.settings
             .as_ref()
             .ok_or_else(|| missing(Product::Settings))
     }
-    pub fn set_settings(&mut self, s: BTreeMap<String, String>) {
+    pub(crate) fn set_settings(&mut self, s: BTreeMap<String, String>) {
         self.settings = Some(s);
     }
 
-    pub fn results(&self) -> Result<&RunResults> {
+    pub(crate) fn results(&self) -> Result<&RunResults> {
         self.results
             .as_ref()
             .ok_or_else(|| missing(Product::Results))
     }
-    pub fn set_results(&mut self, r: RunResults) {
+    pub(crate) fn set_results(&mut self, r: RunResults) {
         self.results = Some(r);
     }
 
-    pub fn stored(&self) -> Result<&Stored> {
+    pub(crate) fn stored(&self) -> Result<&Stored> {
         self.stored.as_ref().ok_or_else(|| missing(Product::Stored))
     }
-    pub fn set_stored(&mut self, s: Stored) {
+    pub(crate) fn set_stored(&mut self, s: Stored) {
         self.stored = Some(s);
     }
 }
@@ -187,28 +187,25 @@ impl Context {
 /// What a step's `check` gets: the context to read (a shared borrow, so the journal, the
 /// plan and the run's settings cannot be changed through it) and the products it may leave
 /// for later steps. Whatever must be written belongs in `apply`.
-pub struct Looking<'a> {
+pub(crate) struct Looking<'a> {
     cx: &'a mut Context,
 }
 
 impl<'a> Looking<'a> {
-    pub fn new(cx: &'a mut Context) -> Self {
+    pub(crate) fn new(cx: &'a mut Context) -> Self {
         Looking { cx }
     }
-    pub fn set_inventory(&mut self, inv: Inventory) {
+    pub(crate) fn set_inventory(&mut self, inv: Inventory) {
         self.cx.set_inventory(inv);
     }
-    pub fn set_server(&mut self, c: Cluster) {
+    pub(crate) fn set_server(&mut self, c: Cluster) {
         self.cx.set_server(c);
     }
-    pub fn set_settings(&mut self, s: BTreeMap<String, String>) {
+    pub(crate) fn set_settings(&mut self, s: BTreeMap<String, String>) {
         self.cx.set_settings(s);
     }
-    pub fn set_results(&mut self, r: RunResults) {
+    pub(crate) fn set_results(&mut self, r: RunResults) {
         self.cx.set_results(r);
-    }
-    pub fn set_stored(&mut self, s: Stored) {
-        self.cx.set_stored(s);
     }
 }
 

@@ -13,10 +13,10 @@ use crate::in_effect::{evaluate, load_tuned_profile, observe, planned};
 use crate::journal::StepName;
 use crate::platform::Profile;
 
-pub struct InEffect;
+pub(crate) struct InEffect;
 
 /// Where the record is written in the run directory.
-pub const IN_EFFECT_FILE: &str = "tuning_in_effect.json";
+pub(crate) const IN_EFFECT_FILE: &str = "tuning_in_effect.json";
 
 impl Step for InEffect {
     const NAME: StepName = StepName::InEffect;

@@ -6,7 +6,7 @@ use super::{Check, Context, Looking, Product, Step};
 use crate::inventory;
 use crate::journal::StepName;
 
-pub struct Inventory;
+pub(crate) struct Inventory;
 
 const FILE: &str = "inventory.json";
 

@@ -7,28 +7,28 @@
 //! [`Context`] it is given, never the engine.
 
 mod context;
-pub mod dataset;
-pub mod in_effect;
-pub mod inventory;
-pub mod os_tuning;
+pub(crate) mod dataset;
+pub(crate) mod in_effect;
+pub(crate) mod inventory;
+pub(crate) mod os_tuning;
 pub mod packages;
-pub mod postgres;
-pub mod report;
-pub mod storage;
-pub mod sweep;
-pub mod tpcc;
-pub mod tuning;
-pub mod upload;
+pub(crate) mod postgres;
+pub(crate) mod report;
+pub(crate) mod storage;
+pub(crate) mod sweep;
+pub(crate) mod tpcc;
+pub(crate) mod tuning;
+pub(crate) mod upload;
 
 use anyhow::Result;
 
-pub use context::{Context, Looking, Product, UploadTarget};
+pub(crate) use context::{Context, Looking, Product, UploadTarget};
 
 use crate::journal::StepName;
 
 /// What a step's check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Check {
+pub(crate) enum Check {
     /// The effect is in place (and the step's products are in the context).
     Done,
     /// Something is left to do, and why (logged when the step acts).
@@ -45,7 +45,7 @@ pub enum Check {
 /// them with [`crate::journal::JournalFile::begin`] and its item, and keeps what it must
 /// remember across restarts in its own field of [`crate::journal::StepState`].
 #[allow(async_fn_in_trait)]
-pub trait Step {
+pub(crate) trait Step {
     const NAME: StepName;
     /// Products of earlier steps this one reads.
     const NEEDS: &'static [Product];

@@ -11,7 +11,7 @@ use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::platform::{missing_kernel_args, thp_mode, Profile, GRUB_DEFAULT_FILE};
 
-pub struct OsTuning;
+pub(crate) struct OsTuning;
 
 /// A file of the machine (where the host keeps it), trimmed.
 fn read_trimmed(cx: &Context, path: &str) -> Result<String> {

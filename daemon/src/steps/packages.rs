@@ -17,7 +17,7 @@ use crate::plan::{Devices, Plan};
 use crate::platform::{Medium, Profile};
 use crate::runner::CommandError;
 
-pub struct Packages;
+pub(crate) struct Packages;
 
 /// A package or repository failed dnf's signature check: the transaction installed nothing,
 /// and running it again would not change that.
@@ -25,12 +25,12 @@ pub struct Packages;
 #[error(
     "{what}: a package failed its signature check, so `{command}` installed nothing: {reason}; {fix}, then start again"
 )]
-pub struct SignatureRefused {
-    pub what: String,
-    pub reason: String,
-    pub command: String,
+pub(crate) struct SignatureRefused {
+    pub(crate) what: String,
+    pub(crate) reason: String,
+    pub(crate) command: String,
     /// What must change: the plan's repository, or the payload's packages.
-    pub fix: &'static str,
+    pub(crate) fix: &'static str,
 }
 
 /// The fix of a signature refusal from the plan's repository.
@@ -62,7 +62,7 @@ pub fn wanted(plan: &Plan) -> Vec<String> {
 
 /// The packages the payload carries for `profile` under `dir`, when their index is there;
 /// the key files under its `keys/`, sorted.
-pub fn medium_at(profile: &Profile, dir: &Path) -> Result<Option<Medium>> {
+pub(crate) fn medium_at(profile: &Profile, dir: &Path) -> Result<Option<Medium>> {
     if !dir.join(profile.medium_index()).is_file() {
         return Ok(None);
     }

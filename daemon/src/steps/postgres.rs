@@ -12,7 +12,7 @@ use super::{Check, Context, Looking, Product, Step};
 use crate::journal::StepName;
 use crate::postgres::Cluster;
 
-pub struct Postgres;
+pub(crate) struct Postgres;
 
 /// The journal item while initdb runs.
 const PENDING_INITDB: &str = "initdb";

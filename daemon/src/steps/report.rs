@@ -14,9 +14,9 @@ use crate::results::{
     summary_csv, DatasetInfo, PointResult, PostgresInfo, RunResults, RESULTS_SCHEMA_VERSION,
 };
 
-pub struct Report;
+pub(crate) struct Report;
 
-pub fn load_results(run_dir: &Path) -> Result<RunResults> {
+pub(crate) fn load_results(run_dir: &Path) -> Result<RunResults> {
     let path = run_dir.join("results.json");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
@@ -24,7 +24,7 @@ pub fn load_results(run_dir: &Path) -> Result<RunResults> {
 }
 
 /// The results of a run whose report step already finished (nothing left to measure).
-pub fn finished_results(cx: &Context) -> Option<RunResults> {
+pub(crate) fn finished_results(cx: &Context) -> Option<RunResults> {
     if !cx.journal.is_done(StepName::Report) {
         return None;
     }

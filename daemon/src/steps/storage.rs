@@ -17,7 +17,7 @@ use crate::plan::Devices;
 use crate::runner::CommandSpec;
 use crate::storage::{plan_storage, StoragePlan, LV, VG};
 
-pub struct Storage;
+pub(crate) struct Storage;
 
 fn mounted(cx: &Context, mount_point: &str) -> bool {
     std::fs::read_to_string(cx.host.machine_path("/proc/self/mountinfo"))

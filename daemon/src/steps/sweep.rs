@@ -25,9 +25,9 @@ use crate::sampler::Sampler;
 use crate::sweep::{expand, same_series, wants_another_round, SweepPoint};
 use crate::workload::{self, Kind as _, Measured, PointEnv};
 
-pub struct Sweep;
+pub(crate) struct Sweep;
 
-pub fn points(cx: &Context) -> Result<Vec<SweepPoint>> {
+pub(crate) fn points(cx: &Context) -> Result<Vec<SweepPoint>> {
     Ok(expand(&cx.plan, cx.inventory()?.cpu.cpus))
 }
 
@@ -41,7 +41,7 @@ fn recorded_result(cx: &Context, p: &SweepPoint) -> Option<PointResult> {
 }
 
 /// Whether a point already has its result on disk (journal entry plus a readable JSON).
-pub fn recorded(cx: &Context, p: &SweepPoint) -> bool {
+pub(crate) fn recorded(cx: &Context, p: &SweepPoint) -> bool {
     recorded_result(cx, p).is_some()
 }
 
@@ -50,7 +50,7 @@ pub fn recorded(cx: &Context, p: &SweepPoint) -> bool {
 /// is wider than its bound (or while an earlier round that may still run is not recorded:
 /// undecided counts as wanted), and a warm-up, which is when the measured point after it
 /// is. Decided from the recorded results alone.
-pub fn wanted(cx: &Context, points: &[SweepPoint], i: usize) -> bool {
+pub(crate) fn wanted(cx: &Context, points: &[SweepPoint], i: usize) -> bool {
     let p = &points[i];
     if p.warmup {
         return match points.get(i + 1) {
@@ -284,7 +284,7 @@ async fn run_point(cx: &mut Context, p: &SweepPoint, label: String) -> Result<Po
 
 /// What a point's command needs from the run (the workload's scripts put in place when
 /// its kind has any).
-pub async fn point_env<'a>(cx: &'a Context, p: &SweepPoint) -> Result<PointEnv<'a>> {
+pub(crate) async fn point_env<'a>(cx: &'a Context, p: &SweepPoint) -> Result<PointEnv<'a>> {
     let scripts_dir = if workload::of(p.kind).needs_scripts() {
         Some(super::tpcc::script_dir(cx).await?)
     } else {
@@ -300,7 +300,7 @@ pub async fn point_env<'a>(cx: &'a Context, p: &SweepPoint) -> Result<PointEnv<'
 
 /// The pgbench command line of a pgbench point, logs going to `raw` (the benchmarks'
 /// point; the sweep asks the point's kind).
-pub fn point_command(cx: &Context, p: &SweepPoint, raw: &Path) -> Result<CommandSpec> {
+pub(crate) fn point_command(cx: &Context, p: &SweepPoint, raw: &Path) -> Result<CommandSpec> {
     let env = PointEnv {
         cluster: cx.server()?,
         database: &cx.plan.dataset.database,
@@ -311,7 +311,7 @@ pub fn point_command(cx: &Context, p: &SweepPoint, raw: &Path) -> Result<Command
 }
 
 /// CHECKPOINT (when the point asks), statistics reset and snapshot; returns the snapshot.
-pub async fn before_point(cx: &Context, p: &SweepPoint) -> Result<stats::Snapshot> {
+pub(crate) async fn before_point(cx: &Context, p: &SweepPoint) -> Result<stats::Snapshot> {
     let cluster = cx.server()?;
     let major = cluster.bin.major;
     let s = Session::connect(
@@ -330,7 +330,7 @@ pub async fn before_point(cx: &Context, p: &SweepPoint) -> Result<stats::Snapsho
 
 /// Runs one point into a fresh `raw` directory with the OS sampler and statistics, and
 /// parses everything pgbench left there. Writes nothing else.
-pub async fn measure_point(
+pub(crate) async fn measure_point(
     cx: &Context,
     p: &SweepPoint,
     raw: &Path,

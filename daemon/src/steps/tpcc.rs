@@ -24,7 +24,7 @@ use crate::sysbench::tpcc;
 use crate::workload::sysbench_tpcc::conn;
 
 /// What identifies a prepared dataset in the journal.
-pub fn dataset_spec(ds: &TpccDataset) -> String {
+pub(crate) fn dataset_spec(ds: &TpccDataset) -> String {
     format!(
         "db={} tables={} scale={} use_fk={}",
         ds.database(),
@@ -35,7 +35,7 @@ pub fn dataset_spec(ds: &TpccDataset) -> String {
 }
 
 /// The directory holding the plan's tpcc.lua (payload copy or the plan's source, verified).
-pub async fn script_dir(cx: &Context) -> Result<PathBuf> {
+pub(crate) async fn script_dir(cx: &Context) -> Result<PathBuf> {
     let sb = cx
         .plan
         .sysbench
@@ -46,14 +46,14 @@ pub async fn script_dir(cx: &Context) -> Result<PathBuf> {
 }
 
 /// Whether `ds`'s tables are there at its scale.
-pub async fn present(c: &Cluster, ds: &TpccDataset) -> Result<bool> {
+pub(crate) async fn present(c: &Cluster, ds: &TpccDataset) -> Result<bool> {
     let table = format!("warehouse{}", ds.tables);
     let n = rows_in(&c.socket_dir(), c.port, SUPERUSER, &ds.database(), &table).await?;
     Ok(n.as_deref() == Some(ds.scale.to_string().as_str()))
 }
 
 /// The datasets still to prepare (not in the journal, or their tables not there).
-pub async fn missing(cx: &Context) -> Result<Vec<TpccDataset>> {
+pub(crate) async fn missing(cx: &Context) -> Result<Vec<TpccDataset>> {
     let mut out = Vec::new();
     for ds in cx.plan.tpcc_datasets() {
         let listed = cx
@@ -71,7 +71,7 @@ pub async fn missing(cx: &Context) -> Result<Vec<TpccDataset>> {
 }
 
 /// Puts the plan's settings back after a prepare that was interrupted.
-pub async fn recover(cx: &mut Context) -> Result<()> {
+pub(crate) async fn recover(cx: &mut Context) -> Result<()> {
     if let Some(db) = cx.journal.state.state.dataset.tpcc_preparing.clone() {
         tracing::warn!(database = %db, "a sysbench-tpcc prepare was interrupted: restoring the plan's settings, then preparing it again");
         let inv = cx.inventory()?;
@@ -84,7 +84,7 @@ pub async fn recover(cx: &mut Context) -> Result<()> {
 
 /// Records the plan's datasets as restored from a snapshot (`source`), in
 /// `dataset-tpcc.json`.
-pub async fn record_restored(cx: &Context, source: &str, secs: f64) -> Result<()> {
+pub(crate) async fn record_restored(cx: &Context, source: &str, secs: f64) -> Result<()> {
     let c = cx.server()?;
     let mut all = Vec::new();
     for ds in cx.plan.tpcc_datasets() {
@@ -114,7 +114,7 @@ pub async fn record_restored(cx: &Context, source: &str, secs: f64) -> Result<()
 }
 
 /// Prepares every missing dataset; returns what each took.
-pub async fn prepare_missing(cx: &mut Context) -> Result<Vec<TpccDatasetInfo>> {
+pub(crate) async fn prepare_missing(cx: &mut Context) -> Result<Vec<TpccDatasetInfo>> {
     let todo = missing(cx).await?;
     if todo.is_empty() {
         return Ok(Vec::new());

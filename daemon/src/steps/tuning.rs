@@ -13,7 +13,7 @@ use crate::plan::tuning::{effective_settings, MachineShape};
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::{literal, Session};
 
-pub struct Tuning;
+pub(crate) struct Tuning;
 
 /// The server refused a value the plan itself gives (`[tuning.settings]`): the same run
 /// would set the same value again, so resuming cannot help. A refusal, like a device the
@@ -22,10 +22,10 @@ pub struct Tuning;
 #[error(
     "PostgreSQL refused the plan's tuning.settings.{name} = {value}: {reason}; fix it in the plan, then `pgapplianced reset` and start again (resuming would set the same value)"
 )]
-pub struct PlanValueRefused {
-    pub name: String,
-    pub value: String,
-    pub reason: String,
+pub(crate) struct PlanValueRefused {
+    pub(crate) name: String,
+    pub(crate) value: String,
+    pub(crate) reason: String,
 }
 
 /// SQLSTATEs of a refused setting: invalid_parameter_value (22023, a value out of range or

@@ -10,7 +10,7 @@ use crate::journal::StepName;
 use crate::plan::Plan;
 use crate::upload::{self, RunKey, Store, StoreOverrides, Stored, UploadOptions};
 
-pub struct Upload;
+pub(crate) struct Upload;
 
 impl Step for Upload {
     const NAME: StepName = StepName::Upload;
@@ -40,7 +40,7 @@ impl Step for Upload {
     }
 }
 
-pub async fn upload_dir(
+pub(crate) async fn upload_dir(
     plan: &Plan,
     run_id: &str,
     run_dir: &Path,
@@ -67,7 +67,7 @@ pub async fn upload_dir(
 }
 
 /// `pgapplianced upload`: (re)uploads the finished run of a work dir.
-pub async fn upload_finished(
+pub(crate) async fn upload_finished(
     workdir: &Path,
     overrides: &StoreOverrides,
     options: UploadOptions,

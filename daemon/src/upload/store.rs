@@ -422,7 +422,9 @@ impl CredentialProvider for FileCredentials {
 }
 
 /// The credentials file's profile when the plan names none, and the check of a name.
-pub use crate::plan::{check_profile_name, DEFAULT_PROFILE};
+#[cfg(test)]
+pub(crate) use crate::plan::check_profile_name;
+pub use crate::plan::DEFAULT_PROFILE;
 
 /// An access key pair read from a credentials file (the secret is never displayed).
 #[derive(Clone, PartialEq, Eq)]

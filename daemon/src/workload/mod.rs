@@ -9,8 +9,8 @@
 //!
 //! How to add a workload: see docs/architecture.md ("Adding a workload").
 
-pub mod pgbench;
-pub mod sysbench_tpcc;
+pub(crate) mod pgbench;
+pub(crate) mod sysbench_tpcc;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,23 +29,23 @@ use crate::sysbench::SysbenchRun;
 /// What a point's program left, read: the kind's own record, the latency and per-interval
 /// series, and the point's error (None: it succeeded).
 #[derive(Debug, Default)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// pgbench's summary.
-    pub summary: Option<Summary>,
+    pub(crate) summary: Option<Summary>,
     /// sysbench's figures.
-    pub sysbench: Option<SysbenchRun>,
+    pub(crate) sysbench: Option<SysbenchRun>,
     /// Latency percentiles from a transaction log.
-    pub latency: Option<LatencyStats>,
+    pub(crate) latency: Option<LatencyStats>,
     /// tps per reporting interval.
-    pub tps_series: Vec<ProgressSample>,
-    pub error: Option<String>,
+    pub(crate) tps_series: Vec<ProgressSample>,
+    pub(crate) error: Option<String>,
 }
 
 /// Where a kind's figures are in a point's result: the record its program's output is read
 /// into. The run's report draws a section per record (pgbench's, sysbench's), so a new kind
 /// whose program is pgbench (a custom script) or sysbench needs nothing there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Record {
+pub(crate) enum Record {
     /// pgbench's summary, its latency log and progress lines.
     Pgbench,
     /// sysbench's summary and per-second lines.
@@ -68,7 +68,7 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// The percentiles of a latency log (pgbench's transaction or aggregate log).
-    pub fn of_log(l: Option<&LatencyStats>) -> Percentiles {
+    pub(crate) fn of_log(l: Option<&LatencyStats>) -> Percentiles {
         Percentiles {
             p25: l.and_then(|l| l.p25_ms),
             p50: l.and_then(|l| l.p50_ms),
@@ -85,10 +85,10 @@ impl Percentiles {
 /// The records a point's result keeps of what its program left (results.json's `summary`,
 /// `sysbench` and `latency`), as a kind's [`Kind::figures`] reads them.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Records<'a> {
-    pub summary: Option<&'a Summary>,
-    pub sysbench: Option<&'a SysbenchRun>,
-    pub latency: Option<&'a LatencyStats>,
+pub(crate) struct Records<'a> {
+    pub(crate) summary: Option<&'a Summary>,
+    pub(crate) sysbench: Option<&'a SysbenchRun>,
+    pub(crate) latency: Option<&'a LatencyStats>,
 }
 
 /// The figures every kind gives of a point, whatever its program: the results' accessors,
@@ -101,24 +101,24 @@ pub struct Figures {
     /// Transactions per second over the point.
     pub tps: Option<f64>,
     /// Transactions completed.
-    pub transactions: Option<u64>,
+    pub(crate) transactions: Option<u64>,
     pub latency_avg_ms: Option<f64>,
-    pub latency_stddev_ms: Option<f64>,
+    pub(crate) latency_stddev_ms: Option<f64>,
     pub latency: Percentiles,
     /// Transactions that failed (pgbench 15+: serialization and deadlock failures).
-    pub failed_transactions: Option<u64>,
+    pub(crate) failed_transactions: Option<u64>,
     /// Errors the program ignored and went on (sysbench), and reconnects.
-    pub ignored_errors: Option<u64>,
-    pub reconnects: Option<u64>,
+    pub(crate) ignored_errors: Option<u64>,
+    pub(crate) reconnects: Option<u64>,
     /// Queries per second, where the program counts queries apart from transactions.
     pub qps: Option<f64>,
     /// The seconds the program measured over, where it says.
-    pub seconds: Option<f64>,
+    pub(crate) seconds: Option<f64>,
 }
 
 /// Which latency percentile a kind's pages chart as its tail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tail {
+pub(crate) enum Tail {
     /// The 99th percentile of a latency log, one per repeat (an error bar).
     P99,
     /// The program's own 95th percentile (no per-repeat samples kept).
@@ -128,42 +128,42 @@ pub enum Tail {
 /// How the pages name and draw a kind's figures: the words and what its program measures,
 /// so the comparison's model, prose, page and charts never ask the kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shown {
+pub(crate) struct Shown {
     /// What its throughput is called: `tps`, `TPC-C tps`.
-    pub tps_word: &'static str,
+    pub(crate) tps_word: &'static str,
     /// After a verdict's verb: `is faster{this} than a` (`""`, `" in TPC-C tps"`).
-    pub verdict_words: &'static str,
+    pub(crate) verdict_words: &'static str,
     /// After the workload's name in a regression row (`""`, `" (TPC-C; threads, not
     /// clients)"`).
-    pub row_note: &'static str,
+    pub(crate) row_note: &'static str,
     /// What a finding's heading names beside the workload: the program (`TPC-C,
     /// sysbench-tpcc`), or None for the point's script.
-    pub program: Option<&'static str>,
+    pub(crate) program: Option<&'static str>,
     /// The comparison's section heading after the workload's name.
-    pub section: &'static str,
+    pub(crate) section: &'static str,
     /// The latency percentile charted as its tail. [`Tail::P99`]: the kind has a latency
     /// log (the table of percentiles beside the charts); [`Tail::P95`]: the program's own
     /// summary (mean, p95, max, qps and errors in a table, and the per-interval series of
     /// each machine on one chart per load count).
-    pub tail: Tail,
+    pub(crate) tail: Tail,
     /// Whether the comparison's digest keeps the per-interval series (else they stay on the
     /// run's own page).
-    pub series_compared: bool,
+    pub(crate) series_compared: bool,
 }
 
 /// What a point's command needs from the run.
-pub struct PointEnv<'a> {
-    pub cluster: &'a Cluster,
+pub(crate) struct PointEnv<'a> {
+    pub(crate) cluster: &'a Cluster,
     /// The database of the plan's `[dataset]` (pgbench's tables).
-    pub database: &'a str,
+    pub(crate) database: &'a str,
     /// The OS user benchmark clients run as (None: the daemon's).
-    pub bench_user: Option<&'a str>,
+    pub(crate) bench_user: Option<&'a str>,
     /// The directory of the workload's scripts, when it has any ([`Kind::needs_scripts`]).
-    pub scripts_dir: Option<PathBuf>,
+    pub(crate) scripts_dir: Option<PathBuf>,
 }
 
 /// One workload kind.
-pub trait Kind: Sync {
+pub(crate) trait Kind: Sync {
     /// What a point's load count is called in reports (`clients`, `threads`).
     fn load_unit(&self) -> &'static str;
     /// The record its figures are read into.
@@ -198,7 +198,7 @@ pub trait Kind: Sync {
 }
 
 /// The kind registered under a plan's `kind`.
-pub fn of(kind: WorkloadKind) -> &'static dyn Kind {
+pub(crate) fn of(kind: WorkloadKind) -> &'static dyn Kind {
     match kind {
         WorkloadKind::Pgbench => &pgbench::Pgbench,
         WorkloadKind::SysbenchTpcc => &sysbench_tpcc::SysbenchTpcc,
@@ -211,7 +211,7 @@ fn nofile_for(clients: u32) -> u64 {
 
 /// The limits every benchmark client of a point runs under: open files for its
 /// connections, and a timeout well past a timed point's length.
-pub fn point_limits(spec: CommandSpec, p: &SweepPoint) -> CommandSpec {
+pub(crate) fn point_limits(spec: CommandSpec, p: &SweepPoint) -> CommandSpec {
     let spec = spec.limit_nofile(nofile_for(p.clients));
     match p.limit {
         Limit::DurationS(s) => spec.timeout(Duration::from_secs(s + 600)),

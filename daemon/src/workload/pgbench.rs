@@ -17,12 +17,12 @@ use crate::runner::CommandSpec;
 use crate::sweep::{pgbench_args, SweepPoint};
 
 /// Base name of pgbench's latency logs inside a point's raw directory.
-pub const LOG_NAME: &str = "pgbench_log";
+pub(crate) const LOG_NAME: &str = "pgbench_log";
 
-pub struct Pgbench;
+pub(crate) struct Pgbench;
 
 /// pgbench's figures on the pages: its tps, and p99 from its latency log.
-pub const SHOWN: Shown = Shown {
+pub(crate) const SHOWN: Shown = Shown {
     tps_word: "tps",
     verdict_words: "",
     row_note: "",
@@ -34,7 +34,7 @@ pub const SHOWN: Shown = Shown {
 
 /// The common figures of a pgbench point: its summary's tps, transactions, mean latency
 /// and failures, the percentiles of its latency log.
-pub fn figures(r: &Records<'_>) -> Figures {
+pub(crate) fn figures(r: &Records<'_>) -> Figures {
     let s = r.summary;
     Figures {
         tps: s.map(|s| s.tps),
@@ -52,7 +52,7 @@ pub fn figures(r: &Records<'_>) -> Figures {
 }
 
 /// Connection arguments of pgbench and the other client programs.
-pub fn conn_args(c: &Cluster) -> Vec<String> {
+pub(crate) fn conn_args(c: &Cluster) -> Vec<String> {
     vec![
         "-h".into(),
         c.socket_dir().display().to_string(),

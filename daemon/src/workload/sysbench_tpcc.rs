@@ -19,11 +19,11 @@ use crate::sysbench::scripts;
 use crate::sysbench::tpcc::{self, Conn};
 use crate::sysbench::SysbenchRun;
 
-pub struct SysbenchTpcc;
+pub(crate) struct SysbenchTpcc;
 
 /// sysbench-tpcc's figures on the pages: TPC-C tps by threads, sysbench's own p95, and
 /// each machine's tps second by second.
-pub const SHOWN: Shown = Shown {
+pub(crate) const SHOWN: Shown = Shown {
     tps_word: "TPC-C tps",
     verdict_words: " in TPC-C tps",
     row_note: " (TPC-C; threads, not clients)",
@@ -35,7 +35,7 @@ pub const SHOWN: Shown = Shown {
 
 /// The common figures of a sysbench-tpcc point: sysbench's summary (its mean, 95th
 /// percentile and largest latency; no latency log), qps, ignored errors and reconnects.
-pub fn figures(r: &Records<'_>) -> Figures {
+pub(crate) fn figures(r: &Records<'_>) -> Figures {
     let s = r.sysbench;
     Figures {
         tps: s.map(|s| s.tps),
@@ -56,7 +56,7 @@ pub fn figures(r: &Records<'_>) -> Figures {
 }
 
 /// The connection sysbench uses.
-pub fn conn(c: &Cluster) -> Conn {
+pub(crate) fn conn(c: &Cluster) -> Conn {
     Conn {
         socket_dir: c.socket_dir(),
         port: c.port,
@@ -66,7 +66,7 @@ pub fn conn(c: &Cluster) -> Conn {
 
 /// sysbench's run parsed, and the point's error: the command's failure, else what the
 /// parser found missing (an aborted run ends without its summary).
-pub fn read_output(
+pub(crate) fn read_output(
     stdout: &str,
     stderr: &str,
     command_error: Option<String>,

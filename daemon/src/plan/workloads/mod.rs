@@ -3,14 +3,14 @@
 //! FILE:LINE:COL), the connection counts it sweeps and the sysbench-tpcc dataset it runs
 //! on. [`of`] registers them: the plan's one match on the kind besides its name.
 
-pub mod pgbench;
-pub mod sysbench_tpcc;
+pub(crate) mod pgbench;
+pub(crate) mod sysbench_tpcc;
 
 use super::validate::Problems;
 use super::{KeyPath, Plan, TpccDataset, Workload, WorkloadKind};
 
 /// One kind's part of a workload.
-pub trait Section: Sync {
+pub(crate) trait Section: Sync {
     /// The kind's checks of workload `w` at `at`: its own keys, and the other kinds' it
     /// refuses. `doc` (the plan's text) tells the keys the plan wrote from the defaults.
     fn check(
@@ -28,7 +28,7 @@ pub trait Section: Sync {
 }
 
 /// The section of a plan's `kind`.
-pub fn of(kind: WorkloadKind) -> &'static dyn Section {
+pub(crate) fn of(kind: WorkloadKind) -> &'static dyn Section {
     match kind {
         WorkloadKind::Pgbench => &pgbench::Pgbench,
         WorkloadKind::SysbenchTpcc => &sysbench_tpcc::SysbenchTpcc,

@@ -5,7 +5,7 @@ use super::Section;
 use crate::plan::validate::{Problems, MAX_CLIENTS, PGBENCH_INT_MAX};
 use crate::plan::{KeyPath, Plan, Threads, TpccDataset, Workload};
 
-pub struct Pgbench;
+pub(crate) struct Pgbench;
 
 impl Section for Pgbench {
     fn check(

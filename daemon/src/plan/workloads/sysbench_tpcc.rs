@@ -5,7 +5,7 @@ use super::Section;
 use crate::plan::validate::{Problems, MAX_CLIENTS};
 use crate::plan::{Builtin, KeyPath, LatencyLog, Plan, Protocol, Threads, TpccDataset, Workload};
 
-pub struct SysbenchTpcc;
+pub(crate) struct SysbenchTpcc;
 
 impl Section for SysbenchTpcc {
     fn check(

@@ -7,8 +7,8 @@
 //! journals what it did, until it returns [`Action::Nothing`] ([`drive`]). The step's
 //! `check` asks it once; the sweep asks it before each point and after the last.
 
-pub mod phase;
-pub mod snapshot;
+pub(crate) mod phase;
+pub(crate) mod snapshot;
 
 use std::time::Instant;
 
@@ -28,10 +28,10 @@ use crate::snapshot::key::SnapshotKey;
 use crate::steps::{Check, Context, Looking, Product, Step};
 use phase::{Action, Goal, Load, Moment, Observed, Phase, Tried};
 
-pub struct Dataset;
+pub(crate) struct Dataset;
 
 /// What identifies the initialised dataset in the journal (and in a snapshot's key).
-pub fn spec(cx: &Context) -> String {
+pub(crate) fn spec(cx: &Context) -> String {
     let d = &cx.plan.dataset;
     format!(
         "db={} scale={} fillfactor={} init={:?}",
@@ -40,7 +40,7 @@ pub fn spec(cx: &Context) -> String {
 }
 
 /// Connection arguments for pgbench and friends.
-pub fn conn_args(c: &Cluster) -> Result<Vec<String>> {
+pub(crate) fn conn_args(c: &Cluster) -> Result<Vec<String>> {
     Ok(crate::workload::pgbench::conn_args(c))
 }
 
@@ -171,7 +171,7 @@ async fn snapshot_key<'a>(
 /// (each journals what it did), until it says nothing is left (or, before a point, that
 /// the point starts). The dataset step's `apply` is `Moment::Step`; the sweep asks with
 /// `Moment::Point` before each point and `Moment::SweepOver` after the last.
-pub async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
+pub(crate) async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
     let goal = goal(cx, moment);
     let mut tried = Tried::default();
     let mut key = None;
@@ -294,7 +294,7 @@ fn record_generated(cx: &mut Context) -> Result<()> {
 
 /// What identifies everything the data directory holds (pgbench's tables and each
 /// sysbench-tpcc dataset): the dataset part of a snapshot's key.
-pub fn full_spec(cx: &Context) -> String {
+pub(crate) fn full_spec(cx: &Context) -> String {
     let mut parts = Vec::new();
     if cx.plan.has_pgbench() {
         parts.push(spec(cx));

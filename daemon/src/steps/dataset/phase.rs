@@ -20,7 +20,7 @@ use crate::sweep::SweepPoint;
 
 /// Load settings in force: a load that was interrupted left them, the plan's come back first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Load {
+pub(crate) enum Load {
     /// The parallel loader's (its degree).
     Parallel { degree: u32 },
     /// A sysbench-tpcc prepare's (its database).
@@ -29,8 +29,9 @@ pub enum Load {
 
 /// Where the dataset's local snapshot is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SnapshotPhase {
+pub(crate) enum SnapshotPhase {
     /// None taken (or the one taken was found corrupt and dropped).
+    #[allow(dead_code)] // never constructed: the pub enum hid it from the lint
     None,
     /// Taken locally, not in any store.
     Taken { id: String },
@@ -41,7 +42,7 @@ pub enum SnapshotPhase {
 }
 
 impl SnapshotPhase {
-    pub fn id(&self) -> Option<&str> {
+    pub(crate) fn id(&self) -> Option<&str> {
         match self {
             SnapshotPhase::None => None,
             SnapshotPhase::Taken { id }
@@ -53,28 +54,28 @@ impl SnapshotPhase {
 
 /// The workload whose points ran on the data since it was made or restored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangedBy {
-    pub workload: String,
+pub(crate) struct ChangedBy {
+    pub(crate) workload: String,
     /// The last of them was a warm-up.
-    pub warmup: bool,
+    pub(crate) warmup: bool,
 }
 
 /// Nothing in flight: what the journal records as made.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settled {
+pub(crate) struct Settled {
     /// pgbench's dataset spec, once `pgbench -i` (or the parallel loader) finished or a
     /// snapshot was restored (cleared when a load starts: an interrupted `pgbench -i` leaves
     /// None, and the pending step in the journal).
-    pub pgbench: Option<String>,
+    pub(crate) pgbench: Option<String>,
     /// The sysbench-tpcc datasets prepared (their specs).
-    pub tpcc: Vec<String>,
-    pub snapshot: Option<SnapshotPhase>,
-    pub changed_by: Option<ChangedBy>,
+    pub(crate) tpcc: Vec<String>,
+    pub(crate) snapshot: Option<SnapshotPhase>,
+    pub(crate) changed_by: Option<ChangedBy>,
 }
 
 /// What the journal says about the dataset.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// A restore of this local snapshot was journaled and did not finish: the data
     /// directory may be half of each.
     Restoring { snapshot: String },
@@ -89,7 +90,7 @@ impl Phase {
     /// the order it is recovered: a restore (the data directory itself), then a
     /// sysbench-tpcc prepare's settings, then the parallel loader's; each recovery clears
     /// its field, so the next decoding shows what is left.
-    pub fn of(st: &DatasetState) -> Phase {
+    pub(crate) fn of(st: &DatasetState) -> Phase {
         if let Some(id) = &st.restoring {
             return Phase::Restoring {
                 snapshot: id.clone(),
@@ -128,7 +129,7 @@ impl Phase {
 
 /// When the machine is asked.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Moment {
+pub(crate) enum Moment {
     /// The dataset step: every dataset made, the snapshot taken and stored.
     Step,
     /// Before a sweep point: the data as the point needs it, then the point starts.
@@ -139,22 +140,22 @@ pub enum Moment {
 
 /// What the plan asks of the dataset.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Goal {
+pub(crate) struct Goal {
     /// pgbench's dataset spec (None: no workload runs pgbench).
-    pub pgbench: Option<String>,
+    pub(crate) pgbench: Option<String>,
     /// Each sysbench-tpcc dataset's spec.
-    pub tpcc: Vec<String>,
+    pub(crate) tpcc: Vec<String>,
     /// `[dataset]` keeps a local snapshot.
-    pub keep_snapshot: bool,
+    pub(crate) keep_snapshot: bool,
     /// The store the snapshot is shared through.
-    pub store: Option<String>,
-    pub restore: RestorePolicy,
-    pub moment: Moment,
+    pub(crate) store: Option<String>,
+    pub(crate) restore: RestorePolicy,
+    pub(crate) moment: Moment,
 }
 
 impl Goal {
     /// A snapshot with the dataset's key may stand in for generating it.
-    pub fn snapshots(&self) -> bool {
+    pub(crate) fn snapshots(&self) -> bool {
         self.keep_snapshot || self.store.is_some()
     }
 }
@@ -162,38 +163,38 @@ impl Goal {
 /// What this start has already tried (and what it found), so an action that cannot
 /// succeed now is not repeated: the next start tries again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tried {
+pub(crate) struct Tried {
     /// A restore from the store (the store lacks the snapshot, or it could not be read).
-    pub store: bool,
+    pub(crate) store: bool,
     /// The snapshot's upload (it failed: the run goes on without it).
-    pub upload: bool,
+    pub(crate) upload: bool,
     /// The snapshot was taken by this drive (before a point: only then is it uploaded).
-    pub took_snapshot: bool,
+    pub(crate) took_snapshot: bool,
     /// The data directory put back before this point (once per point).
-    pub put_back: bool,
+    pub(crate) put_back: bool,
 }
 
 /// What the server and the disk show, read by the dataset step before each decision.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// pgbench_branches holds the planned scale's rows (read when the journal records
     /// pgbench's dataset as made; false otherwise).
-    pub pgbench_present: bool,
+    pub(crate) pgbench_present: bool,
     /// The sysbench-tpcc datasets (specs) recorded as made whose tables are not there at
     /// their scale.
-    pub tpcc_absent: Vec<String>,
+    pub(crate) tpcc_absent: Vec<String>,
     /// A complete local snapshot with the dataset's key (its id).
-    pub local_snapshot: Option<String>,
+    pub(crate) local_snapshot: Option<String>,
     /// Data checksums are on (read before a point that needs a checksum state).
-    pub checksums_on: Option<bool>,
+    pub(crate) checksums_on: Option<bool>,
     /// The directory the last restore replaced is still there (kept for the next restore).
-    pub spare: bool,
-    pub tried: Tried,
+    pub(crate) spare: bool,
+    pub(crate) tried: Tried,
 }
 
 /// What to do next: one action, journaled by its executor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Do the interrupted restore of this snapshot again (files checked as they are copied).
     RedoRestore { snapshot: String },
     /// Put the plan's settings back after an interrupted load.
@@ -228,7 +229,7 @@ pub enum Action {
 impl Action {
     /// The actions that make a dataset: where a local snapshot with the dataset's key
     /// (when one is looked for) would be restored instead.
-    pub fn makes(&self) -> bool {
+    pub(crate) fn makes(&self) -> bool {
         matches!(
             self,
             Action::RestoreFromStore { .. } | Action::CreateAndLoad | Action::PrepareTpcc
@@ -237,7 +238,7 @@ impl Action {
 
     /// Why the dataset is not in place, as the step's check reports it: for an action that
     /// makes a dataset, which of the plan's datasets is missing and how.
-    pub fn why(&self, phase: &Phase, goal: &Goal, seen: &Observed) -> String {
+    pub(crate) fn why(&self, phase: &Phase, goal: &Goal, seen: &Observed) -> String {
         match self {
             Action::RedoRestore { snapshot } => {
                 format!("the restore of snapshot {snapshot} was interrupted")
@@ -303,7 +304,7 @@ fn missing(s: &Settled, goal: &Goal, seen: &Observed) -> Vec<String> {
 }
 
 /// The next action, from what the journal says, what the plan asks and what was observed.
-pub fn next(phase: &Phase, goal: &Goal, seen: &Observed) -> Action {
+pub(crate) fn next(phase: &Phase, goal: &Goal, seen: &Observed) -> Action {
     if goal.moment == Moment::SweepOver {
         // Whatever else holds, only the spare directory is the sweep's end's business.
         return if seen.spare {
@@ -395,7 +396,7 @@ pub fn next(phase: &Phase, goal: &Goal, seen: &Observed) -> Action {
 }
 
 /// Why a point needs the data directory put back first (None: it does not).
-pub fn restore_reason(
+pub(crate) fn restore_reason(
     policy: RestorePolicy,
     changed_by: Option<&str>,
     changed_by_warmup: bool,

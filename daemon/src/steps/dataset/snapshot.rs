@@ -25,12 +25,12 @@ use local::{Corrupt, Hashing};
 use manifest::{Manifest, MANIFEST_FILE};
 
 /// Where this run keeps snapshots.
-pub fn root(cx: &Context) -> Result<PathBuf> {
+pub(crate) fn root(cx: &Context) -> Result<PathBuf> {
     Ok(cx.host.snapshot_root(cx.server()?))
 }
 
 /// The store snapshots are shared through, when the plan shares them.
-pub fn store_url(cx: &Context) -> Option<String> {
+pub(crate) fn store_url(cx: &Context) -> Option<String> {
     cx.plan.dataset.snapshot_store_url(&cx.store_url())
 }
 
@@ -45,7 +45,7 @@ fn open_store(cx: &Context, url: &str) -> Result<Store> {
 /// Removes the directory the last restore replaced (kept for the next restore,
 /// `local::retire`) when no restore is to come: at the end of the sweep, and before a
 /// dataset is generated (which needs the room).
-pub async fn discard_spare(cx: &Context) -> Result<()> {
+pub(crate) async fn discard_spare(cx: &Context) -> Result<()> {
     let spare = local::restoring_dir(&cx.server()?.data_dir());
     if !spare.exists() {
         return Ok(());
@@ -58,7 +58,7 @@ pub async fn discard_spare(cx: &Context) -> Result<()> {
 
 /// Puts local snapshot `id` back as the data directory: the server stopped, the restore
 /// journaled, the server started again. Returns the seconds it took.
-pub async fn restore_local(
+pub(crate) async fn restore_local(
     cx: &mut Context,
     id: &str,
     hashing: Hashing,
@@ -143,7 +143,11 @@ fn restored_info(cx: &Context, source: &str, id: &str, secs: f64, how: String) -
 
 /// The complete local snapshot with `key`, when there is one (its id). Unless `quiet`, the
 /// log names why each other local snapshot is not used.
-pub fn local_snapshot(cx: &Context, key: &SnapshotKey, quiet: bool) -> Result<Option<String>> {
+pub(crate) fn local_snapshot(
+    cx: &Context,
+    key: &SnapshotKey,
+    quiet: bool,
+) -> Result<Option<String>> {
     let root = root(cx)?;
     let id = key.id();
     if !quiet {
@@ -169,7 +173,7 @@ pub fn local_snapshot(cx: &Context, key: &SnapshotKey, quiet: bool) -> Result<Op
 
 /// The dataset made from local snapshot `id` (every file checked). None when the snapshot
 /// is corrupt: it is removed (the log says why).
-pub async fn restore_from_local(cx: &mut Context, id: &str) -> Result<Option<DatasetInfo>> {
+pub(crate) async fn restore_from_local(cx: &mut Context, id: &str) -> Result<Option<DatasetInfo>> {
     match restore_local(cx, id, Hashing::Always).await {
         Ok((secs, copy)) => {
             cx.journal.update(|s| {
@@ -193,7 +197,7 @@ pub async fn restore_from_local(cx: &mut Context, id: &str) -> Result<Option<Dat
 /// The dataset made from the store's snapshot with `key` (streamed into the data
 /// directory's place, every file checked). None when the store has none that can be used
 /// (the log says why): the dataset is generated.
-pub async fn restore_from_store(
+pub(crate) async fn restore_from_store(
     cx: &mut Context,
     url: &str,
     key: &SnapshotKey,
@@ -266,7 +270,7 @@ pub async fn restore_from_store(
 }
 
 /// Keeps the freshly generated dataset as a local snapshot (server stopped meanwhile).
-pub async fn keep(cx: &mut Context, key: &SnapshotKey) -> Result<String> {
+pub(crate) async fn keep(cx: &mut Context, key: &SnapshotKey) -> Result<String> {
     let cluster = cx.server()?.clone();
     let root = root(cx)?;
     crate::notify::status("dataset: taking the snapshot");
@@ -302,7 +306,7 @@ pub async fn keep(cx: &mut Context, key: &SnapshotKey) -> Result<String> {
 
 /// Uploads the local snapshot to the plan's snapshot store unless it is there (resuming an
 /// interrupted upload). A failure is logged: the run goes on, the next start tries again.
-pub async fn share(cx: &mut Context) -> Result<()> {
+pub(crate) async fn share(cx: &mut Context) -> Result<()> {
     let Some(url) = store_url(cx) else {
         return Ok(());
     };
@@ -366,7 +370,7 @@ pub async fn share(cx: &mut Context) -> Result<()> {
 /// Before point `point`: puts the data directory back from snapshot `id` (sizes checked
 /// only: its files were checked in full when it was taken or first restored). A corrupt
 /// snapshot is removed and the journal forgets the datasets it held, so they are made again.
-pub async fn put_back(cx: &mut Context, point: &str, id: &str, reason: &str) -> Result<()> {
+pub(crate) async fn put_back(cx: &mut Context, point: &str, id: &str, reason: &str) -> Result<()> {
     tracing::info!(point = %point, snapshot = %id, why = %reason, "restoring the data directory");
     match restore_local(cx, id, Hashing::Never).await {
         Ok(_) => Ok(()),
@@ -377,7 +381,7 @@ pub async fn put_back(cx: &mut Context, point: &str, id: &str, reason: &str) -> 
 
 /// What the journal forgets when a snapshot is found corrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Forget {
+pub(crate) enum Forget {
     /// Nothing: the data directory was not touched and nothing was recorded from it.
     Nothing,
     /// The datasets the data directory held: a point (or an interrupted restore) changed
@@ -388,7 +392,12 @@ pub enum Forget {
 /// Snapshot `id` found corrupt (error `e`): the log and the unit's status say why, its
 /// directory is removed, and the journal forgets what `forget` says. The one route for
 /// every restore that finds a snapshot corrupt.
-pub fn drop_corrupt(cx: &mut Context, id: &str, e: &anyhow::Error, forget: Forget) -> Result<()> {
+pub(crate) fn drop_corrupt(
+    cx: &mut Context,
+    id: &str,
+    e: &anyhow::Error,
+    forget: Forget,
+) -> Result<()> {
     let then = match forget {
         Forget::Nothing => "the dataset is generated",
         Forget::Datasets => "the datasets are generated again",
