@@ -183,7 +183,9 @@ fn expand_workload(
         return;
     }
     let matrix = groups.iter().any(Option::is_some);
-    let limit = match (w.transactions, w.duration()) {
+    let section = w.section();
+    let options = section.point_options();
+    let limit = match (section.transactions(), w.duration()) {
         (Some(t), _) => Limit::Transactions(t),
         (None, Some(d)) => Limit::DurationS(d.as_secs().max(1)),
         (None, None) => Limit::Transactions(1),
@@ -201,25 +203,25 @@ fn expand_workload(
     let base = |clients: u32, repeat: u32, warmup: bool, limit: Limit, id: String| SweepPoint {
         id,
         workload: w.name.clone(),
-        kind: w.kind,
-        tpcc: w.tpcc_dataset().map(|dataset| TpccRun {
+        kind: w.kind(),
+        tpcc: section.tpcc_dataset().map(|dataset| TpccRun {
             dataset,
-            rand_type: w.rand_type.unwrap_or_default(),
-            trx_level: w.trx_level.unwrap_or_default(),
+            rand_type: options.rand_type,
+            trx_level: options.trx_level,
         }),
-        builtin: w.builtin,
+        builtin: options.builtin,
         clients,
-        threads: threads_for(&w.threads, clients, cores),
+        threads: threads_for(section.threads(), clients, cores),
         limit,
-        protocol: w.protocol,
+        protocol: options.protocol,
         repeat,
         while_ci_wider_than_pct: conditional(repeat),
         checksums: group,
         warmup,
         checkpoint: w.checkpoint,
-        statement_latencies: w.statement_latencies,
-        latency_log: w.latency_log,
-        sampling_rate: w.sampling_rate,
+        statement_latencies: options.statement_latencies,
+        latency_log: options.latency_log,
+        sampling_rate: options.sampling_rate,
         progress_interval_s: w.progress_interval_s,
     };
     // Scenario B's test: (restore,) warm-up with the same arguments, CHECKPOINT, the
@@ -255,7 +257,7 @@ fn expand_workload(
     // runs whenever a point of that round does.
     if let Some(warm) = w.warmup() {
         *ordinal += 1;
-        let clients = w.clients.first().copied().unwrap_or(1);
+        let clients = section.connections().first().copied().unwrap_or(1);
         let repeat = repeats.first().copied().unwrap_or(1);
         let id = if w.repeats.max() > 1 && round.is_some() {
             format!("w{:03}-{}-r{repeat}{suffix}", *ordinal, w.name)
@@ -270,7 +272,7 @@ fn expand_workload(
             id,
         ));
     }
-    for &clients in &w.clients {
+    for clients in section.connections() {
         for &repeat in &repeats {
             *ordinal += 1;
             let id = format!(

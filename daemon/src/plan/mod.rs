@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use location::KeyPath;
 pub use validate::is_ssh_key_placeholder;
 pub(crate) use validate::{check_store_url, parse_size};
+pub use workloads::WorkloadKind;
 
 /// A parsed and validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -551,75 +552,37 @@ pub(crate) enum InitMode {
     Parallel,
 }
 
-/// One workload: a pgbench script swept over a list of client counts.
+/// One workload: its name, how long and how often its points run, and its kind's own
+/// options ([`WorkloadSpec`], one variant per kind). The plan writes it as one flat
+/// `[[workloads]]` table ([`workloads::Written`]) whose `kind` picks the variant.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "workloads::Written", into = "workloads::Written")]
 pub struct Workload {
     /// Name used in point ids and reports (`[a-z0-9_-]`).
     pub(crate) name: String,
-    /// What drives the load: pgbench (default) or sysbench-tpcc.
-    #[serde(default)]
-    pub(crate) kind: WorkloadKind,
-    #[serde(default)]
-    pub(crate) builtin: Builtin,
-    /// Client counts, strictly ascending (pgbench; sysbench-tpcc lists `threads`).
-    #[serde(default)]
-    pub(crate) clients: Vec<u32>,
-    /// Threads per point: a number, or `"auto"` = min(clients, cores).
-    #[serde(default)]
-    pub(crate) threads: Threads,
-    /// `-t`: transactions per client.
-    #[serde(default)]
-    pub(crate) transactions: Option<u64>,
-    /// `-T`: duration, e.g. `"600s"` or `"10min"`.
-    #[serde(default)]
+    /// `-T` / `--time`: duration, e.g. `"600s"` or `"10min"`.
     pub(crate) duration: Option<String>,
-    #[serde(default)]
-    pub(crate) protocol: Protocol,
-    /// Times each point is measured: a number, or adaptive rounds
-    /// (`{ min = 3, max = 10, ci_pct = 2.0 }`).
-    #[serde(default = "Workload::default_repeats")]
+    /// Times each point is measured.
     pub(crate) repeats: Repeats,
-    /// Unrecorded run before the first point of the workload (same parameters, `-T`).
-    #[serde(default)]
+    /// Unrecorded run before the first point of the workload (same parameters).
     pub(crate) warmup: Option<String>,
     /// `CHECKPOINT` and wait before every point.
-    #[serde(default = "yes")]
     pub(crate) checkpoint: bool,
-    /// `-r`: per-statement latencies.
-    #[serde(default)]
-    pub(crate) statement_latencies: bool,
     /// Data checksums for this workload's points; `["off", "on"]` makes a matrix.
-    #[serde(default)]
     pub(crate) data_checksums: Vec<Checksums>,
-    /// Per-transaction latency log: `"full"`, `"sampled"` (with `sampling_rate`), `"aggregate"`.
-    #[serde(default)]
-    pub(crate) latency_log: LatencyLog,
-    #[serde(default)]
-    pub(crate) sampling_rate: Option<f64>,
-    /// `--progress` interval in seconds (per-second tps series); sysbench's
-    /// `--report-interval` for sysbench-tpcc (also read as `report_interval_s`).
-    #[serde(default = "Workload::default_progress", alias = "report_interval_s")]
+    /// The per-interval series' interval in seconds (pgbench's `--progress`, sysbench's
+    /// `--report-interval`).
     pub(crate) progress_interval_s: u32,
-    /// sysbench-tpcc: tables sets (`--tables`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) tables: Option<u32>,
-    /// sysbench-tpcc: warehouses per table set (`--scale`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) scale: Option<u32>,
-    /// sysbench-tpcc: `--rand-type` (default uniform).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) rand_type: Option<RandType>,
-    /// sysbench-tpcc: `--use_fk` (default false, as scenario B).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) use_fk: Option<bool>,
-    /// sysbench-tpcc: `--trx_level` (default RC, as scenario B).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) trx_level: Option<TrxLevel>,
-    /// sysbench-tpcc: `--threads` of `prepare` (default: the CPUs, at most max(`tables`,
-    /// `scale`), and never more than the connections the sweep needs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) prepare_threads: Option<u32>,
+    /// What drives the load, with that program's options.
+    pub(crate) spec: WorkloadSpec,
+}
+
+/// A workload's kind with its own options: each variant's type lives in its kind's module
+/// of [`workloads`], which also checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WorkloadSpec {
+    Pgbench(workloads::pgbench::Spec),
+    SysbenchTpcc(workloads::sysbench_tpcc::Spec),
 }
 
 /// sysbench's `--rand-type`.
@@ -679,6 +642,16 @@ pub struct Sysbench {
 }
 
 impl Workload {
+    /// The kind's tag (what results, points and the comparison record).
+    pub(crate) fn kind(&self) -> WorkloadKind {
+        self.spec.kind()
+    }
+
+    /// The kind's part: its checks, connections, dataset and point options.
+    pub(crate) fn section(&self) -> &dyn workloads::Section {
+        self.spec.section()
+    }
+
     /// Whether it runs on a sysbench-tpcc dataset (its kind's, [`workloads::Section`]).
     pub(crate) fn is_tpcc(&self) -> bool {
         self.tpcc_dataset().is_some()
@@ -686,19 +659,12 @@ impl Workload {
 
     /// The sysbench-tpcc dataset this workload runs on (None for pgbench workloads).
     pub(crate) fn tpcc_dataset(&self) -> Option<TpccDataset> {
-        workloads::of(self.kind).tpcc_dataset(self)
+        self.section().tpcc_dataset()
     }
 
     /// The connection counts swept: pgbench's `clients`, sysbench-tpcc's `threads` list.
     pub(crate) fn connections(&self) -> Vec<u32> {
-        workloads::of(self.kind).connections(self)
-    }
-
-    fn default_repeats() -> Repeats {
-        Repeats::Fixed(1)
-    }
-    fn default_progress() -> u32 {
-        1
+        self.section().connections()
     }
 
     /// The `-T` duration, when the workload is time-bounded.
@@ -713,25 +679,6 @@ impl Workload {
             .as_deref()
             .and_then(|d| humantime::parse_duration(d).ok())
             .filter(|d| !d.is_zero())
-    }
-}
-
-/// The benchmark program a workload runs.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum WorkloadKind {
-    #[default]
-    Pgbench,
-    /// Percona-Lab's sysbench-tpcc Lua scripts run by sysbench's PostgreSQL driver.
-    SysbenchTpcc,
-}
-
-impl WorkloadKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Pgbench => "pgbench",
-            WorkloadKind::SysbenchTpcc => "sysbench-tpcc",
-        }
     }
 }
 
@@ -1289,7 +1236,11 @@ impl Plan {
     pub fn max_clients(&self) -> u32 {
         self.workloads
             .iter()
-            .flat_map(|w| w.connections().into_iter().chain(w.prepare_threads))
+            .flat_map(|w| {
+                w.connections()
+                    .into_iter()
+                    .chain(w.section().prepare_threads())
+            })
             .max()
             .unwrap_or(1)
     }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::tuning::RESERVED_CONNECTIONS;
-use super::{Devices, KeyPath, LatencyLog, Layout, Plan, Platform, Repeats, SettingValue};
+use super::{Devices, KeyPath, Layout, Plan, Platform, Repeats, SettingValue};
 
 pub(super) type Problems = Vec<(KeyPath, String)>;
 
@@ -865,7 +865,8 @@ fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems
                 format!("workload name \"{}\" is used twice", w.name),
             ));
         }
-        super::workloads::of(w.kind).check(plan, w, &at, doc, p);
+        let written = |key: &str| doc.is_some_and(|d| at.key(key).item(d).is_some());
+        w.section().check(plan, w, &at, &written, p);
         if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
             if d.subsec_nanos() != 0 {
                 p.push((
@@ -946,21 +947,6 @@ fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems
                     "checksum state listed twice".into(),
                 ));
             }
-        }
-        match (w.latency_log, w.sampling_rate) {
-            (LatencyLog::Sampled, None) => p.push((
-                at.key("latency_log"),
-                "latency_log = \"sampled\" needs sampling_rate".into(),
-            )),
-            (LatencyLog::Sampled, Some(r)) if !(r > 0.0 && r <= 1.0) => p.push((
-                at.key("sampling_rate"),
-                format!("sampling_rate must be in (0, 1], found {r}"),
-            )),
-            (LatencyLog::Full | LatencyLog::Aggregate, Some(_)) => p.push((
-                at.key("sampling_rate"),
-                "sampling_rate only applies with latency_log = \"sampled\"".into(),
-            )),
-            _ => {}
         }
         if w.progress_interval_s == 0 {
             p.push((

@@ -51,7 +51,7 @@ pub fn wanted(plan: &Plan) -> Vec<String> {
         wanted.retain(|p| p != "tuned");
     }
     for w in &plan.workloads {
-        for pkg in crate::workload::of(w.kind).packages(&profile) {
+        for pkg in crate::workload::of(w.kind()).packages(&profile) {
             if !wanted.contains(&pkg) {
                 wanted.push(pkg);
             }

@@ -151,7 +151,7 @@ async fn prepare(cx: &mut Context, dir: &Path, ds: &TpccDataset) -> Result<TpccD
         .workloads
         .iter()
         .filter(|w| w.tpcc_dataset() == Some(*ds))
-        .find_map(|w| w.prepare_threads)
+        .find_map(|w| w.section().prepare_threads())
         .unwrap_or_else(|| {
             // No more than the connections max_connections was sized for.
             tpcc::default_prepare_threads(ds, cores).min(cx.plan.max_clients())

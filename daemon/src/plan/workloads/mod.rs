@@ -1,36 +1,234 @@
-//! Each workload kind's part of `[[workloads]]`: the checks of its keys and of the other
-//! kinds' keys it refuses (each problem names its key path, so `check` prints its
-//! FILE:LINE:COL), the connection counts it sweeps and the sysbench-tpcc dataset it runs
-//! on. [`of`] registers them: the plan's one match on the kind besides its name.
+//! Each workload kind's part of `[[workloads]]`. The plan writes a workload as one flat
+//! table ([`Written`]); its `kind` picks the [`WorkloadSpec`] variant, whose type lives in
+//! the kind's module with its checks (each problem names its key path, so `check` prints
+//! its FILE:LINE:COL), the keys of other kinds it refuses, the connection counts it sweeps,
+//! the sysbench-tpcc dataset it runs on and the options its points carry. This module is
+//! where a kind is registered: the table's keys, the variant, and the one match that turns
+//! a variant into its [`Section`].
 
 pub(crate) mod pgbench;
 pub(crate) mod sysbench_tpcc;
 
-use super::validate::Problems;
-use super::{KeyPath, Plan, TpccDataset, Workload, WorkloadKind};
+use serde::{Deserialize, Serialize};
 
-/// One kind's part of a workload.
+use super::validate::Problems;
+use super::{
+    yes, Builtin, Checksums, KeyPath, LatencyLog, Plan, Protocol, RandType, Repeats, Threads,
+    TpccDataset, TrxLevel, Workload, WorkloadSpec,
+};
+
+/// The benchmark program a workload runs: the tag of `kind = "…"`, which results, points
+/// and the comparison record.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    #[default]
+    Pgbench,
+    /// Percona-Lab's sysbench-tpcc Lua scripts run by sysbench's PostgreSQL driver.
+    SysbenchTpcc,
+}
+
+impl WorkloadKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Pgbench => "pgbench",
+            WorkloadKind::SysbenchTpcc => "sysbench-tpcc",
+        }
+    }
+}
+
+/// A `[[workloads]]` table as the plan writes it: the common keys and every kind's own,
+/// side by side (unknown keys are errors, each with its place in the file). Read into a
+/// [`Workload`], whose variant keeps only its kind's keys; a key of another kind that the
+/// plan wrote is refused by the kind's checks ([`Section::check`]), which read the text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Written {
+    /// Name used in point ids and reports (`[a-z0-9_-]`).
+    pub(crate) name: String,
+    /// What drives the load: pgbench (default) or sysbench-tpcc.
+    #[serde(default)]
+    pub(crate) kind: WorkloadKind,
+    #[serde(default)]
+    pub(crate) builtin: Builtin,
+    /// Client counts, strictly ascending (pgbench; sysbench-tpcc lists `threads`).
+    #[serde(default)]
+    pub(crate) clients: Vec<u32>,
+    /// Threads per point: a number, or `"auto"` = min(clients, cores); sysbench-tpcc's
+    /// list of thread counts.
+    #[serde(default)]
+    pub(crate) threads: Threads,
+    /// `-t`: transactions per client.
+    #[serde(default)]
+    pub(crate) transactions: Option<u64>,
+    /// `-T`: duration, e.g. `"600s"` or `"10min"`.
+    #[serde(default)]
+    pub(crate) duration: Option<String>,
+    #[serde(default)]
+    pub(crate) protocol: Protocol,
+    /// Times each point is measured: a number, or adaptive rounds
+    /// (`{ min = 3, max = 10, ci_pct = 2.0 }`).
+    #[serde(default = "default_repeats")]
+    pub(crate) repeats: Repeats,
+    /// Unrecorded run before the first point of the workload (same parameters, `-T`).
+    #[serde(default)]
+    pub(crate) warmup: Option<String>,
+    /// `CHECKPOINT` and wait before every point.
+    #[serde(default = "yes")]
+    pub(crate) checkpoint: bool,
+    /// `-r`: per-statement latencies.
+    #[serde(default)]
+    pub(crate) statement_latencies: bool,
+    /// Data checksums for this workload's points; `["off", "on"]` makes a matrix.
+    #[serde(default)]
+    pub(crate) data_checksums: Vec<Checksums>,
+    /// Per-transaction latency log: `"full"`, `"sampled"` (with `sampling_rate`), `"aggregate"`.
+    #[serde(default)]
+    pub(crate) latency_log: LatencyLog,
+    #[serde(default)]
+    pub(crate) sampling_rate: Option<f64>,
+    /// `--progress` interval in seconds (per-second tps series); sysbench's
+    /// `--report-interval` for sysbench-tpcc (also read as `report_interval_s`).
+    #[serde(default = "default_progress", alias = "report_interval_s")]
+    pub(crate) progress_interval_s: u32,
+    /// sysbench-tpcc: tables sets (`--tables`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tables: Option<u32>,
+    /// sysbench-tpcc: warehouses per table set (`--scale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) scale: Option<u32>,
+    /// sysbench-tpcc: `--rand-type` (default uniform).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rand_type: Option<RandType>,
+    /// sysbench-tpcc: `--use_fk` (default false, as scenario B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) use_fk: Option<bool>,
+    /// sysbench-tpcc: `--trx_level` (default RC, as scenario B).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) trx_level: Option<TrxLevel>,
+    /// sysbench-tpcc: `--threads` of `prepare` (default: the CPUs, at most max(`tables`,
+    /// `scale`), and never more than the connections the sweep needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) prepare_threads: Option<u32>,
+}
+
+fn default_repeats() -> Repeats {
+    Repeats::Fixed(1)
+}
+
+fn default_progress() -> u32 {
+    1
+}
+
+impl From<Written> for Workload {
+    fn from(w: Written) -> Workload {
+        let spec = match w.kind {
+            WorkloadKind::Pgbench => WorkloadSpec::Pgbench(pgbench::Spec::from_written(&w)),
+            WorkloadKind::SysbenchTpcc => {
+                WorkloadSpec::SysbenchTpcc(sysbench_tpcc::Spec::from_written(&w))
+            }
+        };
+        Workload {
+            name: w.name,
+            duration: w.duration,
+            repeats: w.repeats,
+            warmup: w.warmup,
+            checkpoint: w.checkpoint,
+            data_checksums: w.data_checksums,
+            progress_interval_s: w.progress_interval_s,
+            spec,
+        }
+    }
+}
+
+impl From<Workload> for Written {
+    fn from(w: Workload) -> Written {
+        let mut out = Written {
+            name: w.name,
+            kind: w.spec.kind(),
+            builtin: Builtin::default(),
+            clients: Vec::new(),
+            threads: Threads::default(),
+            transactions: None,
+            duration: w.duration,
+            protocol: Protocol::default(),
+            repeats: w.repeats,
+            warmup: w.warmup,
+            checkpoint: w.checkpoint,
+            statement_latencies: false,
+            data_checksums: w.data_checksums,
+            latency_log: LatencyLog::default(),
+            sampling_rate: None,
+            progress_interval_s: w.progress_interval_s,
+            tables: None,
+            scale: None,
+            rand_type: None,
+            use_fk: None,
+            trx_level: None,
+            prepare_threads: None,
+        };
+        w.spec.section().write(&mut out);
+        out
+    }
+}
+
+impl WorkloadSpec {
+    /// The variant's kind.
+    pub(crate) fn kind(&self) -> WorkloadKind {
+        match self {
+            WorkloadSpec::Pgbench(_) => WorkloadKind::Pgbench,
+            WorkloadSpec::SysbenchTpcc(_) => WorkloadKind::SysbenchTpcc,
+        }
+    }
+
+    /// The variant's own part.
+    pub(crate) fn section(&self) -> &dyn Section {
+        match self {
+            WorkloadSpec::Pgbench(s) => s,
+            WorkloadSpec::SysbenchTpcc(s) => s,
+        }
+    }
+}
+
+/// The options a workload's points carry besides their load count and length (a sweep
+/// point's record keeps them flat: a kind without such an option gives its default).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct PointOptions {
+    pub(crate) builtin: Builtin,
+    pub(crate) protocol: Protocol,
+    pub(crate) statement_latencies: bool,
+    pub(crate) latency_log: LatencyLog,
+    pub(crate) sampling_rate: Option<f64>,
+    pub(crate) rand_type: RandType,
+    pub(crate) trx_level: TrxLevel,
+}
+
+/// One kind's part of a workload: the variant's own type implements it.
 pub(crate) trait Section: Sync {
-    /// The kind's checks of workload `w` at `at`: its own keys, and the other kinds' it
-    /// refuses. `doc` (the plan's text) tells the keys the plan wrote from the defaults.
+    /// The kind's checks of workload `w` at `at`: its own keys, and the other kinds' keys
+    /// it refuses (`written` tells whether the plan's text wrote a key of the workload's
+    /// table).
     fn check(
         &self,
         plan: &Plan,
         w: &Workload,
         at: &KeyPath,
-        doc: Option<&toml_edit::DocumentMut>,
+        written: &dyn Fn(&str) -> bool,
         p: &mut Problems,
     );
+    /// Its keys back into the plan's table (serialising a plan).
+    fn write(&self, out: &mut Written);
     /// The connection counts the workload sweeps.
-    fn connections(&self, w: &Workload) -> Vec<u32>;
+    fn connections(&self) -> Vec<u32>;
+    /// The threads each point's program runs (pgbench's `-j`; sysbench's are its
+    /// connections).
+    fn threads(&self) -> &Threads;
+    /// `-t`: transactions per client, for a kind that can run to a count.
+    fn transactions(&self) -> Option<u64>;
+    /// The connections of the dataset's preparation, when the plan sets them.
+    fn prepare_threads(&self) -> Option<u32>;
     /// The sysbench-tpcc dataset it runs on (None: pgbench's tables of `[dataset]`).
-    fn tpcc_dataset(&self, w: &Workload) -> Option<TpccDataset>;
-}
-
-/// The section of a plan's `kind`.
-pub(crate) fn of(kind: WorkloadKind) -> &'static dyn Section {
-    match kind {
-        WorkloadKind::Pgbench => &pgbench::Pgbench,
-        WorkloadKind::SysbenchTpcc => &sysbench_tpcc::SysbenchTpcc,
-    }
+    fn tpcc_dataset(&self) -> Option<TpccDataset>;
+    /// The options its points carry.
+    fn point_options(&self) -> PointOptions;
 }

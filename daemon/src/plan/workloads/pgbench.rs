@@ -1,63 +1,139 @@
 //! A pgbench workload's keys: clients, threads (a number or `"auto"`), `-t` or `-T`; the
 //! sysbench-tpcc keys it refuses.
 
-use super::Section;
+use super::{PointOptions, Section, Written};
 use crate::plan::validate::{Problems, MAX_CLIENTS, PGBENCH_INT_MAX};
-use crate::plan::{KeyPath, Plan, Threads, TpccDataset, Workload};
+use crate::plan::{Builtin, KeyPath, LatencyLog, Plan, Protocol, Threads, TpccDataset, Workload};
 
-pub(crate) struct Pgbench;
+/// A pgbench workload's own options.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Spec {
+    /// `-b`: the builtin script.
+    pub(crate) builtin: Builtin,
+    /// Client counts, strictly ascending.
+    pub(crate) clients: Vec<u32>,
+    /// `-j`: a number, or `"auto"` = min(clients, cores).
+    pub(crate) threads: Threads,
+    /// `-t`: transactions per client (else the workload's duration, `-T`).
+    pub(crate) transactions: Option<u64>,
+    /// `-M`.
+    pub(crate) protocol: Protocol,
+    /// `-r`: per-statement latencies.
+    pub(crate) statement_latencies: bool,
+    /// Per-transaction latency log.
+    pub(crate) latency_log: LatencyLog,
+    pub(crate) sampling_rate: Option<f64>,
+}
 
-impl Section for Pgbench {
+impl Spec {
+    pub(crate) fn from_written(w: &Written) -> Spec {
+        Spec {
+            builtin: w.builtin,
+            clients: w.clients.clone(),
+            threads: w.threads.clone(),
+            transactions: w.transactions,
+            protocol: w.protocol,
+            statement_latencies: w.statement_latencies,
+            latency_log: w.latency_log,
+            sampling_rate: w.sampling_rate,
+        }
+    }
+}
+
+/// The sysbench-tpcc keys a pgbench workload refuses.
+const TPCC_KEYS: [&str; 6] = [
+    "tables",
+    "scale",
+    "rand_type",
+    "use_fk",
+    "trx_level",
+    "prepare_threads",
+];
+
+impl Section for Spec {
     fn check(
         &self,
         _plan: &Plan,
         w: &Workload,
         at: &KeyPath,
-        _doc: Option<&toml_edit::DocumentMut>,
+        written: &dyn Fn(&str) -> bool,
         p: &mut Problems,
     ) {
-        check_pgbench(w, at, p);
+        check_pgbench(self, w, at, written, p);
+    }
+
+    fn write(&self, out: &mut Written) {
+        out.builtin = self.builtin;
+        out.clients = self.clients.clone();
+        out.threads = self.threads.clone();
+        out.transactions = self.transactions;
+        out.protocol = self.protocol;
+        out.statement_latencies = self.statement_latencies;
+        out.latency_log = self.latency_log;
+        out.sampling_rate = self.sampling_rate;
     }
 
     /// pgbench's `clients`.
-    fn connections(&self, w: &Workload) -> Vec<u32> {
-        w.clients.clone()
+    fn connections(&self) -> Vec<u32> {
+        self.clients.clone()
     }
 
-    fn tpcc_dataset(&self, _w: &Workload) -> Option<TpccDataset> {
+    fn threads(&self) -> &Threads {
+        &self.threads
+    }
+
+    fn transactions(&self) -> Option<u64> {
+        self.transactions
+    }
+
+    fn prepare_threads(&self) -> Option<u32> {
         None
+    }
+
+    fn tpcc_dataset(&self) -> Option<TpccDataset> {
+        None
+    }
+
+    fn point_options(&self) -> PointOptions {
+        PointOptions {
+            builtin: self.builtin,
+            protocol: self.protocol,
+            statement_latencies: self.statement_latencies,
+            latency_log: self.latency_log,
+            sampling_rate: self.sampling_rate,
+            ..PointOptions::default()
+        }
     }
 }
 
 /// The checks only a pgbench workload gets (clients, threads, -t/-T), and the
 /// sysbench-tpcc keys it must not carry.
-fn check_pgbench(w: &Workload, at: &KeyPath, p: &mut Problems) {
+fn check_pgbench(
+    s: &Spec,
+    w: &Workload,
+    at: &KeyPath,
+    written: &dyn Fn(&str) -> bool,
+    p: &mut Problems,
+) {
     let at = at.clone();
-    for (key, set) in [
-        ("tables", w.tables.is_some()),
-        ("scale", w.scale.is_some()),
-        ("rand_type", w.rand_type.is_some()),
-        ("use_fk", w.use_fk.is_some()),
-        ("trx_level", w.trx_level.is_some()),
-        ("prepare_threads", w.prepare_threads.is_some()),
-    ] {
-        if set {
+    for key in TPCC_KEYS {
+        if written(key) {
             p.push((
                 at.key(key),
                 format!("{key} only applies to kind = \"sysbench-tpcc\" workloads"),
             ));
         }
     }
-    if let Threads::List(_) = w.threads {
+    if let Threads::List(_) = s.threads {
         p.push((
             at.key("threads"),
             "a list of threads is for kind = \"sysbench-tpcc\"; pgbench's threads is one number or \"auto\" (list the client counts in clients)".into(),
         ));
     }
-    if w.clients.is_empty() {
+    if s.clients.is_empty() {
         p.push((at.key("clients"), "clients list is empty".into()));
     }
-    for (j, c) in w.clients.iter().enumerate() {
+    for (j, c) in s.clients.iter().enumerate() {
         if *c == 0 {
             p.push((
                 at.key("clients").index(j),
@@ -68,21 +144,21 @@ fn check_pgbench(w: &Workload, at: &KeyPath, p: &mut Problems) {
                 at.key("clients").index(j),
                 format!("{c} clients is more than the {MAX_CLIENTS} a PostgreSQL server can take"),
             ));
-        } else if j > 0 && *c <= w.clients[j - 1] {
+        } else if j > 0 && *c <= s.clients[j - 1] {
             p.push((
                 at.key("clients").index(j),
                 format!(
                     "clients must be strictly ascending: {} follows {}",
                     c,
-                    w.clients[j - 1]
+                    s.clients[j - 1]
                 ),
             ));
         }
     }
-    if let Threads::Fixed(t) = w.threads {
+    if let Threads::Fixed(t) = s.threads {
         if t == 0 {
             p.push((at.key("threads"), "threads must be at least 1".into()));
-        } else if let Some((j, c)) = w.clients.iter().enumerate().find(|(_, c)| t > **c) {
+        } else if let Some((j, c)) = s.clients.iter().enumerate().find(|(_, c)| t > **c) {
             p.push((
                 at.key("threads"),
                 format!(
@@ -91,7 +167,22 @@ fn check_pgbench(w: &Workload, at: &KeyPath, p: &mut Problems) {
             ));
         }
     }
-    match (&w.transactions, &w.duration) {
+    match (s.latency_log, s.sampling_rate) {
+        (LatencyLog::Sampled, None) => p.push((
+            at.key("latency_log"),
+            "latency_log = \"sampled\" needs sampling_rate".into(),
+        )),
+        (LatencyLog::Sampled, Some(r)) if !(r > 0.0 && r <= 1.0) => p.push((
+            at.key("sampling_rate"),
+            format!("sampling_rate must be in (0, 1], found {r}"),
+        )),
+        (LatencyLog::Full | LatencyLog::Aggregate, Some(_)) => p.push((
+            at.key("sampling_rate"),
+            "sampling_rate only applies with latency_log = \"sampled\"".into(),
+        )),
+        _ => {}
+    }
+    match (&s.transactions, &w.duration) {
         (Some(_), Some(_)) => p.push((
             at.key("duration"),
             "set either transactions (-t) or duration (-T), not both".into(),

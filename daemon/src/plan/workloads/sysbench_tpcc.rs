@@ -1,51 +1,123 @@
 //! A sysbench-tpcc workload's keys: the thread counts, duration, tables, scale and
 //! sysbench's options; the pgbench keys it refuses, even written with pgbench's default.
 
-use super::Section;
+use super::{PointOptions, Section, Written};
 use crate::plan::validate::{Problems, MAX_CLIENTS};
-use crate::plan::{Builtin, KeyPath, LatencyLog, Plan, Protocol, Threads, TpccDataset, Workload};
+use crate::plan::{KeyPath, Plan, RandType, Threads, TpccDataset, TrxLevel, Workload};
 
-pub(crate) struct SysbenchTpcc;
+/// A sysbench-tpcc workload's own options.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Spec {
+    /// The thread counts swept (one connection each): a list, or one number.
+    pub(crate) threads: Threads,
+    /// `--tables`: table sets.
+    pub(crate) tables: Option<u32>,
+    /// `--scale`: warehouses per table set.
+    pub(crate) scale: Option<u32>,
+    /// `--rand-type` (default uniform).
+    pub(crate) rand_type: Option<RandType>,
+    /// `--use_fk` (default false, as scenario B).
+    pub(crate) use_fk: Option<bool>,
+    /// `--trx_level` (default RC, as scenario B).
+    pub(crate) trx_level: Option<TrxLevel>,
+    /// `--threads` of `prepare`.
+    pub(crate) prepare_threads: Option<u32>,
+}
 
-impl Section for SysbenchTpcc {
+impl Spec {
+    pub(crate) fn from_written(w: &Written) -> Spec {
+        Spec {
+            threads: w.threads.clone(),
+            tables: w.tables,
+            scale: w.scale,
+            rand_type: w.rand_type,
+            use_fk: w.use_fk,
+            trx_level: w.trx_level,
+            prepare_threads: w.prepare_threads,
+        }
+    }
+}
+
+impl Section for Spec {
     fn check(
         &self,
         plan: &Plan,
         w: &Workload,
         at: &KeyPath,
-        doc: Option<&toml_edit::DocumentMut>,
+        written: &dyn Fn(&str) -> bool,
         p: &mut Problems,
     ) {
-        check_tpcc(plan, w, at, doc, p);
+        check_tpcc(self, plan, w, at, written, p);
+    }
+
+    fn write(&self, out: &mut Written) {
+        out.threads = self.threads.clone();
+        out.tables = self.tables;
+        out.scale = self.scale;
+        out.rand_type = self.rand_type;
+        out.use_fk = self.use_fk;
+        out.trx_level = self.trx_level;
+        out.prepare_threads = self.prepare_threads;
     }
 
     /// sysbench-tpcc's `threads` list (one connection each).
-    fn connections(&self, w: &Workload) -> Vec<u32> {
-        match &w.threads {
+    fn connections(&self) -> Vec<u32> {
+        match &self.threads {
             Threads::List(l) => l.clone(),
             Threads::Fixed(n) => vec![*n],
-            Threads::Auto => w.clients.clone(),
+            Threads::Auto => Vec::new(),
         }
     }
 
-    fn tpcc_dataset(&self, w: &Workload) -> Option<TpccDataset> {
+    fn threads(&self) -> &Threads {
+        &self.threads
+    }
+
+    fn transactions(&self) -> Option<u64> {
+        None
+    }
+
+    fn prepare_threads(&self) -> Option<u32> {
+        self.prepare_threads
+    }
+
+    fn tpcc_dataset(&self) -> Option<TpccDataset> {
         Some(TpccDataset {
-            tables: w.tables.unwrap_or(1),
-            scale: w.scale.unwrap_or(1),
-            use_fk: w.use_fk.unwrap_or(false),
+            tables: self.tables.unwrap_or(1),
+            scale: self.scale.unwrap_or(1),
+            use_fk: self.use_fk.unwrap_or(false),
         })
     }
+
+    fn point_options(&self) -> PointOptions {
+        PointOptions {
+            rand_type: self.rand_type.unwrap_or_default(),
+            trx_level: self.trx_level.unwrap_or_default(),
+            ..PointOptions::default()
+        }
+    }
 }
+
+/// The pgbench keys a sysbench-tpcc workload refuses, even written with pgbench's default
+/// (`clients` and `transactions` have their own words).
+const PGBENCH_KEYS: [&str; 5] = [
+    "builtin",
+    "protocol",
+    "statement_latencies",
+    "latency_log",
+    "sampling_rate",
+];
 
 /// Most sysbench-tpcc datasets a plan may name (each is a database and a data copy).
 const MAX_TPCC_TABLES: u32 = 1000;
 
 /// The checks of a `kind = "sysbench-tpcc"` workload.
 fn check_tpcc(
+    s: &Spec,
     plan: &Plan,
     w: &Workload,
     at: &KeyPath,
-    doc: Option<&toml_edit::DocumentMut>,
+    written: &dyn Fn(&str) -> bool,
     p: &mut Problems,
 ) {
     if plan.sysbench.is_none() {
@@ -56,14 +128,13 @@ fn check_tpcc(
     }
     // A key the plan wrote is refused even when it holds pgbench's default
     // (`builtin = "tpcb-like"`): it says the author expects pgbench's behaviour.
-    let written = |key: &str| doc.is_some_and(|d| at.key(key).item(d).is_some());
-    if !w.clients.is_empty() || written("clients") {
+    if written("clients") {
         p.push((
             at.key("clients"),
             "sysbench-tpcc sweeps threads (one connection each): write threads = [16, 32, …] instead of clients".into(),
         ));
     }
-    let list = match &w.threads {
+    let list = match &s.threads {
         Threads::List(l) => l.clone(),
         Threads::Fixed(n) => vec![*n],
         Threads::Auto => {
@@ -74,11 +145,11 @@ fn check_tpcc(
             Vec::new()
         }
     };
-    if matches!(w.threads, Threads::List(_)) && list.is_empty() {
+    if matches!(s.threads, Threads::List(_)) && list.is_empty() {
         p.push((at.key("threads"), "threads list is empty".into()));
     }
     for (j, t) in list.iter().enumerate() {
-        let key = match w.threads {
+        let key = match s.threads {
             Threads::List(_) => at.key("threads").index(j),
             _ => at.key("threads"),
         };
@@ -99,7 +170,7 @@ fn check_tpcc(
             ));
         }
     }
-    if w.transactions.is_some() {
+    if written("transactions") {
         p.push((
             at.key("transactions"),
             "sysbench-tpcc runs for a time: set duration, not transactions".into(),
@@ -110,7 +181,7 @@ fn check_tpcc(
             "set duration (sysbench --time) for the workload".into(),
         ));
     }
-    match w.tables {
+    match s.tables {
         None => p.push((
             at.clone(),
             "set tables (sysbench-tpcc --tables) for the workload".into(),
@@ -121,7 +192,7 @@ fn check_tpcc(
         )),
         _ => {}
     }
-    match w.scale {
+    match s.scale {
         None => p.push((
             at.clone(),
             "set scale (warehouses, sysbench-tpcc --scale) for the workload".into(),
@@ -136,7 +207,7 @@ fn check_tpcc(
         )),
         _ => {}
     }
-    if let Some(n) = w.prepare_threads {
+    if let Some(n) = s.prepare_threads {
         if !(1..=1024).contains(&n) {
             p.push((
                 at.key("prepare_threads"),
@@ -144,14 +215,8 @@ fn check_tpcc(
             ));
         }
     }
-    for (key, set) in [
-        ("builtin", w.builtin != Builtin::default()),
-        ("protocol", w.protocol != Protocol::default()),
-        ("statement_latencies", w.statement_latencies),
-        ("latency_log", w.latency_log != LatencyLog::default()),
-        ("sampling_rate", w.sampling_rate.is_some()),
-    ] {
-        if set || written(key) {
+    for key in PGBENCH_KEYS {
+        if written(key) {
             p.push((
                 at.key(key),
                 format!("{key} is a pgbench option; a sysbench-tpcc workload does not take it"),
