@@ -49,22 +49,22 @@ pub(crate) struct Written {
     /// What drives the load: pgbench (default) or sysbench-tpcc.
     #[serde(default)]
     pub(crate) kind: WorkloadKind,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub(crate) builtin: Builtin,
     /// Client counts, strictly ascending (pgbench; sysbench-tpcc lists `threads`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) clients: Vec<u32>,
     /// Threads per point: a number, or `"auto"` = min(clients, cores); sysbench-tpcc's
     /// list of thread counts.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub(crate) threads: Threads,
     /// `-t`: transactions per client.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) transactions: Option<u64>,
     /// `-T`: duration, e.g. `"600s"` or `"10min"`.
     #[serde(default)]
     pub(crate) duration: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub(crate) protocol: Protocol,
     /// Times each point is measured: a number, or adaptive rounds
     /// (`{ min = 3, max = 10, ci_pct = 2.0 }`).
@@ -77,15 +77,15 @@ pub(crate) struct Written {
     #[serde(default = "yes")]
     pub(crate) checkpoint: bool,
     /// `-r`: per-statement latencies.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub(crate) statement_latencies: bool,
     /// Data checksums for this workload's points; `["off", "on"]` makes a matrix.
     #[serde(default)]
     pub(crate) data_checksums: Vec<Checksums>,
     /// Per-transaction latency log: `"full"`, `"sampled"` (with `sampling_rate`), `"aggregate"`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub(crate) latency_log: LatencyLog,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) sampling_rate: Option<f64>,
     /// `--progress` interval in seconds (per-second tps series); sysbench's
     /// `--report-interval` for sysbench-tpcc (also read as `report_interval_s`).
@@ -110,6 +110,12 @@ pub(crate) struct Written {
     /// `scale`), and never more than the connections the sweep needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) prepare_threads: Option<u32>,
+}
+
+/// Written out, a kind's key at its default is left out: another kind refuses a key the
+/// table carries, whatever its value, so the plan a run keeps must read back.
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 fn default_repeats() -> Repeats {
@@ -231,4 +237,88 @@ pub(crate) trait Section: Sync {
     fn tpcc_dataset(&self) -> Option<TpccDataset>;
     /// The options its points carry.
     fn point_options(&self) -> PointOptions;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn each_kind_reads_into_its_own_variant_and_writes_back_the_same_table() {
+        let plan = Plan::parse(&example("m5d-8xlarge.toml")).expect("the example checks");
+        let kinds: Vec<WorkloadKind> = plan.workloads.iter().map(Workload::kind).collect();
+        assert!(kinds.contains(&WorkloadKind::Pgbench), "{kinds:?}");
+        assert!(kinds.contains(&WorkloadKind::SysbenchTpcc), "{kinds:?}");
+        for w in &plan.workloads {
+            match &w.spec {
+                WorkloadSpec::Pgbench(s) => {
+                    assert!(!s.clients.is_empty(), "{}: clients", w.name);
+                    assert_eq!(w.tpcc_dataset(), None);
+                    assert_eq!(w.connections(), s.clients);
+                }
+                WorkloadSpec::SysbenchTpcc(s) => {
+                    assert!(s.tables.is_some() && s.scale.is_some(), "{}", w.name);
+                    assert!(w.is_tpcc());
+                    assert_eq!(w.section().transactions(), None);
+                    assert_eq!(w.section().point_options().builtin, Builtin::default());
+                }
+            }
+        }
+        // Written out (as a run's bundle keeps its plan) and read again: the same plan.
+        let text = toml::to_string(&plan).expect("serialises");
+        assert_eq!(Plan::parse(&text).expect("reads back"), plan);
+        // The table written for a sysbench-tpcc workload carries none of pgbench's list.
+        let table: toml::Table = toml::from_str(&text).expect("toml");
+        let tpcc = table["workloads"]
+            .as_array()
+            .expect("workloads")
+            .iter()
+            .find(|w| w["kind"].as_str() == Some("sysbench-tpcc"))
+            .expect("a sysbench-tpcc workload");
+        for key in ["builtin", "clients", "transactions", "protocol", "latency_log"] {
+            assert!(tpcc.get(key).is_none(), "{key} in {tpcc:?}");
+        }
+    }
+
+    #[test]
+    fn a_key_of_another_kind_is_refused_where_the_plan_wrote_it_even_at_its_default() {
+        let text = example("m5d-8xlarge.toml").replacen(
+            "kind = \"sysbench-tpcc\"\n",
+            "kind = \"sysbench-tpcc\"\nbuiltin = \"tpcb-like\"\nclients = [1]\n",
+            1,
+        );
+        let errors = Plan::examine(&text).errors;
+        let about = |key: &str| errors.iter().find(|e| e.key.ends_with(key));
+        let builtin = about(".builtin").unwrap_or_else(|| panic!("{errors:?}"));
+        assert!(
+            builtin.message.contains("is a pgbench option"),
+            "{builtin:?}"
+        );
+        let clients = about(".clients").unwrap_or_else(|| panic!("{errors:?}"));
+        assert!(clients.message.contains("sweeps threads"), "{clients:?}");
+        let text = example("m5d-8xlarge.toml").replacen(
+            "kind = \"sysbench-tpcc\"\n",
+            "kind = \"pgbench\"\nclients = [1]\n",
+            1,
+        );
+        let errors = Plan::examine(&text).errors;
+        for key in ["tables", "scale"] {
+            let e = errors
+                .iter()
+                .find(|e| e.key.ends_with(&format!(".{key}")))
+                .unwrap_or_else(|| panic!("{key}: {errors:?}"));
+            assert!(
+                e.message
+                    .contains("only applies to kind = \"sysbench-tpcc\""),
+                "{e:?}"
+            );
+        }
+    }
 }
