@@ -3,6 +3,10 @@
 //! command runner, pgbench invocation and parsing, and results. The library returns data;
 //! the binaries present it (`src/bin/pgapplianced/`, `image/src/`).
 
+// What the binaries, the image crate and the tests do not use is `pub(crate)`: an item
+// marked `pub` that nothing outside can reach fails the build.
+#![deny(unreachable_pub)]
+
 pub mod assets;
 pub mod bench;
 pub mod clock;

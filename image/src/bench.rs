@@ -21,25 +21,25 @@ use pgappliance::synthetic::{fleet_run, run_objects};
 use pgappliance::upload::{Store, StoreConfig};
 
 #[derive(Debug, clap::Args)]
-pub struct BenchCollectCli {
+pub(crate) struct BenchCollectCli {
     /// Synthetic runs in the store before the first collect.
     #[arg(long, required = true)]
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// Machines the runs are spread over.
     #[arg(long, default_value_t = 10)]
-    pub machines: usize,
+    pub(crate) machines: usize,
     /// Runs uploaded, listed and fetched at once (collect's --jobs).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: u16,
+    pub(crate) jobs: u16,
     /// The SeaweedFS `weed` executable [default: $PGAPPLIANCE_VENV/bin/weed, else weed].
     #[arg(long, value_name = "PATH")]
-    pub weed: Option<PathBuf>,
+    pub(crate) weed: Option<PathBuf>,
     /// The awscli executable [default: $PGAPPLIANCE_VENV/bin/aws, else aws].
     #[arg(long, value_name = "PATH")]
-    pub aws: Option<PathBuf>,
+    pub(crate) aws: Option<PathBuf>,
     /// Where the server's data, the cache and the outputs go (removed afterwards).
     #[arg(long, default_value = "/var/tmp", value_name = "DIR")]
-    pub workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
 }
 
 const PREFIX: &str = "fleet";
@@ -182,7 +182,7 @@ async fn timed(runner: &Runner, spec: &CommandSpec) -> Result<(f64, String)> {
     Ok((secs, out.stdout))
 }
 
-pub fn run(cli: BenchCollectCli) -> Result<i32> {
+pub(crate) fn run(cli: BenchCollectCli) -> Result<i32> {
     if cli.runs == 0 || cli.machines == 0 {
         bail!("--runs and --machines must be at least 1");
     }

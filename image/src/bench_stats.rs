@@ -12,25 +12,25 @@ use pgappliance::compare::stats::{calibrate, calibrate_from_pool, Calibration};
 use pgappliance::outln;
 
 #[derive(Debug, clap::Args)]
-pub struct BenchStatsCli {
+pub(crate) struct BenchStatsCli {
     /// Trials of each kind.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
-    pub trials: u32,
+    pub(crate) trials: u32,
     /// Repeats on each side of a trial.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=1000))]
-    pub repeats: u32,
+    pub(crate) repeats: u32,
     /// The noise of each repeat: its coefficient of variation in percent.
     #[arg(long, default_value_t = 3.0)]
-    pub cv: f64,
+    pub(crate) cv: f64,
     /// The true shift of the shifted trials, in percent.
     #[arg(long, default_value_t = 10.0)]
-    pub shift: f64,
+    pub(crate) shift: f64,
     /// The verdicts' threshold T in percent (collect's --threshold).
     #[arg(long, default_value_t = 5.0)]
-    pub threshold: f64,
+    pub(crate) threshold: f64,
     /// The generator's seed (the same seed gives the same figures).
     #[arg(long, default_value_t = 27)]
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// Real repeats of one point: the fixture's name and pgbench's output of each repeat.
@@ -46,7 +46,7 @@ const REAL_POINTS: [(&str, &str); 2] = [
 ];
 
 /// The tps of each repeat in pgbench output run after run: its `tps = …` lines (pure).
-pub fn repeat_tps(output: &str) -> Vec<f64> {
+pub(crate) fn repeat_tps(output: &str) -> Vec<f64> {
     output
         .lines()
         .filter_map(|l| l.strip_prefix("tps = "))
@@ -100,7 +100,7 @@ fn cv(values: &[f64]) -> f64 {
     var.sqrt() / mean
 }
 
-pub fn run(args: &BenchStatsCli) -> Result<i32> {
+pub(crate) fn run(args: &BenchStatsCli) -> Result<i32> {
     let valid = args.cv > 0.0 && args.cv < 100.0 && args.threshold > 0.0 && args.shift.is_finite();
     if !valid {
         bail!("--cv must lie between 0 and 100, --threshold above 0, --shift a number");

@@ -122,7 +122,7 @@ fn check_packages(
 }
 
 /// `under 1 s`, `90 s`, `40 min`, `2 h 5 min`.
-pub fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     let s = d.as_secs();
     if s == 0 {
         "under 1 s".to_string()
@@ -164,7 +164,7 @@ fn thousands(n: u64) -> String {
 /// How long the sweep runs at least: the `-T` of every point and warm-up, and for points
 /// bounded by `-t` a range from their transaction count at a large server's and a small
 /// VM's throughput ([`tps_range`]).
-pub fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
+pub(crate) fn run_time(plan: &Plan, points: &[SweepPoint]) -> String {
     let sweep = if points.iter().any(|p| p.while_ci_wider_than_pct.is_some()) {
         // Adaptive repeats: the points of the `min` rounds always run, the rest may.
         let fewest: Vec<SweepPoint> = points
@@ -371,7 +371,7 @@ fn bare_metal(plan: &Plan) -> String {
 /// problem` per error and `PLAN:LINE:COL: key: warning: …` per warning (errors and
 /// warnings on stderr). Returns the exit code: 0 when every plan is valid, 1 otherwise;
 /// with `deny_warnings` a warning fails its plan too.
-pub fn run(
+pub(crate) fn run(
     plans: &[PathBuf],
     deny_warnings: bool,
     packages: &crate::build::medium::PackageArgs,

@@ -19,13 +19,13 @@ const EXIT_CODES: &str = "Exit status:
     about = "Plans, boot media and results of pgappliance benchmark appliances",
     after_help = EXIT_CODES
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Validate plans with the daemon's own parser and warn about what a valid plan may
     /// still get wrong; exits 1 if any plan is invalid (warnings alone exit 0).
     Check {
@@ -66,7 +66,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum BenchCommand {
+pub(crate) enum BenchCommand {
     /// Fill a loopback SeaweedFS with synthetic runs, then time a first collect, `aws s3
     /// sync` of the same objects, and an incremental collect after 1 % more runs. Last line:
     /// `collect vs awscli sync: X.XX, incremental: Y.YY of first`.

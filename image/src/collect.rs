@@ -31,86 +31,86 @@ use sha2::{Digest, Sha256};
 use crate::outdir;
 
 #[derive(Debug, clap::Args)]
-pub struct CollectCli {
+pub(crate) struct CollectCli {
     /// Stores to read: s3://bucket/prefix or file:///dir (the same as --store).
     #[arg(value_name = "STORE_URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
-    pub store_urls: Vec<String>,
+    pub(crate) store_urls: Vec<String>,
     /// A store to read (s3://bucket/prefix or file:///dir); repeat for several stores.
     #[arg(long = "store", value_name = "URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
-    pub stores: Vec<String>,
+    pub(crate) stores: Vec<String>,
     /// Output directory (index.html, runs/*.html, summary.csv).
     #[arg(long, required = true, value_name = "DIR")]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// S3 endpoint (path-style); default from AWS_ENDPOINT_URL or AWS. Once, or once per store.
     #[arg(long, value_name = "URL")]
-    pub endpoint: Vec<String>,
+    pub(crate) endpoint: Vec<String>,
     /// S3 region [default: us-east-1]. Once, or once per store.
     #[arg(long)]
-    pub region: Vec<String>,
+    pub(crate) region: Vec<String>,
     /// A 0600 file with access_key_id/secret_access_key; default: the environment. Once, or
     /// once per store.
     #[arg(long, value_name = "FILE")]
-    pub credentials_file: Vec<String>,
+    pub(crate) credentials_file: Vec<String>,
     /// The profile (`[name]` section) of the credentials file [default: default]. Once, or
     /// once per store.
     #[arg(long, value_name = "NAME", requires = "credentials_file")]
-    pub credentials_profile: Vec<String>,
+    pub(crate) credentials_profile: Vec<String>,
     /// Show every run; by default only the latest run of each machine is compared.
     #[arg(long)]
-    pub all_runs: bool,
+    pub(crate) all_runs: bool,
     /// The machine (appliance name) or run id everything is compared against; default: the
     /// first machine by name. A run id is compared even when it is not its machine's latest.
     #[arg(long, value_name = "MACHINE_OR_RUN")]
-    pub baseline: Option<String>,
+    pub(crate) baseline: Option<String>,
     /// The threshold T of every verdict (default 5%), and a regression check against the
     /// baseline: list every point whose tps is `slower` (its 95 % interval wholly below −T)
     /// or whose latency p99 is higher (its interval wholly above +T), after the finding,
     /// and the points that moved past T without a verdict that says so.
     #[arg(long, value_name = "PERCENT")]
-    pub threshold: Option<String>,
+    pub(crate) threshold: Option<String>,
     /// Exit 3 when a point regressed past --threshold by its verdict (not by one sample or
     /// an inconclusive interval).
     #[arg(long, requires = "threshold")]
-    pub fail_on_regression: bool,
+    pub(crate) fail_on_regression: bool,
     /// Also look for change points over every run collected: runs grouped by machine
     /// identity and plan digest in time order, each workload × checksum state × client
     /// count's tps searched as Apache Otava does (E-divisive means, permutation test),
     /// each change printed with the runs before and after and the size of the shift.
     #[arg(long)]
-    pub history: bool,
+    pub(crate) history: bool,
     /// Where fetched runs are kept, keyed by their manifest's sha256, so the next collect
     /// fetches only new runs [default: $XDG_CACHE_HOME/pgappliance/collect, else
     /// ~/.cache/pgappliance/collect].
     #[arg(long, value_name = "DIR")]
-    pub cache: Option<PathBuf>,
+    pub(crate) cache: Option<PathBuf>,
     /// Runs listed and fetched at once.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: u16,
+    pub(crate) jobs: u16,
 }
 
-pub struct CollectArgs {
-    pub stores: Vec<StoreConfig>,
-    pub out: PathBuf,
-    pub all_runs: bool,
-    pub baseline: Option<String>,
-    pub threshold_pct: Option<f64>,
-    pub fail_on_regression: bool,
-    pub cache: PathBuf,
-    pub jobs: usize,
-    pub history: bool,
+pub(crate) struct CollectArgs {
+    pub(crate) stores: Vec<StoreConfig>,
+    pub(crate) out: PathBuf,
+    pub(crate) all_runs: bool,
+    pub(crate) baseline: Option<String>,
+    pub(crate) threshold_pct: Option<f64>,
+    pub(crate) fail_on_regression: bool,
+    pub(crate) cache: PathBuf,
+    pub(crate) jobs: usize,
+    pub(crate) history: bool,
 }
 
 /// The largest `results.json` collect reads (a run of 10,000 points with per-second series
 /// is about 40 MiB); a larger one is skipped unread.
-pub const MAX_RESULTS_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_RESULTS_BYTES: u64 = 64 << 20;
 /// The largest `manifest.json` collect reads (about 150 bytes per object).
-pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
 /// The exit status when `--fail-on-regression` finds a regressed point.
-pub const EXIT_REGRESSION: i32 = 3;
+pub(crate) const EXIT_REGRESSION: i32 = 3;
 
 /// `--threshold`: a percentage such as `5%` or `5` (pure).
-pub fn parse_threshold(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_threshold(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%').trim();
     match number.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
@@ -122,7 +122,11 @@ pub fn parse_threshold(text: &str) -> Result<f64, String> {
 
 /// One value of a store option for each of `n` stores: none given (the default for all),
 /// one (for all), or one per store in order; `-` is the default (pure).
-pub fn per_store(option: &str, values: &[String], n: usize) -> Result<Vec<Option<String>>, String> {
+pub(crate) fn per_store(
+    option: &str,
+    values: &[String],
+    n: usize,
+) -> Result<Vec<Option<String>>, String> {
     let pick = |v: &String| (v != "-").then(|| v.clone());
     match values.len() {
         0 => Ok(vec![None; n]),
@@ -135,7 +139,7 @@ pub fn per_store(option: &str, values: &[String], n: usize) -> Result<Vec<Option
 }
 
 /// The stores of a command line with their options.
-pub fn store_configs(cli: &CollectCli) -> Result<Vec<StoreConfig>, String> {
+pub(crate) fn store_configs(cli: &CollectCli) -> Result<Vec<StoreConfig>, String> {
     let urls: Vec<String> = cli.store_urls.iter().chain(&cli.stores).cloned().collect();
     if urls.is_empty() {
         return Err("no store given: name one or more with --store URL".into());
@@ -179,7 +183,7 @@ pub(crate) fn default_cache() -> Result<PathBuf> {
 }
 
 /// `pgappliance collect`: the command line checked, then [`collect`] on a runtime.
-pub fn run(cli: CollectCli) -> Result<i32> {
+pub(crate) fn run(cli: CollectCli) -> Result<i32> {
     // Each S3 store with this machine's own keys (its --credentials-file, else the
     // environment or ~/.aws/credentials): never an instance metadata service.
     let stores = store_configs(&cli)
@@ -826,7 +830,11 @@ fn page_name(appliance: &str, run_id: &str) -> String {
 
 /// Checks that collect may write `out` ([`crate::outdir`]): new, empty or an earlier
 /// collect's pages, and holding neither the cache nor a file store it reads.
-pub fn check_out(out: &Path, stores: &[StoreConfig], cache: &Path) -> Result<outdir::OutDir> {
+pub(crate) fn check_out(
+    out: &Path,
+    stores: &[StoreConfig],
+    cache: &Path,
+) -> Result<outdir::OutDir> {
     let file_stores: Vec<&Path> = stores
         .iter()
         .filter_map(|s| s.url.strip_prefix("file://").map(Path::new))
@@ -836,7 +844,7 @@ pub fn check_out(out: &Path, stores: &[StoreConfig], cache: &Path) -> Result<out
     outdir::check(out, &inputs, outdir::Kind::Collect)
 }
 
-pub async fn collect(args: CollectArgs) -> Result<i32> {
+pub(crate) async fn collect(args: CollectArgs) -> Result<i32> {
     let out = check_out(&args.out, &args.stores, &args.cache)?;
     let mut stores = Vec::new();
     for cfg in &args.stores {

@@ -1,5 +1,8 @@
 //! pgappliance: parses the command line and dispatches to the command modules.
 
+// Everything here is this binary's own: an item is `pub(crate)` at most (the lint holds it).
+#![deny(unreachable_pub)]
+
 mod bench;
 mod bench_stats;
 mod build;

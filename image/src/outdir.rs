@@ -20,11 +20,11 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 /// The file in an output directory that says this tool wrote it and what it wrote.
-pub const MARKER: &str = ".pgappliance-build";
+pub(crate) const MARKER: &str = ".pgappliance-build";
 
 /// Which command wrote an output directory; one replaces only its own earlier output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `build` and `launch`: payload, kickstart, user-data, ISO.
     Build,
     /// `collect` and `wait --teardown`: index.html, summary.csv, runs/.
@@ -55,13 +55,13 @@ impl Kind {
     }
 }
 /// The marker's format; a marker of another format is not replaced.
-pub const MARKER_FORMAT: u64 = 1;
+pub(crate) const MARKER_FORMAT: u64 = 1;
 /// How many of the entries of a refused directory the error names.
 const NAMED_ENTRIES: usize = 5;
 
 /// What an `--out` holds now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Previous {
+pub(crate) enum Previous {
     /// Nothing is there.
     Absent,
     /// An empty directory.
@@ -73,16 +73,16 @@ pub enum Previous {
 
 /// A checked `--out`: the directory it resolves to and what it holds.
 #[derive(Debug)]
-pub struct OutDir {
-    pub path: PathBuf,
-    pub previous: Previous,
-    pub kind: Kind,
+pub(crate) struct OutDir {
+    pub(crate) path: PathBuf,
+    pub(crate) previous: Previous,
+    pub(crate) kind: Kind,
 }
 
 impl OutDir {
     /// A new empty directory beside the output (on the same file system, so it can be
     /// renamed into place by [`install`]), to write the output into.
-    pub fn staging(&self) -> Result<tempfile::TempDir> {
+    pub(crate) fn staging(&self) -> Result<tempfile::TempDir> {
         let parent = self.path.parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
@@ -95,7 +95,7 @@ impl OutDir {
 
 /// `path` made absolute against `cwd`, with every symbolic link and `..` of its existing
 /// part resolved; the part that does not exist yet is appended as given (no `..` in it).
-pub fn resolve(path: &Path, cwd: &Path) -> Result<PathBuf> {
+pub(crate) fn resolve(path: &Path, cwd: &Path) -> Result<PathBuf> {
     let abs = cwd.join(path);
     let mut existing = abs.as_path();
     let mut rest = Vec::new();
@@ -134,7 +134,7 @@ pub fn resolve(path: &Path, cwd: &Path) -> Result<PathBuf> {
 
 /// Checks that the output of `kind` may go to `out` (see the module comment). `inputs`
 /// are the files and directories the command reads, by what they are ("the plan").
-pub fn check(out: &Path, inputs: &[(&str, &Path)], kind: Kind) -> Result<OutDir> {
+pub(crate) fn check(out: &Path, inputs: &[(&str, &Path)], kind: Kind) -> Result<OutDir> {
     let cwd = std::env::current_dir().context("the current directory")?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     check_with(out, inputs, &cwd, home.as_deref(), kind)
@@ -390,7 +390,7 @@ fn file_sha256(path: &Path) -> Result<String> {
 
 /// Writes the marker into a finished output directory of `kind`, listing every file in it
 /// and below it.
-pub fn write_marker(dir: &Path, kind: Kind) -> Result<()> {
+pub(crate) fn write_marker(dir: &Path, kind: Kind) -> Result<()> {
     let mut files = serde_json::Map::new();
     for (name, meta) in walk(dir).with_context(|| dir.display().to_string())? {
         if meta.is_file() {
@@ -418,7 +418,7 @@ pub fn write_marker(dir: &Path, kind: Kind) -> Result<()> {
 /// that what is there is still what [`check`] found. An earlier output is moved aside
 /// first and deleted only once the new one is in place; if the new one cannot be moved in,
 /// the earlier one is put back.
-pub fn install(built: tempfile::TempDir, out: &OutDir) -> Result<()> {
+pub(crate) fn install(built: tempfile::TempDir, out: &OutDir) -> Result<()> {
     let target = &out.path;
     let now = match target.symlink_metadata() {
         Err(e) if e.kind() == ErrorKind::NotFound => Previous::Absent,

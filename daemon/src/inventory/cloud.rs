@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The instance as IMDSv2 describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CloudInstance {
+pub(crate) struct CloudInstance {
     pub(crate) provider: String,
     pub(crate) instance_type: String,
     pub(crate) region: Option<String>,

@@ -19,7 +19,7 @@ const REQUIRED: [&str; 6] = [
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgBin {
+pub(crate) struct PgBin {
     pub(crate) dir: PathBuf,
     pub(crate) major: u32,
     /// Full server version, e.g. `15.18`.

@@ -54,7 +54,7 @@ pub(crate) fn initdb_checksums_option(major: u32, checksums: bool) -> Option<&'s
 }
 
 #[derive(Clone)]
-pub struct Cluster {
+pub(crate) struct Cluster {
     pub(crate) bin: PgBin,
     pub(crate) dir: PathBuf,
     pub(crate) port: u16,

@@ -130,7 +130,7 @@ impl Session {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Setting {
+pub(crate) struct Setting {
     pub(crate) name: String,
     pub(crate) setting: String,
     pub(crate) unit: Option<String>,

@@ -13,7 +13,7 @@ use super::sql::Session;
 pub(crate) type Row = BTreeMap<String, String>;
 
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub(crate) wal_lsn: Option<String>,
     pub(crate) database: Row,
     pub(crate) bgwriter: Row,

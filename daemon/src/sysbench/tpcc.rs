@@ -12,7 +12,7 @@ pub(crate) const SYSBENCH: &str = "sysbench";
 
 /// Where and as whom sysbench connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conn {
+pub(crate) struct Conn {
     /// The server's Unix socket directory (libpq reads a host starting with `/` as one).
     pub(crate) socket_dir: PathBuf,
     pub(crate) port: u16,

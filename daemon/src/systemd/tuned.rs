@@ -6,7 +6,7 @@ use super::{Systemd, TunedProxy};
 
 /// What tuned reported after the switch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TunedState {
+pub(crate) struct TunedState {
     pub(crate) active: String,
     /// tuned's own check that every setting of the profile is in place.
     pub(crate) verified: bool,

@@ -14,7 +14,7 @@ use pgappliance::upload::sts;
 
 /// How `build` gets the credentials it delivers.
 #[derive(Debug, Default, clap::Args)]
-pub struct CredentialArgs {
+pub(crate) struct CredentialArgs {
     /// Mint short-lived store credentials with AWS STS from your own AWS keys (environment),
     /// allowed only the upload under the plan's bucket, prefix and appliance name; they go
     /// on the boot medium (--iso) and into the user-data (--payload-url).
@@ -23,51 +23,51 @@ pub struct CredentialArgs {
         requires = "credentials_ttl",
         conflicts_with = "upload_credentials"
     )]
-    pub mint_credentials: bool,
+    pub(crate) mint_credentials: bool,
     /// How long minted credentials last (e.g. 36h): 15m to 36h with GetFederationToken, up
     /// to the role's maximum session (at most 12h) with --role-arn.
     #[arg(long, value_parser = pgappliance::clock::parse_flag_duration, requires = "mint_credentials")]
-    pub credentials_ttl: Option<Duration>,
+    pub(crate) credentials_ttl: Option<Duration>,
     /// Mint with AssumeRole of this role instead of GetFederationToken (needed when your
     /// keys are session keys: SSO, an assumed role).
     #[arg(long, requires = "mint_credentials")]
-    pub role_arn: Option<String>,
+    pub(crate) role_arn: Option<String>,
     /// The STS endpoint; default: AWS_ENDPOINT_URL_STS, else the plan's store endpoint,
     /// else https://sts.REGION.amazonaws.com.
     #[arg(long, requires = "mint_credentials")]
-    pub sts_endpoint: Option<String>,
+    pub(crate) sts_endpoint: Option<String>,
     /// A store without STS (SeaweedFS, MinIO keys): a 0600 key pair file of yours, scoped to
     /// the bucket, holding the plan's credentials profile; that profile is delivered.
     #[arg(long, value_name = "FILE")]
-    pub upload_credentials: Option<PathBuf>,
+    pub(crate) upload_credentials: Option<PathBuf>,
 }
 
 impl CredentialArgs {
-    pub fn given(&self) -> bool {
+    pub(crate) fn given(&self) -> bool {
         self.mint_credentials || self.upload_credentials.is_some()
     }
 }
 
 /// Credentials ready to deliver: the file's text and where the appliance reads it.
-pub struct Delivery {
+pub(crate) struct Delivery {
     /// The credentials file as the appliance gets it (secret: never printed).
-    pub text: String,
+    pub(crate) text: String,
     /// The plan's `credentials_file`.
-    pub target: String,
-    pub expires_at: Option<SystemTime>,
+    pub(crate) target: String,
+    pub(crate) expires_at: Option<SystemTime>,
     /// One line for the operator: where they came from (no secret).
-    pub origin: String,
+    pub(crate) origin: String,
 }
 
 /// The plan's credentials file, when it uploads to S3 with `credentials = "file"`.
-pub fn target_file(plan: &Plan) -> Option<&str> {
+pub(crate) fn target_file(plan: &Plan) -> Option<&str> {
     (plan.upload.store.starts_with("s3://") && plan.upload.credentials == Credentials::File)
         .then_some(plan.upload.credentials_file.as_deref())
         .flatten()
 }
 
 /// The warning for a plan whose appliance reads a credentials file that nothing delivers.
-pub fn undelivered_warning(plan: &Plan, file: &str) -> String {
+pub(crate) fn undelivered_warning(plan: &Plan, file: &str) -> String {
     format!(
         "the plan uploads with credentials = \"file\", and nothing delivers {file}: the machine needs it (mode 0600, root, profile \"{}\") before its run ends, or its results wait there for it; `pgappliance build --mint-credentials --credentials-ttl D` or `--upload-credentials FILE` puts it on the boot medium and in the user-data (docs/credentials.md)",
         plan.upload.profile()
@@ -75,7 +75,7 @@ pub fn undelivered_warning(plan: &Plan, file: &str) -> String {
 }
 
 /// Mints or reads the credentials `args` asks for; None when it asks for none.
-pub fn prepare(plan: &Plan, args: &CredentialArgs) -> Result<Option<Delivery>> {
+pub(crate) fn prepare(plan: &Plan, args: &CredentialArgs) -> Result<Option<Delivery>> {
     if !args.given() {
         return Ok(None);
     }
@@ -158,7 +158,7 @@ fn mint(plan: &Plan, args: &CredentialArgs) -> Result<sts::Minted> {
 }
 
 /// Writes `text` to a new file only its owner can read (refusing to replace anything).
-pub fn write_private(path: &std::path::Path, text: &str) -> Result<()> {
+pub(crate) fn write_private(path: &std::path::Path, text: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -175,24 +175,24 @@ pub fn write_private(path: &std::path::Path, text: &str) -> Result<()> {
 /// `pgappliance credentials`: mints fresh credentials for a plan into a new 0600 file (to
 /// replace the appliance's when they expire).
 #[derive(Debug, clap::Args)]
-pub struct MintCommand {
+pub(crate) struct MintCommand {
     /// The plan file.
-    pub plan: PathBuf,
+    pub(crate) plan: PathBuf,
     /// The file to write (new; mode 0600). Copy it to the appliance's credentials_file.
     #[arg(long)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// How long they last (e.g. 36h).
     #[arg(long, value_parser = pgappliance::clock::parse_flag_duration)]
-    pub credentials_ttl: Duration,
+    pub(crate) credentials_ttl: Duration,
     /// Mint with AssumeRole of this role instead of GetFederationToken.
     #[arg(long)]
-    pub role_arn: Option<String>,
+    pub(crate) role_arn: Option<String>,
     /// The STS endpoint (default as for `build --mint-credentials`).
     #[arg(long)]
-    pub sts_endpoint: Option<String>,
+    pub(crate) sts_endpoint: Option<String>,
 }
 
-pub fn run_mint(cmd: MintCommand) -> Result<i32> {
+pub(crate) fn run_mint(cmd: MintCommand) -> Result<i32> {
     let plan = Plan::load(&cmd.plan)?;
     let args = CredentialArgs {
         mint_credentials: true,
@@ -218,7 +218,7 @@ pub fn run_mint(cmd: MintCommand) -> Result<i32> {
 }
 
 /// A path as one shell word inside single quotes.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 

@@ -21,10 +21,10 @@ const DF_1_PIE: u64 = 0x0800_0000;
 
 /// What the daemon binary's headers say it is.
 #[derive(Debug, PartialEq, Eq)]
-pub struct ElfInfo {
-    pub machine: Arch,
+pub(crate) struct ElfInfo {
+    pub(crate) machine: Arch,
     /// Whether it can be started as a program (see the module comment).
-    pub executable: Result<(), String>,
+    pub(crate) executable: Result<(), String>,
 }
 
 /// Little- or big-endian fields of a 64-bit ELF file.
@@ -65,7 +65,7 @@ impl Reader<'_> {
 }
 
 /// The machine an ELF file was built for and whether it is an executable, from its headers.
-pub fn elf_info(bytes: &[u8]) -> Result<ElfInfo, String> {
+pub(crate) fn elf_info(bytes: &[u8]) -> Result<ElfInfo, String> {
     if bytes.len() < 20 || &bytes[..4] != b"\x7fELF" {
         return Err("not an ELF executable".into());
     }
@@ -154,7 +154,7 @@ fn segments(r: &Reader) -> Result<Segments, String> {
     Ok(found)
 }
 
-pub fn arch_name(a: Arch) -> &'static str {
+pub(crate) fn arch_name(a: Arch) -> &'static str {
     match a {
         Arch::Aarch64 => "aarch64",
         Arch::X86_64 => "x86_64",
@@ -164,7 +164,7 @@ pub fn arch_name(a: Arch) -> &'static str {
 /// Refuses a daemon binary that is unreadable, not an ELF executable (a shared library, an
 /// object file, a core dump), built for another machine, or another program than
 /// pgapplianced of this version (`pgappliance::identity`). Returns its bytes.
-pub fn read_daemon_binary(path: &Path, want: Arch) -> Result<Vec<u8>> {
+pub(crate) fn read_daemon_binary(path: &Path, want: Arch) -> Result<Vec<u8>> {
     // A device, FIFO or directory is no program, and `/dev/zero` would be read forever.
     let meta = std::fs::metadata(path)
         .with_context(|| format!("cannot read the daemon binary {}", path.display()))?;

@@ -12,9 +12,9 @@ use anyhow::{bail, Context, Result};
 use pgappliance::runner::{CommandOutput, CommandSpec, Runner};
 
 /// ISO 9660 volume ids are at most 32 characters.
-pub const MAX_VOLUME_ID: usize = 32;
+pub(crate) const MAX_VOLUME_ID: usize = 32;
 /// Seconds the remastered menu waits before booting the install entry.
-pub const MENU_TIMEOUT_S: u32 = 5;
+pub(crate) const MENU_TIMEOUT_S: u32 = 5;
 
 pub(crate) fn run(spec: CommandSpec, ok: &[i32]) -> Result<CommandOutput> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -24,7 +24,7 @@ pub(crate) fn run(spec: CommandSpec, ok: &[i32]) -> Result<CommandOutput> {
 }
 
 /// `Volume Id    : Rocky-8-6-aarch64-dvd` from `xorriso -pvd_info`.
-pub fn parse_volume_id(pvd_info: &str) -> Option<String> {
+pub(crate) fn parse_volume_id(pvd_info: &str) -> Option<String> {
     pvd_info
         .lines()
         .find_map(|l| l.strip_prefix("Volume Id"))
@@ -36,17 +36,17 @@ pub fn parse_volume_id(pvd_info: &str) -> Option<String> {
 /// What an installer medium says it is: its family, version and architecture, and where
 /// the architecture was read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Medium {
-    pub family: Option<String>,
-    pub version: Option<String>,
-    pub arch: Option<String>,
+pub(crate) struct Medium {
+    pub(crate) family: Option<String>,
+    pub(crate) version: Option<String>,
+    pub(crate) arch: Option<String>,
     /// `.treeinfo`, `.discinfo` or `volume id`.
-    pub arch_from: Option<&'static str>,
+    pub(crate) arch_from: Option<&'static str>,
 }
 
 impl Medium {
     /// `Rocky Linux 8.6 aarch64`, from what is known.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let parts: Vec<&str> = [&self.family, &self.version, &self.arch]
             .into_iter()
             .filter_map(|p| p.as_deref())
@@ -79,7 +79,7 @@ fn ini_value(text: &str, section: &str, key: &str) -> Option<String> {
 
 /// The installer tree's `.treeinfo`: productmd's `[release]` and `[tree]`, or the older
 /// `[general]` section (Rocky 8 has both).
-pub fn parse_treeinfo(text: &str) -> Medium {
+pub(crate) fn parse_treeinfo(text: &str) -> Medium {
     let arch = ini_value(text, "tree", "arch").or_else(|| ini_value(text, "general", "arch"));
     Medium {
         family: ini_value(text, "release", "name").or_else(|| ini_value(text, "general", "family")),
@@ -91,7 +91,7 @@ pub fn parse_treeinfo(text: &str) -> Medium {
 }
 
 /// `.discinfo`: a timestamp, the release, the architecture (one a line).
-pub fn parse_discinfo(text: &str) -> Medium {
+pub(crate) fn parse_discinfo(text: &str) -> Medium {
     let mut lines = text.lines().map(str::trim);
     let _timestamp = lines.next();
     let version = lines.next().filter(|l| !l.is_empty()).map(str::to_string);
@@ -105,7 +105,7 @@ pub fn parse_discinfo(text: &str) -> Medium {
 }
 
 /// The architecture a volume id names (`Rocky-8-6-aarch64-dvd`).
-pub fn arch_in_volume_id(volid: &str) -> Option<&'static str> {
+pub(crate) fn arch_in_volume_id(volid: &str) -> Option<&'static str> {
     volid.split('-').find_map(|t| match t {
         "aarch64" => Some("aarch64"),
         "x86_64" => Some("x86_64"),
@@ -114,7 +114,7 @@ pub fn arch_in_volume_id(volid: &str) -> Option<&'static str> {
 }
 
 /// Reads what the ISO says it is: `.treeinfo` first, then `.discinfo`, then the volume id.
-pub fn medium(input: &Path, volid: &str, work: &Path) -> Result<Medium> {
+pub(crate) fn medium(input: &Path, volid: &str, work: &Path) -> Result<Medium> {
     let inp = input.display().to_string();
     let any_status: Vec<i32> = (0..=255).collect();
     let read = |name: &str| -> Result<Option<String>> {
@@ -158,7 +158,7 @@ pub fn medium(input: &Path, volid: &str, work: &Path) -> Result<Medium> {
 }
 
 /// Reads the ISO's volume id (`xorriso -pvd_info`).
-pub fn volume_id(input: &Path) -> Result<String> {
+pub(crate) fn volume_id(input: &Path) -> Result<String> {
     pgappliance::fsutil::open_regular(input).context("the ISO (--iso)")?;
     let inp = input.display().to_string();
     let pvd = run(
@@ -171,7 +171,7 @@ pub fn volume_id(input: &Path) -> Result<String> {
 }
 
 /// Refuses an installer of another architecture than the plan's, naming both.
-pub fn check_arch(input: &Path, medium: &Medium, plan_arch: &str) -> Result<()> {
+pub(crate) fn check_arch(input: &Path, medium: &Medium, plan_arch: &str) -> Result<()> {
     if let (Some(arch), Some(from)) = (&medium.arch, medium.arch_from) {
         if arch != plan_arch {
             bail!(
@@ -185,7 +185,7 @@ pub fn check_arch(input: &Path, medium: &Medium, plan_arch: &str) -> Result<()> 
 }
 
 /// A volume id as dracut's `hd:LABEL=` wants it (spaces and specials as \xNN).
-pub fn escape_label(label: &str) -> String {
+pub(crate) fn escape_label(label: &str) -> String {
     label
         .chars()
         .map(|c| {
@@ -200,7 +200,7 @@ pub fn escape_label(label: &str) -> String {
 
 /// Adds `inst.ks=` to the install entries, makes the first top-level install entry (one
 /// that does not check the media) the default, and shortens the timeout.
-pub fn add_kickstart(grub: &str, label: &str) -> Result<String> {
+pub(crate) fn add_kickstart(grub: &str, label: &str) -> Result<String> {
     let ks = format!("inst.ks=hd:LABEL={}:/ks.cfg", escape_label(label));
     let mut out = Vec::new();
     let mut depth = 0i32;
@@ -256,7 +256,7 @@ pub fn add_kickstart(grub: &str, label: &str) -> Result<String> {
 
 /// Writes `output` from `input` plus the kickstart and payload files, and `extra` files
 /// (a file here, its path on the ISO) with their modes kept in the Rock Ridge entries.
-pub fn remaster(
+pub(crate) fn remaster(
     input: &Path,
     output: &Path,
     ks: &Path,

@@ -25,37 +25,37 @@ use super::payload::Member;
 
 /// The operator's package directory and the keys its RPMs are signed with.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct PackageArgs {
+pub(crate) struct PackageArgs {
     /// A directory of the packages the plan needs, as downloaded (`dnf download --resolve`
     /// on a Rocky 8 machine of the plan's arch, `apt-get download` on Debian 12): carried in
     /// the payload as a local repository the appliance installs from, with no network.
     #[arg(long, value_name = "DIR")]
-    pub packages: Option<PathBuf>,
+    pub(crate) packages: Option<PathBuf>,
     /// An armored public key the RPMs in --packages are signed with (PGDG's, Rocky's); give
     /// one per key. Every RPM must verify against one of them; dnf on the appliance checks
     /// them again (gpgcheck=1).
     #[arg(long = "packages-key", value_name = "FILE", requires = "packages")]
-    pub packages_key: Vec<PathBuf>,
+    pub(crate) packages_key: Vec<PathBuf>,
 }
 
 /// One package file of the directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Package {
-    pub file: String,
-    pub name: String,
-    pub data: Vec<u8>,
+pub(crate) struct Package {
+    pub(crate) file: String,
+    pub(crate) name: String,
+    pub(crate) data: Vec<u8>,
     /// A .deb's control fields (its `Packages` stanza's start).
-    pub control: Option<String>,
+    pub(crate) control: Option<String>,
 }
 
 impl Package {
-    pub fn sha256(&self) -> String {
+    pub(crate) fn sha256(&self) -> String {
         format!("{:x}", Sha256::digest(&self.data))
     }
 }
 
 /// The architectures a package of `platform` may have on `arch`.
-pub fn accepted_arches(platform: Platform, arch: Arch) -> [&'static str; 2] {
+pub(crate) fn accepted_arches(platform: Platform, arch: Arch) -> [&'static str; 2] {
     match (platform, arch) {
         (Platform::Rocky8, Arch::X86_64) => ["x86_64", "noarch"],
         (Platform::Rocky8, Arch::Aarch64) => ["aarch64", "noarch"],
@@ -65,7 +65,7 @@ pub fn accepted_arches(platform: Platform, arch: Arch) -> [&'static str; 2] {
 }
 
 /// A field of a .deb's control text (`dpkg-deb -f`), e.g. `Package` (pure).
-pub fn control_field(control: &str, field: &str) -> Option<String> {
+pub(crate) fn control_field(control: &str, field: &str) -> Option<String> {
     control.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         (k == field).then(|| v.trim().to_string())
@@ -74,7 +74,7 @@ pub fn control_field(control: &str, field: &str) -> Option<String> {
 
 /// What `rpmkeys -Kv` (with `_pkgverify_level all`) says is wrong with a package (pure):
 /// `None` when it is signed by an imported key and its digests verify.
-pub fn checksig_problem(output: &str) -> Option<String> {
+pub(crate) fn checksig_problem(output: &str) -> Option<String> {
     let mut problems = Vec::new();
     let mut signed = false;
     for line in output.lines().map(str::trim) {
@@ -113,7 +113,7 @@ pub fn checksig_problem(output: &str) -> Option<String> {
 }
 
 /// The wanted packages none of `packages` provides by name (pure).
-pub fn lacking(wanted: &[String], packages: &[Package]) -> Vec<String> {
+pub(crate) fn lacking(wanted: &[String], packages: &[Package]) -> Vec<String> {
     wanted
         .iter()
         .filter(|w| !packages.iter().any(|p| &p.name == *w))
@@ -123,7 +123,7 @@ pub fn lacking(wanted: &[String], packages: &[Package]) -> Vec<String> {
 
 /// The `Packages` index of a flat apt repository (`deb file:DIR ./`) (pure): each .deb's
 /// control fields, then where it is, its size and sha256.
-pub fn packages_index(packages: &[Package]) -> String {
+pub(crate) fn packages_index(packages: &[Package]) -> String {
     let mut out = String::new();
     for p in packages {
         let control = p.control.as_deref().unwrap_or_default().trim_end();
@@ -139,7 +139,7 @@ pub fn packages_index(packages: &[Package]) -> String {
 }
 
 /// `sha256sum`'s lines for the packages (pure), sorted by file name.
-pub fn sums(packages: &[Package]) -> String {
+pub(crate) fn sums(packages: &[Package]) -> String {
     let mut lines: Vec<String> = packages
         .iter()
         .map(|p| format!("{}  {}\n", p.sha256(), p.file))
@@ -150,7 +150,7 @@ pub fn sums(packages: &[Package]) -> String {
 
 /// Reads DIR's packages for the plan: refused when DIR is not a directory, holds no
 /// package, or holds one for another platform or architecture (each named).
-pub fn read_dir(dir: &Path, plan: &Plan, rpm_db: &Path) -> Result<Vec<Package>> {
+pub(crate) fn read_dir(dir: &Path, plan: &Plan, rpm_db: &Path) -> Result<Vec<Package>> {
     let profile = Profile::of(plan.appliance.platform);
     let meta = std::fs::metadata(dir).with_context(|| format!("--packages {}", dir.display()))?;
     if !meta.is_dir() {
@@ -266,7 +266,7 @@ pub fn read_dir(dir: &Path, plan: &Plan, rpm_db: &Path) -> Result<Vec<Package>> 
 
 /// Every RPM verified against `keys` alone (imported into the fresh database `rpm_db`);
 /// refused naming each package that does not verify and why.
-pub fn check_signatures(
+pub(crate) fn check_signatures(
     packages: &[Package],
     dir: &Path,
     keys: &[PathBuf],
@@ -335,12 +335,12 @@ pub fn check_signatures(
 
 /// What the directory holds for a plan, checked: its packages, and the wanted ones it
 /// lacks. Signatures are checked when keys are given (and required for RPMs by `build`).
-pub struct Inventory {
-    pub packages: Vec<Package>,
-    pub lacking: Vec<String>,
+pub(crate) struct Inventory {
+    pub(crate) packages: Vec<Package>,
+    pub(crate) lacking: Vec<String>,
 }
 
-pub fn inventory(args: &PackageArgs, dir: &Path, plan: &Plan) -> Result<Inventory> {
+pub(crate) fn inventory(args: &PackageArgs, dir: &Path, plan: &Plan) -> Result<Inventory> {
     let db = tempfile::tempdir().context("creating an rpm database for the signature check")?;
     let packages = read_dir(dir, plan, db.path())?;
     if plan.appliance.platform == Platform::Debian12 && !args.packages_key.is_empty() {
@@ -358,7 +358,11 @@ pub fn inventory(args: &PackageArgs, dir: &Path, plan: &Plan) -> Result<Inventor
 
 /// The payload's members for the packages: the files, the repository's index
 /// (createrepo_c's metadata, or a `Packages` file), the keys and `SHA256SUMS`.
-pub fn members(plan: &Plan, inv: &Inventory, keys: &[PathBuf]) -> Result<BTreeMap<String, Member>> {
+pub(crate) fn members(
+    plan: &Plan,
+    inv: &Inventory,
+    keys: &[PathBuf],
+) -> Result<BTreeMap<String, Member>> {
     let base = super::installed(MEDIUM_DIR);
     let mut m = BTreeMap::new();
     let file = |data: Vec<u8>| Member { mode: 0o644, data };

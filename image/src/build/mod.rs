@@ -6,12 +6,12 @@
 //! Written to a temporary directory and moved into place at the end, so DIR never holds
 //! half a build; DIR is only replaced when it is empty or an earlier build ([`crate::outdir`]).
 
-pub mod credentials;
-pub mod elf;
-pub mod iso;
-pub mod medium;
-pub mod payload;
-pub mod render;
+pub(crate) mod credentials;
+pub(crate) mod elf;
+pub(crate) mod iso;
+pub(crate) mod medium;
+pub(crate) mod payload;
+pub(crate) mod render;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,61 +25,61 @@ use crate::outdir;
 use payload::Member;
 
 #[derive(Debug, clap::Args)]
-pub struct BuildArgs {
+pub(crate) struct BuildArgs {
     /// The plan file.
-    pub plan: PathBuf,
+    pub(crate) plan: PathBuf,
     /// Output directory: new, empty, or an earlier build (replaced as a whole when the build
     /// succeeds); anything else is refused.
     #[arg(long)]
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// pgapplianced built for the plan's architecture (its ELF machine and type are checked).
     #[arg(long)]
-    pub daemon_binary: Option<PathBuf>,
+    pub(crate) daemon_binary: Option<PathBuf>,
     /// An http(s) URL where instances fetch the payload (e.g. a presigned URL); enables
     /// user-data.yaml.
     #[arg(long)]
-    pub payload_url: Option<String>,
+    pub(crate) payload_url: Option<String>,
     /// An http(s) URL taking a PUT (e.g. a presigned one) where an instance reports an
     /// install that failed (payload not fetched, sha256 mismatch); `launch --ec2` presigns
     /// one under `<appliance>/failed/<launch id>/` in the store.
     #[arg(long, requires = "payload_url")]
-    pub failure_url: Option<String>,
+    pub(crate) failure_url: Option<String>,
     /// The Rocky 8 DVD ISO of the plan's arch (the install source: the kickstart names no
     /// network one) to remaster into appliance.iso (BMC virtual media).
     #[arg(long)]
-    pub iso: Option<PathBuf>,
+    pub(crate) iso: Option<PathBuf>,
     #[command(flatten)]
-    pub credentials: credentials::CredentialArgs,
+    pub(crate) credentials: credentials::CredentialArgs,
     #[command(flatten)]
-    pub medium: medium::PackageArgs,
+    pub(crate) medium: medium::PackageArgs,
     /// Set by `launch`, which goes on itself: no next steps printed.
     #[arg(skip)]
-    pub for_launch: bool,
+    pub(crate) for_launch: bool,
     /// The store the appliance writes to instead of the plan's (`build --store`, `launch
     /// --store`): written into the packed plan.
     #[arg(skip)]
-    pub store: Option<pgappliance::plan::rewrite::StoreChange>,
+    pub(crate) store: Option<pgappliance::plan::rewrite::StoreChange>,
 }
 
 /// `pgappliance build`: the build's inputs and the store the appliance writes to.
 #[derive(Debug, clap::Args)]
-pub struct BuildCommand {
+pub(crate) struct BuildCommand {
     #[command(flatten)]
-    pub build: BuildArgs,
+    pub(crate) build: BuildArgs,
     /// The store the appliance writes to instead of the plan's upload.store (s3://bucket/prefix
     /// or file:///dir): written into the packed plan, so the run lands where you will look.
     #[arg(long, value_name = "URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
-    pub store: Option<String>,
+    pub(crate) store: Option<String>,
     /// With --store: the S3 endpoint the appliance reaches it at, written into the packed plan.
     #[arg(long, value_name = "URL", requires = "store", value_parser = pgappliance::upload::overrides::endpoint_arg)]
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// With --store: its region, written into the packed plan.
     #[arg(long, requires = "store")]
-    pub region: Option<String>,
+    pub(crate) region: Option<String>,
 }
 
 impl BuildCommand {
-    pub fn into_args(self) -> BuildArgs {
+    pub(crate) fn into_args(self) -> BuildArgs {
         let mut args = self.build;
         args.store = self
             .store
@@ -93,12 +93,12 @@ impl BuildCommand {
 }
 
 /// A payload member's path: where the appliance has the file, relative to `/`.
-pub fn installed(path: &str) -> String {
+pub(crate) fn installed(path: &str) -> String {
     path.trim_start_matches('/').to_string()
 }
 
 /// The payload's members for a plan.
-pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, Member> {
+pub(crate) fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, Member> {
     let mut m = BTreeMap::new();
     m.insert(
         installed(APPLIANCE_DAEMON),
@@ -145,7 +145,7 @@ pub fn members(plan_text: &str, plan: &Plan, daemon: &[u8]) -> BTreeMap<String, 
 
 /// What to do with what the build wrote (pure): boot the ISO, start instances with the
 /// user-data, or put the payload on a machine by hand; then follow the launch.
-pub fn next_steps(plan: &Path, out: &Path, iso: bool, user_data: bool) -> Vec<String> {
+pub(crate) fn next_steps(plan: &Path, out: &Path, iso: bool, user_data: bool) -> Vec<String> {
     let (plan, out) = (plan.display(), out.display());
     let mut next = Vec::new();
     if iso {
@@ -169,7 +169,7 @@ pub fn next_steps(plan: &Path, out: &Path, iso: bool, user_data: bool) -> Vec<St
     next
 }
 
-pub fn run(args: BuildArgs) -> Result<i32> {
+pub(crate) fn run(args: BuildArgs) -> Result<i32> {
     if let Some(url) = &args.payload_url {
         render::check_payload_url(url)?;
     }

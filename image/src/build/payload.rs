@@ -14,24 +14,24 @@ use pgappliance::plan::Plan;
 use pgappliance::platform::{APPLIANCE_DAEMON, APPLIANCE_PLAN};
 
 /// The units the payload installs (`units/` of the repository, embedded at compile time).
-pub const UNITS: [(&str, &str); 1] = [(
+pub(crate) const UNITS: [(&str, &str); 1] = [(
     "pgapplianced.service",
     include_str!("../../../units/pgapplianced.service"),
 )];
 
 /// Where the payload puts systemd units.
-pub const UNIT_DIR: &str = "usr/lib/systemd/system";
+pub(crate) const UNIT_DIR: &str = "usr/lib/systemd/system";
 
 /// Largest payload the builder writes (it travels on install media and in user-data URLs).
-pub const MAX_PAYLOAD_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_PAYLOAD_BYTES: u64 = 256 << 20;
 
 /// One file of the payload.
-pub struct Member {
-    pub mode: u32,
-    pub data: Vec<u8>,
+pub(crate) struct Member {
+    pub(crate) mode: u32,
+    pub(crate) data: Vec<u8>,
 }
 
-pub fn mtime() -> Result<u64> {
+pub(crate) fn mtime() -> Result<u64> {
     match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) => v
             .trim()
@@ -42,7 +42,7 @@ pub fn mtime() -> Result<u64> {
 }
 
 /// Writes `members` (path → file) as a deterministic tar.gz; returns its bytes.
-pub fn build(members: &BTreeMap<String, Member>, mtime: u64) -> Result<Vec<u8>> {
+pub(crate) fn build(members: &BTreeMap<String, Member>, mtime: u64) -> Result<Vec<u8>> {
     let mut dirs = std::collections::BTreeSet::new();
     for path in members.keys() {
         let mut p = Path::new(path).parent();
@@ -149,7 +149,7 @@ fn exec_start_paths(unit: &str) -> Vec<String> {
 /// Refuses a payload the appliance could not start from: every unit the install scripts
 /// enable is in it, so is what those units run (the daemon, the plan), and the tuned
 /// profile the plan names when the payload is what provides it.
-pub fn check_complete(
+pub(crate) fn check_complete(
     members: &BTreeMap<String, Member>,
     plan: &Plan,
     enabled_units: &[String],

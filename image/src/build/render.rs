@@ -4,12 +4,12 @@ use anyhow::{bail, Result};
 use pgappliance::plan::{is_ssh_key_placeholder, Install, Plan, Platform};
 
 /// EC2 refuses user-data over 16 KiB.
-pub const USER_DATA_LIMIT: usize = 16 * 1024;
+pub(crate) const USER_DATA_LIMIT: usize = 16 * 1024;
 
 const KICKSTART: &str = include_str!("../../../kickstart/rocky8.ks.in");
 
 /// Where the store credentials are on the install medium (only when the build delivers them).
-pub const MEDIUM_CREDENTIALS: &str = "pgappliance/store.credentials";
+pub(crate) const MEDIUM_CREDENTIALS: &str = "pgappliance/store.credentials";
 
 /// The values the template marks for filling in.
 const MARKERS: [&str; 11] = [
@@ -52,7 +52,7 @@ fn root_access(install: &Install) -> String {
 /// of another platform, without `[install]`, with a placeholder key, or without a way in.
 /// `credentials` is the plan's credentials file when the install medium carries the store
 /// credentials for it (the `%post` copies them there, 0600 root:root).
-pub fn kickstart(
+pub(crate) fn kickstart(
     plan: &Plan,
     payload_sha256: &str,
     payload_url: Option<&str>,
@@ -133,7 +133,7 @@ pub fn kickstart(
 /// Refuses a `--payload-url` that instances could not fetch with `curl` or that would break
 /// the scripts it is pasted into: it must be `http://` or `https://` with a host, and hold
 /// no whitespace, control character, quote or backslash.
-pub fn check_payload_url(url: &str) -> Result<()> {
+pub(crate) fn check_payload_url(url: &str) -> Result<()> {
     if let Some(c) = url
         .chars()
         .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '\'' | '"' | '\\'))
@@ -174,7 +174,7 @@ pub fn check_payload_url(url: &str) -> Result<()> {
 
 /// The units a script enables (`systemctl enable [--now] [--no-block] NAME…`), a name
 /// without a unit suffix being a `.service`.
-pub fn enabled_units(script: &str) -> Vec<String> {
+pub(crate) fn enabled_units(script: &str) -> Vec<String> {
     let mut units = Vec::new();
     for line in script.lines() {
         let words: Vec<&str> = line
@@ -213,7 +213,7 @@ pub fn enabled_units(script: &str) -> Vec<String> {
 /// it): when the payload cannot be fetched, does not match its sha256 or does not unpack,
 /// the instance PUTs one line saying why there and the daemon is not started. Either way the
 /// reason is in cloud-init's log (`/var/log/cloud-init-output.log`).
-pub fn user_data(
+pub(crate) fn user_data(
     plan: &Plan,
     payload_sha256: &str,
     payload_url: &str,

@@ -11,18 +11,18 @@ use super::credentials::BmcCredentials;
 use super::redfish::{error_messages, odata_id, task_outcome};
 
 /// How to reach a BMC.
-pub struct BmcOptions {
-    pub url: String,
-    pub credentials: BmcCredentials,
+pub(crate) struct BmcOptions {
+    pub(crate) url: String,
+    pub(crate) credentials: BmcCredentials,
     /// PEM CA (or the BMC's self-signed certificate) to trust.
-    pub ca_pem: Option<Vec<u8>>,
+    pub(crate) ca_pem: Option<Vec<u8>>,
     /// No certificate checks (and plain http allowed): only when asked for.
-    pub insecure: bool,
-    pub timeout: Duration,
+    pub(crate) insecure: bool,
+    pub(crate) timeout: Duration,
 }
 
 /// A Redfish service: requests with Basic authentication and error bodies decoded.
-pub struct Bmc {
+pub(crate) struct Bmc {
     base: String,
     client: reqwest::Client,
     credentials: BmcCredentials,
@@ -30,16 +30,16 @@ pub struct Bmc {
 }
 
 /// A GET's body and the ETag (header or `@odata.etag`).
-pub struct Fetched {
-    pub body: Value,
-    pub etag: Option<String>,
+pub(crate) struct Fetched {
+    pub(crate) body: Value,
+    pub(crate) etag: Option<String>,
 }
 
 /// The base of a BMC's Redfish URLs from `--bmc`: `https://HOST[:PORT]`, with nothing
 /// after it but an optional `/` (the Redfish paths are appended to it), and no user name or
 /// password in it (they come from --bmc-credentials or the environment). What is wrong is
 /// named, without repeating a query or fragment (they may hold a token).
-pub fn base_url(url: &str) -> Result<String> {
+pub(crate) fn base_url(url: &str) -> Result<String> {
     pgappliance::url::refuse_credentials(url)
         .map_err(|why| anyhow::anyhow!("the BMC URL {why}"))?;
     let Some(p) = pgappliance::url::split(url).filter(|p| !p.authority.is_empty()) else {
@@ -62,7 +62,7 @@ pub fn base_url(url: &str) -> Result<String> {
 }
 
 impl Bmc {
-    pub fn new(o: BmcOptions) -> Result<Bmc> {
+    pub(crate) fn new(o: BmcOptions) -> Result<Bmc> {
         let base = base_url(&o.url)?;
         if base.starts_with("http://") && !o.insecure {
             bail!("the BMC URL {base} is plain http: use https, or --insecure to send credentials unencrypted");
@@ -92,7 +92,7 @@ impl Bmc {
         })
     }
 
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
@@ -158,7 +158,7 @@ impl Bmc {
         Ok(resp)
     }
 
-    pub async fn get(&self, path: &str) -> Result<Fetched> {
+    pub(crate) async fn get(&self, path: &str) -> Result<Fetched> {
         let resp = self.send(reqwest::Method::GET, path, None, None).await?;
         let header = resp
             .headers()
@@ -175,7 +175,7 @@ impl Bmc {
     }
 
     /// POSTs an action and, when the BMC answers 202, follows the task to its end.
-    pub async fn post_action(&self, path: &str, body: &Value) -> Result<()> {
+    pub(crate) async fn post_action(&self, path: &str, body: &Value) -> Result<()> {
         let resp = self
             .send(reqwest::Method::POST, path, Some(body), None)
             .await?;
@@ -222,7 +222,7 @@ impl Bmc {
         }
     }
 
-    pub async fn patch(&self, path: &str, body: &Value, etag: Option<&str>) -> Result<()> {
+    pub(crate) async fn patch(&self, path: &str, body: &Value, etag: Option<&str>) -> Result<()> {
         self.send(reqwest::Method::PATCH, path, Some(body), etag)
             .await
             .map(drop)

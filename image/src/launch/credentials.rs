@@ -7,12 +7,12 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-pub const USER_VARIABLE: &str = "PGAPPLIANCE_BMC_USER";
-pub const PASSWORD_VARIABLE: &str = "PGAPPLIANCE_BMC_PASSWORD";
+pub(crate) const USER_VARIABLE: &str = "PGAPPLIANCE_BMC_USER";
+pub(crate) const PASSWORD_VARIABLE: &str = "PGAPPLIANCE_BMC_PASSWORD";
 
 #[derive(Clone)]
-pub struct BmcCredentials {
-    pub user: String,
+pub(crate) struct BmcCredentials {
+    pub(crate) user: String,
     password: String,
 }
 
@@ -26,7 +26,7 @@ impl std::fmt::Debug for BmcCredentials {
 }
 
 impl BmcCredentials {
-    pub fn password(&self) -> &str {
+    pub(crate) fn password(&self) -> &str {
         &self.password
     }
 }
@@ -34,7 +34,7 @@ impl BmcCredentials {
 /// Parses a credentials file: `user = NAME` and `password = SECRET` lines (`#` comments).
 /// Errors never contain the password; a key given twice is refused (which one would be
 /// meant?), naming the key and both lines.
-pub fn parse(text: &str) -> Result<BmcCredentials, String> {
+pub(crate) fn parse(text: &str) -> Result<BmcCredentials, String> {
     let mut user: Option<(usize, String)> = None;
     let mut password: Option<(usize, String)> = None;
     for (n, line) in text.lines().enumerate() {
@@ -78,7 +78,7 @@ pub fn parse(text: &str) -> Result<BmcCredentials, String> {
 }
 
 /// Reads a credentials file, refusing one others can read or that another user owns.
-pub fn read_file(path: &Path) -> Result<BmcCredentials> {
+pub(crate) fn read_file(path: &Path) -> Result<BmcCredentials> {
     let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
     if meta.mode() & 0o077 != 0 {
         bail!(
@@ -100,7 +100,7 @@ pub fn read_file(path: &Path) -> Result<BmcCredentials> {
 }
 
 /// The credentials: the file when given, else the environment.
-pub fn load(file: Option<&Path>) -> Result<BmcCredentials> {
+pub(crate) fn load(file: Option<&Path>) -> Result<BmcCredentials> {
     if let Some(f) = file {
         return read_file(f);
     }

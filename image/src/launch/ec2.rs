@@ -12,25 +12,25 @@ use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::client::HttpRequestBody;
 use pgappliance::upload::caller::CallerKeys;
 
-pub const API_VERSION: &str = "2016-11-15";
+pub(crate) const API_VERSION: &str = "2016-11-15";
 
 /// What to launch.
 #[derive(Debug, Clone)]
-pub struct Ec2Request {
-    pub image_id: String,
-    pub instance_type: String,
-    pub count: u32,
-    pub subnet_id: Option<String>,
-    pub key_name: Option<String>,
-    pub security_group_ids: Vec<String>,
+pub(crate) struct Ec2Request {
+    pub(crate) image_id: String,
+    pub(crate) instance_type: String,
+    pub(crate) count: u32,
+    pub(crate) subnet_id: Option<String>,
+    pub(crate) key_name: Option<String>,
+    pub(crate) security_group_ids: Vec<String>,
     /// The instance profile (by name) whose role the instances get.
-    pub iam_instance_profile: Option<String>,
-    pub user_data: String,
-    pub tags: Vec<(String, String)>,
+    pub(crate) iam_instance_profile: Option<String>,
+    pub(crate) user_data: String,
+    pub(crate) tags: Vec<(String, String)>,
 }
 
 /// RunInstances' Query parameters (pure).
-pub fn run_instances_params(r: &Ec2Request) -> Vec<(String, String)> {
+pub(crate) fn run_instances_params(r: &Ec2Request) -> Vec<(String, String)> {
     let mut p: Vec<(String, String)> = vec![
         ("Action".into(), "RunInstances".into()),
         ("Version".into(), API_VERSION.into()),
@@ -85,7 +85,7 @@ fn elements<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
 }
 
 /// An EC2 error response (`<Errors><Error><Code>…<Message>…`), as "Code: Message".
-pub fn parse_error(xml: &str) -> Option<String> {
+pub(crate) fn parse_error(xml: &str) -> Option<String> {
     let code = elements(xml, "Code").into_iter().next()?;
     let message = elements(xml, "Message").into_iter().next().unwrap_or("");
     Some(format!("{code}: {message}"))
@@ -93,7 +93,7 @@ pub fn parse_error(xml: &str) -> Option<String> {
 
 /// Instance ids and state names of a RunInstances or DescribeInstances response: each
 /// `instancesSet` item has its `instanceId` before its `instanceState`.
-pub fn parse_instances(xml: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_instances(xml: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut rest = xml;
     while let Some(i) = rest.find("<instanceId>") {
@@ -121,7 +121,7 @@ pub fn parse_instances(xml: &str) -> Vec<(String, String)> {
 }
 
 /// Where and as whom to call EC2.
-pub struct Ec2Client {
+pub(crate) struct Ec2Client {
     endpoint: String,
     region: String,
     credential: AwsCredential,
@@ -131,7 +131,7 @@ pub struct Ec2Client {
 }
 
 impl Ec2Client {
-    pub fn new(endpoint: String, region: String, keys: CallerKeys) -> Result<Self> {
+    pub(crate) fn new(endpoint: String, region: String, keys: CallerKeys) -> Result<Self> {
         Ok(Ec2Client {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             region,
@@ -144,11 +144,11 @@ impl Ec2Client {
         })
     }
 
-    pub fn endpoint(&self) -> &str {
+    pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
     }
 
-    pub async fn call(&self, params: &[(String, String)]) -> Result<String> {
+    pub(crate) async fn call(&self, params: &[(String, String)]) -> Result<String> {
         let action = params
             .iter()
             .find(|(k, _)| k == "Action")
@@ -226,18 +226,18 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 /// What an EC2 launch did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Ec2Launch {
-    pub endpoint: String,
-    pub region: String,
-    pub image_id: String,
-    pub instance_type: String,
-    pub instances: Vec<String>,
-    pub state: String,
+pub(crate) struct Ec2Launch {
+    pub(crate) endpoint: String,
+    pub(crate) region: String,
+    pub(crate) image_id: String,
+    pub(crate) instance_type: String,
+    pub(crate) instances: Vec<String>,
+    pub(crate) state: String,
     /// Where the user-data fetches the payload (without its query).
-    pub payload_url: String,
+    pub(crate) payload_url: String,
 }
 
-pub async fn launch(
+pub(crate) async fn launch(
     ec2: &Ec2Client,
     request: &Ec2Request,
     wait: Duration,
@@ -305,7 +305,7 @@ pub async fn launch(
 
 /// TerminateInstances; returns each instance's state as EC2 answers it (`shutting-down`, or
 /// `terminated` for one already gone).
-pub async fn terminate(ec2: &Ec2Client, ids: &[String]) -> Result<Vec<(String, String)>> {
+pub(crate) async fn terminate(ec2: &Ec2Client, ids: &[String]) -> Result<Vec<(String, String)>> {
     if ids.is_empty() {
         bail!("no instances to terminate");
     }
@@ -336,7 +336,7 @@ pub async fn terminate(ec2: &Ec2Client, ids: &[String]) -> Result<Vec<(String, S
 
 /// Instance ids and their new states from a TerminateInstances response: each item has
 /// its `instanceId`, then `currentState` (pure).
-pub fn parse_terminated(xml: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_terminated(xml: &str) -> Vec<(String, String)> {
     elements(xml, "item")
         .into_iter()
         .filter_map(|item| {

@@ -13,12 +13,12 @@ use super::credentials::BmcCredentials;
 
 /// Where the BMC is: `HOST` or `HOST:PORT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpmiTarget {
-    pub host: String,
-    pub port: Option<u16>,
+pub(crate) struct IpmiTarget {
+    pub(crate) host: String,
+    pub(crate) port: Option<u16>,
 }
 
-pub fn parse_target(s: &str) -> Result<IpmiTarget, String> {
+pub(crate) fn parse_target(s: &str) -> Result<IpmiTarget, String> {
     let (host, port) = match s.rsplit_once(':') {
         Some((h, p)) if !h.contains(':') => {
             let port = p
@@ -38,7 +38,7 @@ pub fn parse_target(s: &str) -> Result<IpmiTarget, String> {
 }
 
 /// `ipmitool -I lanplus -H … [-p …] -U … -E ARGS…` with the password in the environment.
-pub fn command(target: &IpmiTarget, creds: &BmcCredentials, args: &[&str]) -> CommandSpec {
+pub(crate) fn command(target: &IpmiTarget, creds: &BmcCredentials, args: &[&str]) -> CommandSpec {
     let mut spec = CommandSpec::new("ipmitool")
         .args(["-I", "lanplus", "-H", target.host.as_str()])
         .args(["-U", creds.user.as_str(), "-E"])
@@ -51,7 +51,7 @@ pub fn command(target: &IpmiTarget, creds: &BmcCredentials, args: &[&str]) -> Co
 }
 
 /// The power state from `chassis power status` ("Chassis Power is on").
-pub fn parse_power(stdout: &str) -> Option<bool> {
+pub(crate) fn parse_power(stdout: &str) -> Option<bool> {
     let line = stdout.lines().find(|l| l.starts_with("Chassis Power is"))?;
     match line.trim_start_matches("Chassis Power is").trim() {
         "on" => Some(true),
@@ -62,13 +62,13 @@ pub fn parse_power(stdout: &str) -> Option<bool> {
 
 /// What `chassis bootparam get 5` says the next boot is.
 #[derive(Debug, PartialEq, Eq)]
-pub struct BootFlags {
-    pub device: Option<String>,
-    pub efi: bool,
-    pub next_boot_only: bool,
+pub(crate) struct BootFlags {
+    pub(crate) device: Option<String>,
+    pub(crate) efi: bool,
+    pub(crate) next_boot_only: bool,
 }
 
-pub fn parse_boot_flags(stdout: &str) -> BootFlags {
+pub(crate) fn parse_boot_flags(stdout: &str) -> BootFlags {
     let mut f = BootFlags {
         device: None,
         efi: false,
@@ -88,7 +88,7 @@ pub fn parse_boot_flags(stdout: &str) -> BootFlags {
 }
 
 /// What the BMC did not keep of "next boot from CD/DVD in EFI mode".
-pub fn boot_not_kept(f: &BootFlags) -> Vec<String> {
+pub(crate) fn boot_not_kept(f: &BootFlags) -> Vec<String> {
     let mut out = Vec::new();
     if f.device.as_deref() != Some("Force Boot from CD/DVD") {
         out.push(format!(
@@ -107,14 +107,14 @@ pub fn boot_not_kept(f: &BootFlags) -> Vec<String> {
 
 /// What an IPMI launch did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct IpmiLaunch {
-    pub host: String,
-    pub port: Option<u16>,
-    pub power: String,
-    pub not_kept: Vec<String>,
+pub(crate) struct IpmiLaunch {
+    pub(crate) host: String,
+    pub(crate) port: Option<u16>,
+    pub(crate) power: String,
+    pub(crate) not_kept: Vec<String>,
 }
 
-pub async fn launch(
+pub(crate) async fn launch(
     runner: &Runner,
     target: &IpmiTarget,
     creds: &BmcCredentials,
@@ -149,7 +149,7 @@ pub async fn launch(
 }
 
 /// `chassis power off` (a hard power off), unless the server is off already.
-pub async fn power_off(
+pub(crate) async fn power_off(
     runner: &Runner,
     target: &IpmiTarget,
     creds: &BmcCredentials,

@@ -7,14 +7,14 @@
 //! target started but some BMC did not keep a setting it accepted (listed); 1 an error or a
 //! target that could not be started (the record says which).
 
-pub mod bmc;
-pub mod credentials;
-pub mod ec2;
-pub mod ipmi;
-pub mod presign;
-pub mod record;
-pub mod redfish;
-pub mod wait;
+pub(crate) mod bmc;
+pub(crate) mod credentials;
+pub(crate) mod ec2;
+pub(crate) mod ipmi;
+pub(crate) mod presign;
+pub(crate) mod record;
+pub(crate) mod redfish;
+pub(crate) mod wait;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -29,34 +29,34 @@ use crate::build::BuildArgs;
 
 /// Which Redfish BMCs, and how to reach them (shared by `launch` and `eject`).
 #[derive(Debug, clap::Args)]
-pub struct BmcArgs {
+pub(crate) struct BmcArgs {
     /// Redfish BMC base URL (https://BMC); repeat for several servers.
     #[arg(long = "bmc", value_name = "URL")]
-    pub bmcs: Vec<String>,
+    pub(crate) bmcs: Vec<String>,
     /// The Redfish system id on the BMC (needed when it has several).
     #[arg(long, value_name = "ID")]
-    pub system: Option<String>,
+    pub(crate) system: Option<String>,
     #[command(flatten)]
-    pub access: BmcAccess,
+    pub(crate) access: BmcAccess,
 }
 
 /// How every request reaches a BMC: its credentials, the check of its certificate and a
 /// timeout (`launch` and `eject` with [`BmcArgs`], `wait --teardown` alone).
 #[derive(Debug, Clone, clap::Args)]
-pub struct BmcAccess {
+pub(crate) struct BmcAccess {
     /// A 0600 file with `user = …` and `password = …` lines; default: PGAPPLIANCE_BMC_USER
     /// and PGAPPLIANCE_BMC_PASSWORD.
     #[arg(long, value_name = "FILE")]
-    pub bmc_credentials: Option<PathBuf>,
+    pub(crate) bmc_credentials: Option<PathBuf>,
     /// PEM certificate (or CA) the BMC's https certificate must chain to.
     #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
-    pub bmc_ca: Option<PathBuf>,
+    pub(crate) bmc_ca: Option<PathBuf>,
     /// Do not check the BMC's certificate (and allow plain http BMC URLs).
     #[arg(long)]
-    pub insecure: bool,
+    pub(crate) insecure: bool,
     /// Timeout of each request to a BMC.
     #[arg(long, default_value = "60s", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub bmc_timeout: Duration,
+    pub(crate) bmc_timeout: Duration,
 }
 
 impl BmcAccess {
@@ -85,38 +85,38 @@ target started but a BMC did not keep a setting it accepted, or the command line
 malformed (no target: --bmc, --ipmi or --ec2); 1 an error or a target not started.",
     group(clap::ArgGroup::new("target").required(true).multiple(true).args(["bmcs", "ipmis", "ec2"]))
 )]
-pub struct LaunchArgs {
+pub(crate) struct LaunchArgs {
     #[command(flatten)]
-    pub build: BuildArgs,
+    pub(crate) build: BuildArgs,
     #[command(flatten)]
-    pub bmc: BmcArgs,
+    pub(crate) bmc: BmcArgs,
     /// IPMI BMC (HOST or HOST:PORT) of a server whose ISO is mounted by hand; repeatable.
     #[arg(long = "ipmi", value_name = "HOST")]
-    pub ipmis: Vec<String>,
+    pub(crate) ipmis: Vec<String>,
     /// Where BMCs fetch appliance.iso (served by you). Default: upload it to the store and
     /// presign it.
     #[arg(long, value_name = "URL")]
-    pub iso_url: Option<String>,
+    pub(crate) iso_url: Option<String>,
     /// How long the presigned ISO URL stays valid.
     #[arg(long, default_value = "24h", value_parser = url_lifetime)]
-    pub url_lifetime: Duration,
+    pub(crate) url_lifetime: Duration,
     /// How long to wait for a Redfish system to read PowerState On after the reset.
     #[arg(long, default_value = "60s", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub power_wait: Duration,
+    pub(crate) power_wait: Duration,
     #[command(flatten)]
-    pub ec2: Ec2Args,
+    pub(crate) ec2: Ec2Args,
     #[command(flatten)]
-    pub store: pgappliance::upload::StoreOverrides,
+    pub(crate) store: pgappliance::upload::StoreOverrides,
 }
 
 /// The name of an EC2 instance's install failure report, under
 /// `<appliance>/failed/<launch id>/` in the store.
-pub const INSTALL_FAILURE: &str = "install-failed.txt";
+pub(crate) const INSTALL_FAILURE: &str = "install-failed.txt";
 
 /// How long the presigned failure report URL stays valid at least: longer than the payload
 /// URL's, so that an instance whose payload URL expired can still say so (7 days, the most
 /// a SigV4 presigned URL allows). It can only write that one object.
-pub const FAILURE_URL_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const FAILURE_URL_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The value parser of `--url-lifetime`: above zero and at most 7 days, the most a SigV4
 /// presigned URL is valid (S3 refuses a longer one when it is used, at the server's boot).
@@ -130,51 +130,51 @@ fn url_lifetime(text: &str) -> Result<Duration, String> {
 
 /// EC2 instances booting a stock Rocky 8 image with the build's user-data.
 #[derive(Debug, clap::Args)]
-pub struct Ec2Args {
+pub(crate) struct Ec2Args {
     /// Launch EC2 instances (RunInstances): the payload is uploaded to the store and
     /// presigned, the user-data fetches it; shutting down terminates the instance.
     #[arg(long, requires_all = ["image_id", "instance_type"])]
-    pub ec2: bool,
+    pub(crate) ec2: bool,
     /// The AMI (a Rocky 8 image of the plan's architecture).
     #[arg(long, value_name = "AMI", requires = "ec2")]
-    pub image_id: Option<String>,
+    pub(crate) image_id: Option<String>,
     /// The instance type (e.g. m6gd.8xlarge).
     #[arg(long, value_name = "TYPE", requires = "ec2")]
-    pub instance_type: Option<String>,
+    pub(crate) instance_type: Option<String>,
     /// The subnet to launch in; default: the account's default VPC.
     #[arg(long, value_name = "ID", requires = "ec2")]
-    pub subnet_id: Option<String>,
+    pub(crate) subnet_id: Option<String>,
     /// The EC2 key pair for ssh (none by default: the appliance needs no login).
     #[arg(long, value_name = "NAME", requires = "ec2")]
-    pub key_name: Option<String>,
+    pub(crate) key_name: Option<String>,
     /// A security group for the instances; repeatable.
     #[arg(long = "security-group-id", value_name = "SG", requires = "ec2")]
-    pub security_group_ids: Vec<String>,
+    pub(crate) security_group_ids: Vec<String>,
     /// The instance profile whose role lets the appliance upload (for a plan with
     /// `credentials = "instance-role"`); none by default.
     #[arg(long, value_name = "NAME", requires = "ec2")]
-    pub iam_instance_profile: Option<String>,
+    pub(crate) iam_instance_profile: Option<String>,
     /// How many instances.
     #[arg(long, requires = "ec2", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub count: u32,
+    pub(crate) count: u32,
     /// EC2 region; default: AWS_REGION, else the plan's upload.region.
     #[arg(long)]
-    pub ec2_region: Option<String>,
+    pub(crate) ec2_region: Option<String>,
     /// EC2 endpoint; default: AWS_ENDPOINT_URL_EC2, AWS_ENDPOINT_URL, else
     /// https://ec2.REGION.amazonaws.com.
     #[arg(long)]
-    pub ec2_endpoint: Option<String>,
+    pub(crate) ec2_endpoint: Option<String>,
     /// A 0600 credentials file with this machine's keys for EC2; default: --ec2-profile,
     /// else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials
     /// (AWS_PROFILE). Never the store's keys or the plan's `credentials`.
     #[arg(long, value_name = "FILE", requires = "ec2")]
-    pub ec2_credentials_file: Option<PathBuf>,
+    pub(crate) ec2_credentials_file: Option<PathBuf>,
     /// The profile of --ec2-credentials-file, or of ~/.aws/credentials, for EC2.
     #[arg(long, value_name = "NAME", requires = "ec2")]
-    pub ec2_profile: Option<String>,
+    pub(crate) ec2_profile: Option<String>,
     /// How long to wait for every instance to be running.
     #[arg(long, default_value = "10m", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub ec2_wait: Duration,
+    pub(crate) ec2_wait: Duration,
 }
 
 impl Ec2Args {
@@ -223,7 +223,7 @@ impl Ec2Args {
 
 /// The chain of this machine's keys for EC2 (`--ec2-credentials-file`, `--ec2-profile`, the
 /// environment, `~/.aws/credentials`): never the store's keys, never the plan's setting.
-pub fn ec2_chain<'a>(file: Option<&'a Path>, profile: Option<&'a str>) -> Chain<'a> {
+pub(crate) fn ec2_chain<'a>(file: Option<&'a Path>, profile: Option<&'a str>) -> Chain<'a> {
     Chain {
         purpose: "EC2",
         file,
@@ -234,14 +234,14 @@ pub fn ec2_chain<'a>(file: Option<&'a Path>, profile: Option<&'a str>) -> Chain<
 }
 
 /// This machine's keys for EC2 ([`ec2_chain`]).
-pub fn ec2_keys(file: Option<&Path>, profile: Option<&str>) -> Result<CallerKeys> {
+pub(crate) fn ec2_keys(file: Option<&Path>, profile: Option<&str>) -> Result<CallerKeys> {
     ec2_chain(file, profile).resolve()
 }
 
-pub use pgappliance::upload::caller::{store_chain, store_here};
+pub(crate) use pgappliance::upload::caller::{store_chain, store_here};
 
 /// One line for a store request that failed: the cause and the fix, with the keys used.
-pub fn store_failure(
+pub(crate) fn store_failure(
     store: &pgappliance::upload::Store,
     doing: &str,
     e: &dyn std::fmt::Display,
@@ -257,9 +257,9 @@ pub fn store_failure(
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit status: 0 ejected on every BMC; 1 an error.")]
-pub struct EjectArgs {
+pub(crate) struct EjectArgs {
     #[command(flatten)]
-    pub bmc: BmcArgs,
+    pub(crate) bmc: BmcArgs,
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -268,7 +268,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-pub fn run(args: LaunchArgs) -> Result<i32> {
+pub(crate) fn run(args: LaunchArgs) -> Result<i32> {
     if args.bmc.bmcs.is_empty() && args.ipmis.is_empty() && !args.ec2.ec2 {
         bail!("nothing to launch: give --bmc URL (Redfish), --ipmi HOST or --ec2");
     }
@@ -650,7 +650,7 @@ fn summarize(rec: &record::LaunchRecord, key: &str, store: &str) -> i32 {
 }
 
 /// `pgappliance eject`: takes the virtual CD/DVD out on each BMC.
-pub fn eject(args: EjectArgs) -> Result<i32> {
+pub(crate) fn eject(args: EjectArgs) -> Result<i32> {
     if args.bmc.bmcs.is_empty() {
         bail!("give --bmc URL");
     }

@@ -13,7 +13,7 @@ const CHUNK: usize = 16 << 20;
 
 /// A presigned GET URL for `parts` under the store's prefix (the object may not exist
 /// yet: the URL only depends on its path); returns (object path, URL).
-pub async fn presign(
+pub(crate) async fn presign(
     store: &pgappliance::upload::Store,
     parts: &[&str],
     lifetime: Duration,
@@ -24,7 +24,7 @@ pub async fn presign(
 
 /// A presigned URL for `method` (GET to fetch, PUT to write) on `parts` under the store's
 /// prefix; returns (object path, URL).
-pub async fn presign_method(
+pub(crate) async fn presign_method(
     store: &pgappliance::upload::Store,
     method: reqwest::Method,
     parts: &[&str],
@@ -46,7 +46,11 @@ pub async fn presign_method(
 }
 
 /// Uploads `file` to `parts` under the store's prefix (multipart).
-pub async fn upload(store: &pgappliance::upload::Store, file: &Path, parts: &[&str]) -> Result<()> {
+pub(crate) async fn upload(
+    store: &pgappliance::upload::Store,
+    file: &Path,
+    parts: &[&str],
+) -> Result<()> {
     let path = store.path(parts);
     let upload = store.objects.put_multipart(&path).await.map_err(|e| {
         super::store_failure(

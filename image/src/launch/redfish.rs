@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::bmc::{Bmc, Fetched};
 
 /// The `@odata.id` of a JSON object, or of the link object under `key`.
-pub fn odata_id(v: &Value) -> Option<&str> {
+pub(crate) fn odata_id(v: &Value) -> Option<&str> {
     v.get("@odata.id").and_then(Value::as_str)
 }
 
@@ -27,7 +27,7 @@ fn link<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// The `@odata.id` of every member of a collection.
-pub fn members(collection: &Value) -> Vec<String> {
+pub(crate) fn members(collection: &Value) -> Vec<String> {
     collection
         .get("Members")
         .and_then(Value::as_array)
@@ -37,7 +37,7 @@ pub fn members(collection: &Value) -> Vec<String> {
 
 /// The system to launch: the member whose id (last path segment) is `wanted`, or the only
 /// member when none is named.
-pub fn pick_system(collection: &Value, wanted: Option<&str>) -> Result<String> {
+pub(crate) fn pick_system(collection: &Value, wanted: Option<&str>) -> Result<String> {
     let all = members(collection);
     match wanted {
         Some(id) => all
@@ -64,7 +64,7 @@ pub fn pick_system(collection: &Value, wanted: Option<&str>) -> Result<String> {
 
 /// Where the virtual media collections are, in the order to try: the system's own link
 /// first, then each manager's that manages it.
-pub fn media_collections(system: &Value, managers: &[Value]) -> Vec<String> {
+pub(crate) fn media_collections(system: &Value, managers: &[Value]) -> Vec<String> {
     let mut out: Vec<String> = link(system, "VirtualMedia")
         .map(str::to_string)
         .into_iter()
@@ -79,7 +79,7 @@ pub fn media_collections(system: &Value, managers: &[Value]) -> Vec<String> {
 }
 
 /// The managers of a system (`Links.ManagedBy`).
-pub fn managed_by(system: &Value) -> Vec<String> {
+pub(crate) fn managed_by(system: &Value) -> Vec<String> {
     system
         .pointer("/Links/ManagedBy")
         .and_then(Value::as_array)
@@ -88,7 +88,7 @@ pub fn managed_by(system: &Value) -> Vec<String> {
 }
 
 /// Whether a virtual media device takes a CD or DVD image.
-pub fn is_optical(media: &Value) -> bool {
+pub(crate) fn is_optical(media: &Value) -> bool {
     media
         .get("MediaTypes")
         .and_then(Value::as_array)
@@ -96,7 +96,7 @@ pub fn is_optical(media: &Value) -> bool {
 }
 
 /// Whether something is in the device now.
-pub fn is_inserted(media: &Value) -> bool {
+pub(crate) fn is_inserted(media: &Value) -> bool {
     media.get("Inserted").and_then(Value::as_bool) == Some(true)
         || media
             .get("Image")
@@ -105,7 +105,7 @@ pub fn is_inserted(media: &Value) -> bool {
 }
 
 /// An action's target and its ActionInfo link, from a resource's `Actions`.
-pub fn action<'a>(resource: &'a Value, name: &str) -> Option<(&'a str, Option<&'a str>)> {
+pub(crate) fn action<'a>(resource: &'a Value, name: &str) -> Option<(&'a str, Option<&'a str>)> {
     let a = resource.get("Actions")?.get(format!("#{name}"))?;
     let target = a.get("target")?.as_str()?;
     Some((target, a.get("@Redfish.ActionInfo").and_then(Value::as_str)))
@@ -113,7 +113,7 @@ pub fn action<'a>(resource: &'a Value, name: &str) -> Option<(&'a str, Option<&'
 
 /// The allowable values of an action parameter: inline (`Name@Redfish.AllowableValues`) or
 /// from the ActionInfo resource's `Parameters`.
-pub fn allowable_values(
+pub(crate) fn allowable_values(
     resource_action: &Value,
     action_info: Option<&Value>,
     parameter: &str,
@@ -142,13 +142,13 @@ pub fn allowable_values(
 
 /// Which BMC firmware this is, from the service root and manager (for known differences).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Firmware {
+pub(crate) enum Firmware {
     OpenBmc,
     Ami,
     Other,
 }
 
-pub fn firmware(root: &Value, manager: Option<&Value>) -> Firmware {
+pub(crate) fn firmware(root: &Value, manager: Option<&Value>) -> Firmware {
     let lower = |v: Option<&Value>, key: &str| {
         v.and_then(|v| v.get(key))
             .and_then(Value::as_str)
@@ -181,7 +181,7 @@ pub fn firmware(root: &Value, manager: Option<&Value>) -> Firmware {
 }
 
 /// Refuses an image URL the BMC cannot fetch by its scheme.
-pub fn check_image_url(url: &str, fw: Firmware) -> Result<()> {
+pub(crate) fn check_image_url(url: &str, fw: Firmware) -> Result<()> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match (scheme.as_deref(), fw) {
         (Some("https" | "smb"), Firmware::OpenBmc) => Ok(()),
@@ -195,7 +195,7 @@ pub fn check_image_url(url: &str, fw: Firmware) -> Result<()> {
 
 /// The `TransferProtocolType` to send: the URL's scheme when the BMC lists allowable
 /// values (and it is among them), nothing when it lists none.
-pub fn transfer_protocol(url: &str, allowed: Option<&[String]>) -> Result<Option<String>> {
+pub(crate) fn transfer_protocol(url: &str, allowed: Option<&[String]>) -> Result<Option<String>> {
     let Some(allowed) = allowed else {
         return Ok(None);
     };
@@ -220,7 +220,7 @@ pub fn transfer_protocol(url: &str, allowed: Option<&[String]>) -> Result<Option
 }
 
 /// The InsertMedia request body.
-pub fn insert_body(url: &str, protocol: Option<&str>) -> Value {
+pub(crate) fn insert_body(url: &str, protocol: Option<&str>) -> Value {
     let mut b = json!({"Image": url, "Inserted": true, "WriteProtected": true});
     if let Some(p) = protocol {
         b["TransferProtocolType"] = json!(p);
@@ -230,7 +230,7 @@ pub fn insert_body(url: &str, protocol: Option<&str>) -> Value {
 
 /// Where the boot override is PATCHed: the settings resource the system names
 /// (`@Redfish.Settings.SettingsObject`, AMI's `/SD`), else the system itself.
-pub fn boot_patch_target(system_path: &str, system: &Value) -> String {
+pub(crate) fn boot_patch_target(system_path: &str, system: &Value) -> String {
     system
         .pointer("/@Redfish.Settings/SettingsObject/@odata.id")
         .and_then(Value::as_str)
@@ -239,7 +239,7 @@ pub fn boot_patch_target(system_path: &str, system: &Value) -> String {
 }
 
 /// The boot override PATCH body: Cd, Once, and UEFI when the system has a boot mode.
-pub fn boot_body(system: &Value) -> Value {
+pub(crate) fn boot_body(system: &Value) -> Value {
     let mut boot = json!({"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once"});
     if system.pointer("/Boot/BootSourceOverrideMode").is_some() {
         boot["BootSourceOverrideMode"] = json!("UEFI");
@@ -249,7 +249,7 @@ pub fn boot_body(system: &Value) -> Value {
 
 /// The reset to ask for: `ForceRestart` when on (`PowerCycle` if that is all the BMC
 /// allows), `On` when off.
-pub fn reset_type(system: &Value) -> Result<&'static str> {
+pub(crate) fn reset_type(system: &Value) -> Result<&'static str> {
     let on = system.get("PowerState").and_then(Value::as_str) == Some("On");
     let allowed: Option<Vec<String>> = system
         .pointer("/Actions/#ComputerSystem.Reset/ResetType@Redfish.AllowableValues")
@@ -282,7 +282,7 @@ pub fn reset_type(system: &Value) -> Result<&'static str> {
 }
 
 /// What the BMC answered 200/204 to but does not show when read back (empty: all kept).
-pub fn not_kept(sent: &Value, read: &Value) -> Vec<String> {
+pub(crate) fn not_kept(sent: &Value, read: &Value) -> Vec<String> {
     let mut out = Vec::new();
     compare("", sent, read, &mut out);
     out
@@ -308,7 +308,7 @@ fn compare(path: &str, sent: &Value, read: &Value, out: &mut Vec<String>) {
 }
 
 /// A Redfish error body's messages, for errors.
-pub fn error_messages(body: &str) -> String {
+pub(crate) fn error_messages(body: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(body) else {
         return body.chars().take(300).collect();
     };
@@ -333,7 +333,7 @@ pub fn error_messages(body: &str) -> String {
 }
 
 /// How a task (202 Accepted) ended, from its Task resource; None while it runs.
-pub fn task_outcome(task: &Value) -> Option<Result<(), String>> {
+pub(crate) fn task_outcome(task: &Value) -> Option<Result<(), String>> {
     let state = task.get("TaskState").and_then(Value::as_str)?;
     match state {
         "New" | "Starting" | "Running" | "Pending" | "Stopping" | "Suspended" | "Service" => None,
@@ -356,7 +356,7 @@ pub fn task_outcome(task: &Value) -> Option<Result<(), String>> {
 }
 
 /// The ComputerSystem's `UUID`, when it reports one.
-pub fn system_uuid(system: &Value) -> Option<String> {
+pub(crate) fn system_uuid(system: &Value) -> Option<String> {
     system
         .get("UUID")
         .and_then(Value::as_str)
@@ -367,33 +367,33 @@ pub fn system_uuid(system: &Value) -> Option<String> {
 
 /// What a Redfish launch did, for the launch record and the summary.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct RedfishLaunch {
-    pub bmc: String,
-    pub system: String,
+pub(crate) struct RedfishLaunch {
+    pub(crate) bmc: String,
+    pub(crate) system: String,
     /// The ComputerSystem's `UUID`: the appliance reports the same (DMI product_uuid) in
     /// its status object, which is how `wait` recognises this server.
     #[serde(default)]
-    pub system_uuid: Option<String>,
-    pub virtual_media: String,
+    pub(crate) system_uuid: Option<String>,
+    pub(crate) virtual_media: String,
     /// What was inserted before (without its query: a presigned URL's signature).
-    pub ejected: Option<String>,
-    pub boot_patched: String,
-    pub reset: String,
+    pub(crate) ejected: Option<String>,
+    pub(crate) boot_patched: String,
+    pub(crate) reset: String,
     /// What the BMC answered 200/204 to but did not keep.
-    pub not_kept: Vec<String>,
-    pub power_state: Option<String>,
+    pub(crate) not_kept: Vec<String>,
+    pub(crate) power_state: Option<String>,
 }
 
 /// The system and its CD/DVD virtual media device.
-pub struct Found {
-    pub fw: Firmware,
-    pub system_path: String,
-    pub system: Fetched,
-    pub media_path: String,
-    pub media: Value,
+pub(crate) struct Found {
+    pub(crate) fw: Firmware,
+    pub(crate) system_path: String,
+    pub(crate) system: Fetched,
+    pub(crate) media_path: String,
+    pub(crate) media: Value,
 }
 
-pub async fn find(bmc: &Bmc, system_id: Option<&str>) -> Result<Found> {
+pub(crate) async fn find(bmc: &Bmc, system_id: Option<&str>) -> Result<Found> {
     let root = bmc.get("/redfish/v1/").await?.body;
     let systems_path = link(&root, "Systems")
         .unwrap_or("/redfish/v1/Systems")
@@ -427,7 +427,7 @@ pub async fn find(bmc: &Bmc, system_id: Option<&str>) -> Result<Found> {
 }
 
 /// Runs the whole launch on one BMC; `say` gets one line per step.
-pub async fn launch(
+pub(crate) async fn launch(
     bmc: &Bmc,
     system_id: Option<&str>,
     image_url: &str,
@@ -549,7 +549,7 @@ pub async fn launch(
 }
 
 /// Ejects what the system's CD/DVD virtual media holds; returns the device's path.
-pub async fn eject(bmc: &Bmc, system_id: Option<&str>) -> Result<String> {
+pub(crate) async fn eject(bmc: &Bmc, system_id: Option<&str>) -> Result<String> {
     let found = find(bmc, system_id).await?;
     let (eject, _) = action(&found.media, "VirtualMedia.EjectMedia")
         .with_context(|| format!("{} has no EjectMedia action", found.media_path))?;
@@ -560,7 +560,7 @@ pub async fn eject(bmc: &Bmc, system_id: Option<&str>) -> Result<String> {
 /// After a run: ejects the system's CD/DVD when something is inserted, then powers the
 /// system off (`ComputerSystem.Reset` ForceOff) unless it is off already. `system_path` is
 /// the system the launch used (from its record).
-pub async fn power_off_and_eject(bmc: &Bmc, system_path: &str) -> Result<String> {
+pub(crate) async fn power_off_and_eject(bmc: &Bmc, system_path: &str) -> Result<String> {
     let id = system_path.trim_end_matches('/').rsplit('/').next();
     let found = find(bmc, id).await?;
     let mut done = Vec::new();

@@ -25,7 +25,7 @@ use pgappliance::upload::{Manifest, Store, StoreConfig, MANIFEST};
 use super::record::{LaunchRecord, Started, UploadRef, SCHEMA};
 
 /// Exit statuses of `wait`, shown in its `--help`.
-pub const WAIT_EXIT_CODES: &str = "\
+pub(crate) const WAIT_EXIT_CODES: &str = "\
 Exit status: 0 every target has a complete run in the store (and, with --teardown, every
 target was torn down and collect wrote its pages); 1 a target failed, refused or did not
 arrive before --timeout, a teardown or collect failed, or an error (a launch record that
@@ -44,59 +44,59 @@ cannot be read, a store that cannot be opened); 2 the command line is malformed.
 #[command(mut_arg("insecure", |a| a.help(
     "Do not check the Redfish BMCs' certificates (and allow plain http BMC URLs)"
 )))]
-pub struct WaitArgs {
+pub(crate) struct WaitArgs {
     /// A launch id (its record is `<prefix>/launches/<id>.json` in the store) or the path of
     /// a local copy of a launch record.
     #[arg(value_name = "LAUNCH_ID_OR_RECORD")]
-    pub launch: String,
+    pub(crate) launch: String,
     /// The store the launch wrote its record to (s3://bucket/prefix or file:///dir); the
     /// targets' runs are read where the record says they upload. Not needed with a record file.
     #[arg(long, value_name = "URL", value_parser = pgappliance::upload::overrides::store_url_arg)]
-    pub store: Option<String>,
+    pub(crate) store: Option<String>,
     /// S3 endpoint (path-style); default: the record's, else AWS_ENDPOINT_URL, else AWS.
     #[arg(long, value_name = "URL", value_parser = pgappliance::upload::overrides::endpoint_arg)]
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// S3 region [default: the record's, else us-east-1].
     #[arg(long)]
-    pub region: Option<String>,
+    pub(crate) region: Option<String>,
     /// A 0600 file with this machine's keys for the store; default: --credentials-profile,
     /// else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials (AWS_PROFILE).
     #[arg(long, value_name = "FILE")]
-    pub credentials_file: Option<PathBuf>,
+    pub(crate) credentials_file: Option<PathBuf>,
     /// The profile of --credentials-file, or of ~/.aws/credentials, for the store.
     #[arg(long, value_name = "NAME")]
-    pub credentials_profile: Option<String>,
+    pub(crate) credentials_profile: Option<String>,
     /// How long to wait for every target, from when `wait` starts.
     #[arg(long, default_value = "6h", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// How often the store is read.
     #[arg(long, default_value = "30s", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// When the output is not a terminal: a `wait:` line with the time elapsed and each
     /// target's last status age and time left at least this often (a terminal shows them
     /// on the targets' lines).
     #[arg(long, default_value = "5m", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// When the wait ends: terminate the EC2 instances, eject and power off (ForceOff) the
     /// Redfish servers, power off the IPMI servers, then collect the store into --out.
     #[arg(long)]
-    pub teardown: bool,
+    pub(crate) teardown: bool,
     /// Where collect writes its pages [default: ./collect-<launch id>].
     #[arg(long, value_name = "DIR", requires = "teardown")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     #[command(flatten)]
-    pub bmc: super::BmcAccess,
+    pub(crate) bmc: super::BmcAccess,
     /// EC2 endpoint for the teardown; default: the one the launch used (in its record).
     #[arg(long, value_name = "URL")]
-    pub ec2_endpoint: Option<String>,
+    pub(crate) ec2_endpoint: Option<String>,
     /// A 0600 credentials file with this machine's keys for EC2 (the teardown); default:
     /// --ec2-profile, else AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else
     /// ~/.aws/credentials (AWS_PROFILE).
     #[arg(long, value_name = "FILE")]
-    pub ec2_credentials_file: Option<PathBuf>,
+    pub(crate) ec2_credentials_file: Option<PathBuf>,
     /// The profile of --ec2-credentials-file, or of ~/.aws/credentials, for EC2.
     #[arg(long, value_name = "NAME")]
-    pub ec2_profile: Option<String>,
+    pub(crate) ec2_profile: Option<String>,
 }
 
 impl WaitArgs {
@@ -136,7 +136,7 @@ impl WaitArgs {
 
 /// How a watched unit recognises its status object.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Matcher {
+pub(crate) enum Matcher {
     /// An EC2 instance id.
     Instance(String),
     /// A Redfish ComputerSystem UUID.
@@ -149,13 +149,13 @@ pub enum Matcher {
 
 /// One thing `wait` follows: a target of the record, or one instance of an EC2 target.
 #[derive(Debug, Clone)]
-pub struct Unit {
-    pub label: String,
-    pub matcher: Matcher,
+pub(crate) struct Unit {
+    pub(crate) label: String,
+    pub(crate) matcher: Matcher,
 }
 
 /// The units of a launch record (pure).
-pub fn units(record: &LaunchRecord) -> Vec<Unit> {
+pub(crate) fn units(record: &LaunchRecord) -> Vec<Unit> {
     let mut out = Vec::new();
     for t in &record.targets {
         match (&t.started, &t.error) {
@@ -216,7 +216,7 @@ fn latest<'a>(candidates: impl Iterator<Item = &'a LiveStatus>) -> Option<&'a Li
 /// Which status object each unit follows (pure). `claims` keeps the machine an unclaimed
 /// unit took, so it follows the same machine from one poll to the next; statuses must
 /// already be those of the launch's appliance started after the launch.
-pub fn assign<'a>(
+pub(crate) fn assign<'a>(
     units: &[Unit],
     statuses: &'a [LiveStatus],
     claims: &mut BTreeMap<usize, String>,
@@ -259,7 +259,7 @@ pub fn assign<'a>(
 
 /// What `wait` knows of a unit.
 #[derive(Debug, Clone, PartialEq)]
-pub enum View {
+pub(crate) enum View {
     NoStatus,
     /// Working (or done, its manifest not in the store yet): what it does.
     Working(String),
@@ -272,11 +272,11 @@ pub enum View {
 }
 
 impl View {
-    pub fn is_final(&self) -> bool {
+    pub(crate) fn is_final(&self) -> bool {
         matches!(self, View::Arrived { .. } | View::Failed(_))
     }
 
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             View::NoStatus => "no status object yet".into(),
             View::Working(w) => w.clone(),
@@ -292,7 +292,7 @@ impl View {
 /// launched again; a failed run resumes when its machine starts again; a unit that timed out
 /// is looked at on its console and its way to the store, and is still on (a server with the
 /// CD inserted) until a teardown.
-pub fn next_step(
+pub(crate) fn next_step(
     unit: &Unit,
     view: &View,
     store: &str,
@@ -344,7 +344,7 @@ pub fn next_step(
 }
 
 /// What a status object says while the run works or after it failed (pure).
-pub fn progress(s: &LiveStatus) -> String {
+pub(crate) fn progress(s: &LiveStatus) -> String {
     let mut text = format!("{} (run {}", s.state, s.run_id);
     if let Some(step) = &s.step {
         text.push_str(&format!(", step {step}"));
@@ -360,7 +360,7 @@ pub fn progress(s: &LiveStatus) -> String {
 }
 
 /// A failed or refused run, naming the step and the error (pure).
-pub fn failure(s: &LiveStatus) -> String {
+pub(crate) fn failure(s: &LiveStatus) -> String {
     match &s.failure {
         Some(f) => format!(
             "{} at step {}: {} (run {}, at {})",
@@ -386,7 +386,7 @@ fn short(d: Duration) -> String {
 
 /// How old a status object is and the time its run says is left (pure): "last status 40s
 /// ago, about 25m left".
-pub fn freshness(s: &LiveStatus, now: SystemTime) -> String {
+pub(crate) fn freshness(s: &LiveStatus, now: SystemTime) -> String {
     let mut parts = Vec::new();
     if let Some(age) = parse_time(&s.updated_at, "updated_at")
         .ok()
@@ -408,7 +408,7 @@ pub fn freshness(s: &LiveStatus, now: SystemTime) -> String {
 
 /// The line `wait` prints now and then when its output is not a terminal (pure): the time
 /// elapsed, then each target still out with what it last said, its age and time left.
-pub fn heartbeat(
+pub(crate) fn heartbeat(
     elapsed: Duration,
     timeout: Duration,
     units: &[Unit],
@@ -456,7 +456,7 @@ fn parse_time(text: &str, what: &str) -> Result<SystemTime> {
 
 /// Reads the launch record: a local file when `arg` names one, else
 /// `<prefix>/launches/<arg>.json` in the store.
-pub async fn load_record(store: Option<&Store>, arg: &str) -> Result<LaunchRecord> {
+pub(crate) async fn load_record(store: Option<&Store>, arg: &str) -> Result<LaunchRecord> {
     let (text, source) = if Path::new(arg).is_file() {
         (
             pgappliance::fsutil::read_regular(Path::new(arg))
@@ -538,7 +538,7 @@ const CLOCK_SLACK: Duration = Duration::from_secs(600);
 
 /// The status objects of `appliance` in the store of runs started after `since`; objects
 /// that cannot be read or parsed are reported in `problems` and skipped.
-pub async fn statuses(
+pub(crate) async fn statuses(
     store: &Store,
     appliance: &str,
     since: SystemTime,
@@ -644,7 +644,7 @@ async fn view_of(store: &Store, s: &LiveStatus) -> View {
     }
 }
 
-pub fn run(args: WaitArgs) -> Result<i32> {
+pub(crate) fn run(args: WaitArgs) -> Result<i32> {
     let record_store = match &args.store {
         Some(url) => {
             let cfg = args.store_config(url, None)?;

@@ -26,13 +26,13 @@ const EXIT_CODES: &str = "Exit status:
     about = "Runs a pgappliance benchmark plan (the appliance's daemon, or --local on a scratch cluster)",
     after_help = EXIT_CODES
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run (or resume) a plan: every step, the sweep, the report, the upload.
     #[command(display_order = 1, after_help = EXIT_CODES)]
     Run(RunArgs),
@@ -77,50 +77,50 @@ pub enum Command {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct WorkdirArg {
+pub(crate) struct WorkdirArg {
     /// Where the journal, the cluster (local mode) and the run directories live.
     #[arg(long, default_value = pgappliance::platform::APPLIANCE_WORKDIR)]
     workdir: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
-    pub plan: PlanArg,
+    pub(crate) plan: PlanArg,
     /// Run against a cluster under --workdir managed with pg_ctl, as plain processes.
     /// Without it the plan runs as the appliance (what pgapplianced.service does at boot):
     /// every step through systemd over D-Bus, PostgreSQL as the platform's service.
     #[arg(long)]
-    pub local: bool,
+    pub(crate) local: bool,
     /// Where the journal, the cluster (local mode) and the run directories live. Required
     /// with --local (never the appliance's own); the appliance's is /var/lib/pgappliance.
     #[arg(long)]
-    pub workdir: Option<PathBuf>,
+    pub(crate) workdir: Option<PathBuf>,
     /// PostgreSQL bin directory (local mode; default: found from the plan's version).
     #[arg(long)]
-    pub pg_bin: Option<PathBuf>,
+    pub(crate) pg_bin: Option<PathBuf>,
     /// OS user that owns the cluster (local mode; default when root: postgres).
     #[arg(long)]
-    pub cluster_user: Option<String>,
+    pub(crate) cluster_user: Option<String>,
     /// Leave the cluster running at the end (local mode).
     #[arg(long)]
-    pub keep_running: bool,
+    pub(crate) keep_running: bool,
     /// Local mode: how long the upload at the end may try a store that does not take the
     /// run; then the run ends (exit 4) with its results here, and `pgapplianced upload`
     /// completes it. The appliance tries until the store takes it.
     #[arg(long, default_value = "2m", value_parser = pgappliance::clock::parse_flag_duration)]
-    pub upload_timeout: std::time::Duration,
+    pub(crate) upload_timeout: std::time::Duration,
     #[command(flatten)]
-    pub store: StoreOverrides,
+    pub(crate) store: StoreOverrides,
     #[command(flatten)]
-    pub parts: PartArgs,
+    pub(crate) parts: PartArgs,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct PartArgs {
+pub(crate) struct PartArgs {
     /// Multipart part size in MiB (at least 5); files of two parts or more go multipart.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(5..=1024))]
-    pub part_size_mib: u32,
+    pub(crate) part_size_mib: u32,
 }
 
 impl PartArgs {
@@ -136,7 +136,7 @@ impl PartArgs {
 
 // The benchmarks: each one's options are its module's (`pgappliance::bench::…`).
 #[derive(Debug, Subcommand)]
-pub enum BenchCommand {
+pub(crate) enum BenchCommand {
     /// tps of the plan's points run directly vs through the appliance; daemon CPU cost.
     Overhead(pgappliance::bench::overhead::OverheadOptions),
     /// pgbench's init modes vs the parallel loader: medians and the speedup.
@@ -165,7 +165,7 @@ pub enum BenchCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ParseCommand {
+pub(crate) enum ParseCommand {
     /// A pgbench run's output (stdout, or stdout and stderr merged).
     Pgbench {
         /// The file holding the output.
@@ -193,7 +193,7 @@ fn read(file: &std::path::Path) -> Result<String> {
         .with_context(|| format!("reading {}", file.display()))
 }
 
-pub async fn dispatch(cli: Cli) -> Result<i32> {
+pub(crate) async fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run(args) => run(args).await,
         Command::Parse(ParseCommand::Pgbench { file }) => {
@@ -322,7 +322,7 @@ async fn stopped_by(
 }
 
 /// Exit status of a local run that finished but whose store did not take it in time.
-pub const EXIT_UPLOAD_POSTPONED: i32 = 4;
+pub(crate) const EXIT_UPLOAD_POSTPONED: i32 = 4;
 
 /// A local run complete here whose store did not take it: where its results are, why, and
 /// the command that stores them.
@@ -363,7 +363,7 @@ fn upload_postponed(
 
 /// Exit status of a run that refuses to go on until a person changes the plan or the
 /// machine (the unit's `RestartPreventExitStatus=`).
-pub const EXIT_REFUSED: i32 = 3;
+pub(crate) const EXIT_REFUSED: i32 = 3;
 
 /// The work directory of `run`: the appliance's own without --local; with --local the one
 /// given, never the appliance's (a scratch cluster there would be taken for the

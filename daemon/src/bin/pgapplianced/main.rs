@@ -1,5 +1,8 @@
 //! pgapplianced: parses the command line and dispatches; the work is in the library.
 
+// This binary's items are its own: `pub(crate)` at most (the lint holds it).
+#![deny(unreachable_pub)]
+
 mod cli;
 mod identity;
 mod present;

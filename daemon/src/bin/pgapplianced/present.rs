@@ -5,7 +5,7 @@ use pgappliance::bench::init::{InitEvent, InitReport};
 use pgappliance::bench::overhead::OverheadReport;
 use pgappliance::bench::upload::UploadBenchReport;
 
-pub fn overhead(r: &OverheadReport) {
+pub(crate) fn overhead(r: &OverheadReport) {
     pgappliance::outln!(
         "{} point pairs; daemon CPU {:.3} s over {:.1} s of sweep through the appliance",
         r.pairs.len(),
@@ -19,7 +19,7 @@ pub fn overhead(r: &OverheadReport) {
     pgappliance::outln!("harness tps ratio: {:.3}", r.ratio);
 }
 
-pub fn init_event(e: &InitEvent) {
+pub(crate) fn init_event(e: &InitEvent) {
     match e {
         InitEvent::Phases { workers, phases } => {
             let phases: Vec<String> = phases
@@ -39,7 +39,7 @@ pub fn init_event(e: &InitEvent) {
     }
 }
 
-pub fn init(r: &InitReport) {
+pub(crate) fn init(r: &InitReport) {
     pgappliance::outln!("scale {}, {} round(s), medians:", r.scale, r.rounds);
     for (cand, m) in &r.medians {
         pgappliance::outln!("  {}: {m:.2} s", cand.label());
@@ -53,7 +53,7 @@ pub fn init(r: &InitReport) {
     pgappliance::outln!("init speedup vs best pgbench mode: {:.2}", r.ratio());
 }
 
-pub fn restore_event(e: &pgappliance::bench::restore::RestoreEvent) {
+pub(crate) fn restore_event(e: &pgappliance::bench::restore::RestoreEvent) {
     use pgappliance::bench::restore::RestoreEvent;
     match e {
         RestoreEvent::Note(text) => pgappliance::outln!("{text}"),
@@ -65,7 +65,7 @@ pub fn restore_event(e: &pgappliance::bench::restore::RestoreEvent) {
     }
 }
 
-pub fn restore(run: &pgappliance::bench::restore::RestoreRun) {
+pub(crate) fn restore(run: &pgappliance::bench::restore::RestoreRun) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     for r in &run.reports {
         pgappliance::outln!(
@@ -134,7 +134,7 @@ pub fn restore(run: &pgappliance::bench::restore::RestoreRun) {
     );
 }
 
-pub fn upload(r: &UploadBenchReport) {
+pub(crate) fn upload(r: &UploadBenchReport) {
     let mib = r.size_mib as f64;
     pgappliance::outln!(
         "pgappliance upload: {mib:.0} MiB in {:.2} s = {:.1} MiB/s (sha256, multipart, read-back verified), peak RSS {:.1} MiB",
@@ -151,7 +151,7 @@ pub fn upload(r: &UploadBenchReport) {
 }
 
 /// `pgapplianced status`.
-pub fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
+pub(crate) fn status(workdir: &std::path::Path) -> anyhow::Result<i32> {
     let s = pgappliance::engine::status::read(workdir)?;
     let j = &s.journal;
     pgappliance::outln!("run {} (started {})", j.run_id, j.started_at);
@@ -291,7 +291,7 @@ fn duration(seconds: f64) -> String {
 }
 
 /// `pgapplianced reset`: what was done, then what to do next.
-pub fn reset(o: &pgappliance::engine::reset::ResetOutcome, workdir: &std::path::Path) {
+pub(crate) fn reset(o: &pgappliance::engine::reset::ResetOutcome, workdir: &std::path::Path) {
     for (archive, result) in &o.retried {
         match result {
             Ok(where_) => pgappliance::outln!(
@@ -329,7 +329,7 @@ pub fn reset(o: &pgappliance::engine::reset::ResetOutcome, workdir: &std::path::
 
 /// What to do after a reset (pure): fix the plan when the run was refused, then start the
 /// next run, the appliance's way or local mode's.
-pub fn reset_next(
+pub(crate) fn reset_next(
     o: &pgappliance::engine::reset::ResetOutcome,
     workdir: &std::path::Path,
 ) -> Vec<String> {

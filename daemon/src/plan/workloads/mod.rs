@@ -282,7 +282,13 @@ mod tests {
             .iter()
             .find(|w| w["kind"].as_str() == Some("sysbench-tpcc"))
             .expect("a sysbench-tpcc workload");
-        for key in ["builtin", "clients", "transactions", "protocol", "latency_log"] {
+        for key in [
+            "builtin",
+            "clients",
+            "transactions",
+            "protocol",
+            "latency_log",
+        ] {
             assert!(tpcc.get(key).is_none(), "{key} in {tpcc:?}");
         }
     }

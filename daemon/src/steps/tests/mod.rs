@@ -18,7 +18,7 @@ use crate::journal::{journal_path, JournalFile};
 use crate::plan::Plan;
 
 /// The tests' plans, on Debian 12 (what the machine running the tests has) or Rocky 8.
-pub const DEBIAN_PLAN: &str = r#"
+pub(crate) const DEBIAN_PLAN: &str = r#"
 [appliance]
 name = "stand-in"
 platform = "debian12"
@@ -56,7 +56,7 @@ store = "file:///nonexistent"
 action = "stay-up"
 "#;
 
-pub const ROCKY_PLAN: &str = r#"
+pub(crate) const ROCKY_PLAN: &str = r#"
 [appliance]
 name = "stand-in"
 platform = "rocky8"
@@ -96,7 +96,7 @@ action = "power-off"
 "#;
 
 /// A run of `plan` on `host`, with its journal and run directory in the host's directory.
-pub fn context(plan: &str, host: StandInHost) -> Context {
+pub(crate) fn context(plan: &str, host: StandInHost) -> Context {
     let plan = Plan::parse(plan).unwrap_or_else(|e| panic!("the tests' plan: {e:?}"));
     let workdir = host.dir().join("work");
     crate::fsutil::create_dir_all(&workdir).expect("workdir");
@@ -117,7 +117,7 @@ pub fn context(plan: &str, host: StandInHost) -> Context {
 }
 
 /// The stand-in host of a test's context.
-pub fn host(cx: &Context) -> &StandInHost {
+pub(crate) fn host(cx: &Context) -> &StandInHost {
     match &cx.host {
         Host::StandIn(h) => h,
         _ => unreachable!("the tests' context is on the stand-in host"),
@@ -125,14 +125,14 @@ pub fn host(cx: &Context) -> &StandInHost {
 }
 
 /// What `check` says (an error fails the test).
-pub async fn check<S: Step>(step: &S, cx: &mut Context) -> Check {
+pub(crate) async fn check<S: Step>(step: &S, cx: &mut Context) -> Check {
     step.check(&mut Looking::new(cx))
         .await
         .unwrap_or_else(|e| panic!("checking {}: {e:#}", S::NAME.as_str()))
 }
 
 /// `apply` with the journal's begin and finish around it, as the engine does.
-pub async fn apply<S: Step>(step: &S, cx: &mut Context) -> anyhow::Result<()> {
+pub(crate) async fn apply<S: Step>(step: &S, cx: &mut Context) -> anyhow::Result<()> {
     cx.journal.begin(S::NAME, None)?;
     step.apply(cx).await?;
     cx.journal.finish(S::NAME, 0.1)
@@ -140,14 +140,14 @@ pub async fn apply<S: Step>(step: &S, cx: &mut Context) -> anyhow::Result<()> {
 
 /// The engine's own drive of one step (check, apply when something is left to do, then its
 /// products checked), for the steps a test needs before the one it tests.
-pub async fn bring_about<S: Step>(step: &S, cx: &mut Context) {
+pub(crate) async fn bring_about<S: Step>(step: &S, cx: &mut Context) {
     crate::engine::drive_step(step, cx, None)
         .await
         .unwrap_or_else(|e| panic!("bringing about {}: {e:#}", S::NAME.as_str()));
 }
 
 /// A fixture of `daemon/tests/fixtures/`.
-pub fn fixture(path: &str) -> String {
+pub(crate) fn fixture(path: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(path);
@@ -155,7 +155,7 @@ pub fn fixture(path: &str) -> String {
 }
 
 /// The script's answers for what the inventory reads with commands (lscpu, lsblk).
-pub fn answer_inventory(host: &StandInHost, lsblk: &str) {
+pub(crate) fn answer_inventory(host: &StandInHost, lsblk: &str) {
     host.script().on(
         "lscpu",
         &["-J"],
@@ -165,6 +165,6 @@ pub fn answer_inventory(host: &StandInHost, lsblk: &str) {
 }
 
 /// Whether `check` is `Todo`.
-pub fn todo(c: &Check) -> bool {
+pub(crate) fn todo(c: &Check) -> bool {
     matches!(c, Check::Todo(_))
 }
