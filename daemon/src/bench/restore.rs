@@ -19,7 +19,8 @@ use crate::engine::Prepared;
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::runner::CommandSpec;
-use crate::snapshot::local::{self, Hashing, Owner};
+use crate::snapshot::copy::{self, Hashing, Owner};
+use crate::snapshot::local;
 use crate::snapshot::manifest::Manifest;
 use crate::snapshot::store as snapstore;
 use crate::upload::{Store, StoreConfig};
@@ -415,16 +416,16 @@ fn time_create(dir: &Path, manifest: &Manifest, owner: Option<Owner>) -> Result<
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }
-    local::make_dirs(dir, &manifest.dirs, owner)?;
+    copy::make_dirs(dir, &manifest.dirs, owner)?;
     nix::unistd::sync();
     let files = &manifest.files;
     let t0 = Instant::now();
-    local::each_on_copy_threads(files.len(), |i| {
+    copy::each_on_copy_threads(files.len(), |i| {
         let (f, path) = (&files[i], dir.join(&files[i].path));
-        let (file, _) = local::open_target(&path, f.mode)?;
-        local::set_mode_and_owner(&file, &path, f.mode, owner)
+        let (file, _) = copy::open_target(&path, f.mode)?;
+        copy::set_mode_and_owner(&file, &path, f.mode, owner)
     })?;
-    local::sync_dirs(dir, &manifest.dirs)?;
+    copy::sync_dirs(dir, &manifest.dirs)?;
     let secs = t0.elapsed().as_secs_f64();
     std::fs::remove_dir_all(dir)?;
     Ok(secs)
@@ -452,7 +453,7 @@ fn time_write(dir: &Path, bytes: u64) -> Result<f64> {
     let block: Vec<u8> = (0..(4u32 << 20)).map(|i| (i % 251) as u8).collect();
     let write_all = |create: bool| -> Result<f64> {
         let t0 = Instant::now();
-        local::each_on_copy_threads(n, |i| {
+        copy::each_on_copy_threads(n, |i| {
             let len = len_of(i);
             let path = dir.join(format!("{i}"));
             let f = std::fs::OpenOptions::new()

@@ -4,6 +4,7 @@
 //! knows no step, journal or run context: the dataset step (`steps/dataset/snapshot.rs`)
 //! decides when to take, share and restore one.
 
+pub mod copy;
 pub mod key;
 pub mod local;
 pub mod manifest;
@@ -14,8 +15,9 @@ use anyhow::{Context as _, Result};
 use crate::postgres::cluster::SUPERUSER;
 use crate::postgres::sql::Session;
 use crate::postgres::Cluster;
+use copy::Owner;
 use key::SnapshotKey;
-use local::{Corrupt, Owner};
+use local::Corrupt;
 
 pub(crate) const SOURCE_GENERATED: &str = "generated";
 pub(crate) const SOURCE_LOCAL: &str = "snapshot:local";

@@ -26,8 +26,9 @@ use object_store::{ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use super::copy::{self, Owner};
 use super::key::SnapshotKey;
-use super::local::{self, Corrupt, Owner};
+use super::local::Corrupt;
 use super::manifest::{
     compare, piece_sha256, split, Digest, FileEntry, Manifest, Part, Parts, Piece, MANIFEST_FILE,
     MANIFEST_SCHEMA_VERSION, PART_BYTES,
@@ -363,7 +364,7 @@ impl Read for ChannelReader {
     }
 }
 
-/// Unpacks the archive stream into `dest` (made, or recycled by [`local::prepare_target`]), each file checked
+/// Unpacks the archive stream into `dest` (made, or recycled by [`copy::prepare_target`]), each file checked
 /// against the manifest; returns the compressed size and sha256.
 fn unpack(
     reader: ChannelReader,
@@ -371,14 +372,14 @@ fn unpack(
     dest: &Path,
     owner: Option<Owner>,
 ) -> Result<(u64, String)> {
-    local::recycle_or_renew(dest, &manifest.dirs, &manifest.files, owner)?;
+    copy::recycle_or_renew(dest, &manifest.dirs, &manifest.files, owner)?;
     let index: std::collections::HashMap<&str, usize> = manifest
         .files
         .iter()
         .enumerate()
         .map(|(i, f)| (f.path.as_str(), i))
         .collect();
-    let ahead = local::Ahead::new(dest, &manifest.files, owner);
+    let ahead = copy::Ahead::new(dest, &manifest.files, owner);
     let mut seen: BTreeMap<String, (u64, Option<Digest>)> = BTreeMap::new();
     let dec = zstd::stream::read::Decoder::new(reader).context("starting zstd")?;
     let mut archive = tar::Archive::new(dec);
@@ -405,8 +406,8 @@ fn unpack(
         }
         .into());
     }
-    local::sync_files(dest, &manifest.files)?;
-    local::sync_dirs(dest, &manifest.dirs)?;
+    copy::sync_files(dest, &manifest.files)?;
+    copy::sync_dirs(dest, &manifest.dirs)?;
     Ok((reader.size, format!("{:x}", reader.hasher.finalize())))
 }
 
@@ -414,7 +415,7 @@ fn unpack(
 fn unpack_entries<R: Read>(
     archive: &mut tar::Archive<R>,
     index: &std::collections::HashMap<&str, usize>,
-    ahead: &local::Ahead<'_>,
+    ahead: &copy::Ahead<'_>,
     dest: &Path,
     seen: &mut BTreeMap<String, (u64, Option<Digest>)>,
 ) -> Result<()> {
@@ -478,7 +479,7 @@ pub struct Fetched {
 }
 
 /// Downloads the store's snapshot into `dest` (made, or recycled by
-/// [`local::prepare_target`]): a schema 2 snapshot's parts on `threads` threads at once
+/// [`copy::prepare_target`]): a schema 2 snapshot's parts on `threads` threads at once
 /// (fetched, checked against their sha256, fetched again alone when they arrive wrong,
 /// decompressed and written at their place, each piece hashed against the manifest; the
 /// files made as the parts reach them and ahead of them by a helper thread, the file system
@@ -533,12 +534,12 @@ impl Targets {
         }
     }
 
-    /// Makes file `idx` (a reused one emptied, then sized): [`local::open_target`].
+    /// Makes file `idx` (a reused one emptied, then sized): [`copy::open_target`].
     fn make(&self, idx: usize) -> Result<std::fs::File> {
         let f = &self.files[idx];
         let path = self.root.join(&f.path);
-        let (file, had_bytes) = local::open_target(&path, f.mode)?;
-        local::set_mode_and_owner(&file, &path, f.mode, self.owner)?;
+        let (file, had_bytes) = copy::open_target(&path, f.mode)?;
+        copy::set_mode_and_owner(&file, &path, f.mode, self.owner)?;
         if had_bytes {
             // A reused file's blocks go before it is written: on XFS with reflinks they are
             // often the clones a local restore made, and writing over a shared extent is a
@@ -569,7 +570,7 @@ impl Targets {
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
-        super::local::still_a_file_of_one_name(&file, &path)?;
+        super::copy::still_a_file_of_one_name(&file, &path)?;
         Ok(file)
     }
 
@@ -745,7 +746,7 @@ async fn download_parts(
     threads: usize,
 ) -> Result<Fetched> {
     let (d, m) = (dest.to_path_buf(), manifest.clone());
-    tokio::task::spawn_blocking(move || local::recycle_or_renew(&d, &m.dirs, &m.files, owner))
+    tokio::task::spawn_blocking(move || copy::recycle_or_renew(&d, &m.dirs, &m.files, owner))
         .await
         .map_err(|e| anyhow!("preparing thread: {e}"))??;
     let targets = Arc::new(Targets::new(dest, &manifest.files, owner));
@@ -842,6 +843,7 @@ async fn download_stream(
 
 #[cfg(test)]
 mod tests {
+    use super::super::local;
     use super::*;
 
     /// A schema 1 archive (what daemons before schema 2 uploaded): the snapshot in `dir`

@@ -256,7 +256,7 @@ pub(crate) async fn drive(cx: &mut Context, moment: Moment) -> Result<()> {
 /// directory holds now is not the prepared data (points may have changed it).
 async fn redo_restore(cx: &mut Context, id: &str) -> Result<()> {
     tracing::warn!(snapshot = %id, "redoing the interrupted restore");
-    match snapshot::restore_local(cx, id, crate::snapshot::local::Hashing::WhenCopying).await {
+    match snapshot::restore_local(cx, id, crate::snapshot::copy::Hashing::WhenCopying).await {
         Ok(_) => Ok(()),
         Err(e) if crate::snapshot::is_corrupt(&e).is_some() => {
             snapshot::drop_corrupt(cx, id, &e, snapshot::Forget::Datasets)

@@ -15,13 +15,14 @@ use anyhow::{Context as _, Result};
 use crate::results::DatasetInfo;
 use crate::snapshot::store as snapstore;
 use crate::snapshot::{
-    is_corrupt, key, local, manifest, owner_for, room_to_keep, stopped_state, SOURCE_LOCAL,
+    copy, is_corrupt, key, local, manifest, owner_for, room_to_keep, stopped_state, SOURCE_LOCAL,
     SOURCE_STORE,
 };
 use crate::steps::Context;
 use crate::upload::{Store, StoreConfig};
+use copy::Hashing;
 use key::SnapshotKey;
-use local::{Corrupt, Hashing};
+use local::Corrupt;
 use manifest::{Manifest, MANIFEST_FILE};
 
 /// Where this run keeps snapshots.
@@ -62,7 +63,7 @@ pub(crate) async fn restore_local(
     cx: &mut Context,
     id: &str,
     hashing: Hashing,
-) -> Result<(f64, local::CopyOutcome)> {
+) -> Result<(f64, copy::CopyOutcome)> {
     let cluster = cx.server()?.clone();
     let dir = local::snapshot_dir(&root(cx)?, id);
     let manifest = match Manifest::load(&dir) {
