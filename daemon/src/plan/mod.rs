@@ -25,6 +25,7 @@ pub use location::KeyPath;
 pub use validate::is_ssh_key_placeholder;
 pub(crate) use validate::{check_store_url, parse_size};
 pub use workloads::WorkloadKind;
+pub(crate) use workloads::WorkloadSpec;
 
 /// A parsed and validated plan.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -553,7 +554,7 @@ pub(crate) enum InitMode {
 }
 
 /// One workload: its name, how long and how often its points run, and its kind's own
-/// options ([`WorkloadSpec`], one variant per kind). The plan writes it as one flat
+/// options ([`workloads::WorkloadSpec`], one variant per kind). The plan writes it as one flat
 /// `[[workloads]]` table ([`workloads::Written`]) whose `kind` picks the variant.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(from = "workloads::Written", into = "workloads::Written")]
@@ -575,14 +576,6 @@ pub struct Workload {
     pub(crate) progress_interval_s: u32,
     /// What drives the load, with that program's options.
     pub(crate) spec: WorkloadSpec,
-}
-
-/// A workload's kind with its own options: each variant's type lives in its kind's module
-/// of [`workloads`], which also checks it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum WorkloadSpec {
-    Pgbench(workloads::pgbench::Spec),
-    SysbenchTpcc(workloads::sysbench_tpcc::Spec),
 }
 
 /// sysbench's `--rand-type`.

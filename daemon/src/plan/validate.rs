@@ -866,6 +866,7 @@ fn workloads(plan: &Plan, doc: Option<&toml_edit::DocumentMut>, p: &mut Problems
             ));
         }
         let written = |key: &str| doc.is_some_and(|d| at.key(key).item(d).is_some());
+        super::workloads::refuse_other_kinds_keys(w, &at, &written, p);
         w.section().check(plan, w, &at, &written, p);
         if let Some(d) = parse_duration_field(&w.duration, at.key("duration"), "duration", p) {
             if d.subsec_nanos() != 0 {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::validate::Problems;
 use super::{
     yes, Builtin, Checksums, KeyPath, LatencyLog, Plan, Protocol, RandType, Repeats, Threads,
-    TpccDataset, TrxLevel, Workload, WorkloadSpec,
+    TpccDataset, TrxLevel, Workload,
 };
 
 /// The benchmark program a workload runs: the tag of `kind = "…"`, which results, points
@@ -35,6 +35,14 @@ impl WorkloadKind {
             WorkloadKind::SysbenchTpcc => "sysbench-tpcc",
         }
     }
+}
+
+/// A workload's kind with its own options: each variant's type lives in its kind's module
+/// of this module, which also checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WorkloadSpec {
+    Pgbench(pgbench::Spec),
+    SysbenchTpcc(sysbench_tpcc::Spec),
 }
 
 /// A `[[workloads]]` table as the plan writes it: the common keys and every kind's own,
@@ -110,6 +118,68 @@ pub(crate) struct Written {
     /// `scale`), and never more than the connections the sweep needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) prepare_threads: Option<u32>,
+}
+
+/// The keys every kind has (`report_interval_s` is another name of `progress_interval_s`).
+const COMMON_KEYS: [&str; 9] = [
+    "name",
+    "kind",
+    "duration",
+    "repeats",
+    "warmup",
+    "checkpoint",
+    "data_checksums",
+    "progress_interval_s",
+    "report_interval_s",
+];
+
+/// Each kind's own keys in [`Written`] (a unit test holds every key of the table to this
+/// list and [`COMMON_KEYS`]).
+const KEYS: [(WorkloadKind, &[&str]); 2] = [
+    (WorkloadKind::Pgbench, &pgbench::KEYS),
+    (WorkloadKind::SysbenchTpcc, &sysbench_tpcc::KEYS),
+];
+
+/// The keys of other kinds that workload `w` at `at` wrote, each refused once: in the
+/// kind's own words where it has some ([`Section::refusal`]), else naming the kinds the key
+/// belongs to. A key of another kind is refused even when it holds that kind's default
+/// (`builtin = "tpcb-like"` on a sysbench-tpcc workload): it says the author expects that
+/// kind's behaviour.
+pub(crate) fn refuse_other_kinds_keys(
+    w: &Workload,
+    at: &KeyPath,
+    written: &dyn Fn(&str) -> bool,
+    p: &mut Problems,
+) {
+    let kind = w.kind();
+    let own = |key: &str| {
+        COMMON_KEYS.contains(&key)
+            || KEYS
+                .iter()
+                .any(|(k, keys)| *k == kind && keys.contains(&key))
+    };
+    let mut refused: Vec<&str> = Vec::new();
+    for (_, keys) in KEYS {
+        for &key in keys {
+            if own(key) || refused.contains(&key) || !written(key) {
+                continue;
+            }
+            refused.push(key);
+            let owners: Vec<String> = KEYS
+                .iter()
+                .filter(|(_, keys)| keys.contains(&key))
+                .map(|(k, _)| format!("kind = \"{}\"", k.as_str()))
+                .collect();
+            let words = w.section().refusal(key).unwrap_or_else(|| {
+                format!(
+                    "{key} only applies to {} workloads; this one is kind = \"{}\"",
+                    owners.join(" or "),
+                    kind.as_str()
+                )
+            });
+            p.push((at.key(key), words));
+        }
+    }
 }
 
 /// Written out, a kind's key at its default is left out: another kind refuses a key the
@@ -211,9 +281,9 @@ pub(crate) struct PointOptions {
 
 /// One kind's part of a workload: the variant's own type implements it.
 pub(crate) trait Section: Sync {
-    /// The kind's checks of workload `w` at `at`: its own keys, and the other kinds' keys
-    /// it refuses (`written` tells whether the plan's text wrote a key of the workload's
-    /// table).
+    /// The kind's checks of workload `w` at `at`, of its own keys (`written` tells whether
+    /// the plan's text wrote a key of the workload's table). Other kinds' keys are refused
+    /// for every kind alike ([`refuse_other_kinds_keys`]).
     fn check(
         &self,
         plan: &Plan,
@@ -222,6 +292,11 @@ pub(crate) trait Section: Sync {
         written: &dyn Fn(&str) -> bool,
         p: &mut Problems,
     );
+    /// Its own words for refusing another kind's `key` the plan wrote (None: the words
+    /// every kind uses, naming the kinds the key belongs to).
+    fn refusal(&self, _key: &str) -> Option<String> {
+        None
+    }
     /// Its keys back into the plan's table (serialising a plan).
     fn write(&self, out: &mut Written);
     /// The connection counts the workload sweeps.
@@ -303,9 +378,9 @@ mod tests {
         let errors = Plan::examine(&text).errors;
         let about = |key: &str| errors.iter().find(|e| e.key.ends_with(key));
         let builtin = about(".builtin").unwrap_or_else(|| panic!("{errors:?}"));
-        assert!(
-            builtin.message.contains("is a pgbench option"),
-            "{builtin:?}"
+        assert_eq!(
+            builtin.message,
+            "builtin only applies to kind = \"pgbench\" workloads; this one is kind = \"sysbench-tpcc\""
         );
         let clients = about(".clients").unwrap_or_else(|| panic!("{errors:?}"));
         assert!(clients.message.contains("sweeps threads"), "{clients:?}");
@@ -320,11 +395,48 @@ mod tests {
                 .iter()
                 .find(|e| e.key.ends_with(&format!(".{key}")))
                 .unwrap_or_else(|| panic!("{key}: {errors:?}"));
-            assert!(
-                e.message
-                    .contains("only applies to kind = \"sysbench-tpcc\""),
-                "{e:?}"
+            assert_eq!(
+                e.message,
+                format!("{key} only applies to kind = \"sysbench-tpcc\" workloads; this one is kind = \"pgbench\"")
             );
         }
+    }
+
+    #[test]
+    fn every_key_of_the_table_is_common_or_some_kinds_own() {
+        // Every field of the table set away from its default, so that none is left out.
+        let written = Written {
+            name: "w".into(),
+            kind: WorkloadKind::SysbenchTpcc,
+            builtin: Builtin::SelectOnly,
+            clients: vec![1],
+            threads: Threads::Fixed(1),
+            transactions: Some(1),
+            duration: Some("1s".into()),
+            protocol: Protocol::Prepared,
+            repeats: Repeats::Fixed(2),
+            warmup: Some("1s".into()),
+            checkpoint: false,
+            statement_latencies: true,
+            data_checksums: vec![Checksums::On],
+            latency_log: LatencyLog::Sampled,
+            sampling_rate: Some(0.5),
+            progress_interval_s: 2,
+            tables: Some(1),
+            scale: Some(1),
+            rand_type: Some(RandType::Pareto),
+            use_fk: Some(true),
+            trx_level: Some(TrxLevel::RR),
+            prepare_threads: Some(1),
+        };
+        let table = toml::Table::try_from(&written).expect("a table");
+        for key in table.keys() {
+            let owners = KEYS.iter().filter(|(_, keys)| keys.contains(&key.as_str()));
+            assert!(
+                COMMON_KEYS.contains(&key.as_str()) || owners.count() > 0,
+                "{key} is neither common nor any kind's"
+            );
+        }
+        assert_eq!(table.len(), 22, "every field was written: {table:?}");
     }
 }
