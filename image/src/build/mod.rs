@@ -173,23 +173,7 @@ pub(crate) fn run(args: BuildArgs) -> Result<i32> {
     if let Some(url) = &args.payload_url {
         render::check_payload_url(url)?;
     }
-    let mut plan_text = Plan::read_text(&args.plan)?;
-    let plans_store = Plan::examine(&plan_text).plan.map(|p| p.upload.store);
-    if let Some(change) = &args.store {
-        plan_text = pgappliance::plan::rewrite::with_store(&plan_text, change)
-            .map_err(|why| anyhow::anyhow!("--store {}: {why}", change.store))?;
-    }
-    let found = Plan::examine(&plan_text);
-    let Some(plan) = found.plan else {
-        return Err(PlanError::Invalid {
-            path: args.plan.clone(),
-            issues: found.errors,
-        }
-        .into());
-    };
-    for w in &found.warnings {
-        pgappliance::errln!("{}", w.render(&args.plan, "warning: "));
-    }
+    let (plan_text, plan, plans_store) = plan_for_build(&args)?;
     if args.iso.is_some() && plan.install.is_none() {
         bail!(
             "--iso: appliance.iso boots the kickstart, and {} has no [install] table: only a bare-metal plan (one with [install]: os_disk and a way in) gets a kickstart (docs/plan.md)",
@@ -263,33 +247,7 @@ pub(crate) fn run(args: BuildArgs) -> Result<i32> {
             },
         );
     }
-    let carried = match &args.medium.packages {
-        Some(dir) => {
-            if plan.appliance.platform == pgappliance::plan::Platform::Rocky8
-                && args.medium.packages_key.is_empty()
-            {
-                bail!(
-                    "--packages {}: give the public key(s) the RPMs are signed with (--packages-key FILE, e.g. PGDG's RPM-GPG-KEY-PGDG and Rocky's RPM-GPG-KEY-rockyofficial): every package is checked against them now, and dnf checks them again on the appliance",
-                    dir.display()
-                );
-            }
-            let inv = medium::inventory(&args.medium, dir, &plan)?;
-            if !inv.lacking.is_empty() {
-                bail!(
-                    "--packages {}: it lacks {} of the packages the plan needs on {} (the appliance installs from it alone, with no network): download them into it (docs/launch.md)",
-                    dir.display(),
-                    inv.lacking.join(" "),
-                    pgappliance::platform::Profile::of(plan.appliance.platform).name()
-                );
-            }
-            members.extend(medium::members(&plan, &inv, &args.medium.packages_key)?);
-            Some((
-                inv.packages.len(),
-                inv.packages.iter().map(|p| p.data.len()).sum::<usize>(),
-            ))
-        }
-        None => None,
-    };
+    let carried = carry_packages(&args, &plan, &mut members)?;
     let tarball = payload::build(&members, payload::mtime()?)?;
     let sha = format!("{:x}", Sha256::digest(&tarball));
     let ks = match plan.install {
@@ -345,22 +303,109 @@ pub(crate) fn run(args: BuildArgs) -> Result<i32> {
             write("user-data.yaml", u.as_bytes())?;
         }
     }
-    let iso_volid = match &args.iso {
+    let iso_volid = remaster_iso(&args, tmp.path(), delivery.as_ref())?;
+    outdir::write_marker(tmp.path(), outdir::Kind::Build)?;
+    let replaced = matches!(out.previous, outdir::Previous::Earlier(_));
+    outdir::install(tmp, &out)?;
+    Built {
+        sha: &sha,
+        payload_bytes: tarball.len(),
+        plans_store: plans_store.as_deref(),
+        plan: &plan,
+        user_data: user_data.is_some(),
+        carried,
+        iso_volid: iso_volid.as_deref(),
+        delivery: delivery.as_ref(),
+        replaced,
+        out: &out.path,
+    }
+    .print(&args);
+    Ok(0)
+}
+
+/// The plan as the build packs it: read, `--store` written into it, checked (its warnings
+/// printed); with the store the plan named before (None: the plan did not check).
+fn plan_for_build(args: &BuildArgs) -> Result<(String, Plan, Option<String>)> {
+    let mut plan_text = Plan::read_text(&args.plan)?;
+    let plans_store = Plan::examine(&plan_text).plan.map(|p| p.upload.store);
+    if let Some(change) = &args.store {
+        plan_text = pgappliance::plan::rewrite::with_store(&plan_text, change)
+            .map_err(|why| anyhow::anyhow!("--store {}: {why}", change.store))?;
+    }
+    let found = Plan::examine(&plan_text);
+    let Some(plan) = found.plan else {
+        return Err(PlanError::Invalid {
+            path: args.plan.clone(),
+            issues: found.errors,
+        }
+        .into());
+    };
+    for w in &found.warnings {
+        pgappliance::errln!("{}", w.render(&args.plan, "warning: "));
+    }
+    Ok((plan_text, plan, plans_store))
+}
+
+/// The operator's packages (`--packages DIR`) into the payload's members, checked against
+/// what the plan needs and their keys: how many and their bytes (None: none given).
+fn carry_packages(
+    args: &BuildArgs,
+    plan: &Plan,
+    members: &mut BTreeMap<String, Member>,
+) -> Result<Option<(usize, usize)>> {
+    Ok(match &args.medium.packages {
+        Some(dir) => {
+            if plan.appliance.platform == pgappliance::plan::Platform::Rocky8
+                && args.medium.packages_key.is_empty()
+            {
+                bail!(
+                    "--packages {}: give the public key(s) the RPMs are signed with (--packages-key FILE, e.g. PGDG's RPM-GPG-KEY-PGDG and Rocky's RPM-GPG-KEY-rockyofficial): every package is checked against them now, and dnf checks them again on the appliance",
+                    dir.display()
+                );
+            }
+            let inv = medium::inventory(&args.medium, dir, plan)?;
+            if !inv.lacking.is_empty() {
+                bail!(
+                    "--packages {}: it lacks {} of the packages the plan needs on {} (the appliance installs from it alone, with no network): download them into it (docs/launch.md)",
+                    dir.display(),
+                    inv.lacking.join(" "),
+                    pgappliance::platform::Profile::of(plan.appliance.platform).name()
+                );
+            }
+            members.extend(medium::members(plan, &inv, &args.medium.packages_key)?);
+            Some((
+                inv.packages.len(),
+                inv.packages.iter().map(|p| p.data.len()).sum::<usize>(),
+            ))
+        }
+        None => None,
+    })
+}
+
+/// `appliance.iso` remastered from `--iso` into `dir` (which holds ks.cfg and the payload),
+/// with the store's credentials when they go on the medium: its volume id (None: no
+/// `--iso`).
+fn remaster_iso(
+    args: &BuildArgs,
+    dir: &Path,
+    delivery: Option<&credentials::Delivery>,
+) -> Result<Option<String>> {
+    Ok(match &args.iso {
         Some(input) => {
             let work = tempfile::tempdir().context("creating a work directory for the ISO")?;
             let secret = work.path().join("store.credentials");
             let mut extra = Vec::new();
-            if let Some(d) = &delivery {
+            if let Some(d) = delivery {
                 credentials::write_private(&secret, &d.text)?;
                 extra.push((secret.as_path(), "/pgappliance/store.credentials"));
             }
-            let iso_path = tmp.path().join("appliance.iso");
+            let iso_path = dir.join("appliance.iso");
             let volid = iso::remaster(
                 input,
                 &iso_path,
-                &tmp.path().join("ks.cfg"),
-                &tmp.path().join("payload.tar.gz"),
-                &tmp.path().join("payload.tar.gz.sha256"),
+                &dir.join("ks.cfg"),
+                &dir.join("payload.tar.gz"),
+                &dir.join("payload.tar.gz.sha256"),
                 &extra,
                 work.path(),
             )?;
@@ -372,43 +417,73 @@ pub(crate) fn run(args: BuildArgs) -> Result<i32> {
             Some(volid)
         }
         None => None,
-    };
-    outdir::write_marker(tmp.path(), outdir::Kind::Build)?;
-    let replaced = matches!(out.previous, outdir::Previous::Earlier(_));
-    outdir::install(tmp, &out)?;
-    pgappliance::outln!("payload.tar.gz   {sha}  ({} bytes)", tarball.len());
-    match (&args.store, &plans_store) {
+    })
+}
+
+/// What a build wrote, as its summary lines say it.
+struct Built<'a> {
+    sha: &'a str,
+    payload_bytes: usize,
+    plans_store: Option<&'a str>,
+    plan: &'a Plan,
+    user_data: bool,
+    carried: Option<(usize, usize)>,
+    iso_volid: Option<&'a str>,
+    delivery: Option<&'a credentials::Delivery>,
+    replaced: bool,
+    out: &'a Path,
+}
+
+impl Built<'_> {
+    /// One line per output, then where it went and what to do next.
+    fn print(&self, args: &BuildArgs) {
+        let Built {
+            sha,
+            payload_bytes,
+            plans_store,
+            plan,
+            user_data,
+            carried,
+            iso_volid,
+            delivery,
+            replaced,
+            out,
+        } = *self;
+        pgappliance::outln!("payload.tar.gz   {sha}  ({} bytes)", payload_bytes);
+        match (&args.store, plans_store) {
         (Some(c), Some(was)) if *was != c.store => pgappliance::outln!(
             "store            the appliance uploads to {} (--store; the plan's {was} replaced in the packed plan)",
             c.store
         ),
         _ => pgappliance::outln!("store            the appliance uploads to {}", plan.upload.store),
     }
-    match &plan.install {
-        Some(install) => pgappliance::outln!(
-            "ks.cfg           Rocky 8 {} kickstart, OS on {}",
-            elf::arch_name(plan.appliance.arch),
-            install.os_disk()
-        ),
-        None => pgappliance::outln!(
-            "ks.cfg           not written: the plan has no [install] table (bare metal only)"
-        ),
-    }
-    if user_data.is_some() {
-        pgappliance::outln!(
-            "user-data.yaml   cloud-config fetching the payload from the given URL"
-        );
-    } else {
-        pgappliance::outln!("user-data.yaml   not written: give --payload-url for cloud instances");
-    }
-    if let Some((n, bytes)) = carried {
-        let keys: Vec<String> = args
-            .medium
-            .packages_key
-            .iter()
-            .map(|k| k.display().to_string())
-            .collect();
-        pgappliance::outln!(
+        match &plan.install {
+            Some(install) => pgappliance::outln!(
+                "ks.cfg           Rocky 8 {} kickstart, OS on {}",
+                elf::arch_name(plan.appliance.arch),
+                install.os_disk()
+            ),
+            None => pgappliance::outln!(
+                "ks.cfg           not written: the plan has no [install] table (bare metal only)"
+            ),
+        }
+        if user_data {
+            pgappliance::outln!(
+                "user-data.yaml   cloud-config fetching the payload from the given URL"
+            );
+        } else {
+            pgappliance::outln!(
+                "user-data.yaml   not written: give --payload-url for cloud instances"
+            );
+        }
+        if let Some((n, bytes)) = carried {
+            let keys: Vec<String> = args
+                .medium
+                .packages_key
+                .iter()
+                .map(|k| k.display().to_string())
+                .collect();
+            pgappliance::outln!(
             "packages         {n} from {} ({bytes} bytes{}) in the payload at {}: the appliance installs from them alone",
             args.medium.packages.as_deref().unwrap_or(Path::new("")).display(),
             if keys.is_empty() {
@@ -418,52 +493,49 @@ pub(crate) fn run(args: BuildArgs) -> Result<i32> {
             },
             pgappliance::platform::MEDIUM_DIR
         );
-    }
-    match &iso_volid {
-        Some(v) => {
-            pgappliance::outln!("appliance.iso    remastered, volume id {v}, boots the kickstart")
         }
-        None => {
+        match iso_volid {
+            Some(v) => {
+                pgappliance::outln!(
+                    "appliance.iso    remastered, volume id {v}, boots the kickstart"
+                )
+            }
+            None => {
+                pgappliance::outln!(
+                    "appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media"
+                )
+            }
+        }
+        if let Some(d) = delivery {
+            let mut on = Vec::new();
+            if args.iso.is_some() {
+                on.push("appliance.iso");
+            }
+            if user_data {
+                on.push("user-data.yaml");
+            }
             pgappliance::outln!(
-                "appliance.iso    not written: give --iso ROCKY.iso for BMC virtual media"
-            )
+                "credentials      {} for {} on {} (written 0600, keep private); {}",
+                d.origin,
+                d.target,
+                on.join(" and "),
+                d.expires_at
+                    .map(|t| format!("they expire at {}", humantime::format_rfc3339_seconds(t)))
+                    .unwrap_or_else(|| "no expiry given".into())
+            );
+        }
+        if replaced {
+            pgappliance::outln!(
+                "built into {} (the earlier build there replaced)",
+                out.display()
+            );
+        } else {
+            pgappliance::outln!("built into {}", out.display());
+        }
+        if !args.for_launch {
+            for line in next_steps(&args.plan, out, iso_volid.is_some(), user_data) {
+                pgappliance::outln!("next: {line}");
+            }
         }
     }
-    if let Some(d) = &delivery {
-        let mut on = Vec::new();
-        if args.iso.is_some() {
-            on.push("appliance.iso");
-        }
-        if user_data.is_some() {
-            on.push("user-data.yaml");
-        }
-        pgappliance::outln!(
-            "credentials      {} for {} on {} (written 0600, keep private); {}",
-            d.origin,
-            d.target,
-            on.join(" and "),
-            d.expires_at
-                .map(|t| format!("they expire at {}", humantime::format_rfc3339_seconds(t)))
-                .unwrap_or_else(|| "no expiry given".into())
-        );
-    }
-    if replaced {
-        pgappliance::outln!(
-            "built into {} (the earlier build there replaced)",
-            out.path.display()
-        );
-    } else {
-        pgappliance::outln!("built into {}", out.path.display());
-    }
-    if !args.for_launch {
-        for line in next_steps(
-            &args.plan,
-            &out.path,
-            iso_volid.is_some(),
-            user_data.is_some(),
-        ) {
-            pgappliance::outln!("next: {line}");
-        }
-    }
-    Ok(0)
 }
