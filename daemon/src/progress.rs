@@ -23,6 +23,7 @@ pub const INTERVAL_VARIABLE: &str = "PGAPPLIANCE_PROGRESS_INTERVAL";
 
 /// The shortest interval [`INTERVAL_VARIABLE`] may set: a shorter one floods the log (a
 /// status line per tick).
+#[cfg(any(debug_assertions, test))]
 pub(crate) const SHORTEST_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The interval in effect: [`INTERVAL`], or in a debug build [`INTERVAL_VARIABLE`] when it
@@ -45,6 +46,7 @@ pub(crate) fn interval() -> Duration {
 }
 
 /// The interval [`INTERVAL_VARIABLE`]'s value sets, and a warning when it is ignored (pure).
+#[cfg(any(debug_assertions, test))]
 pub(crate) fn interval_from(value: Option<&str>) -> (Duration, Option<String>) {
     let Some(v) = value else {
         return (INTERVAL, None);
