@@ -1,10 +1,11 @@
 //! Each workload kind's part of `[[workloads]]`. The plan writes a workload as one flat
 //! table ([`Written`]); its `kind` picks the [`WorkloadSpec`] variant, whose type lives in
-//! the kind's module with its checks (each problem names its key path, so `check` prints
-//! its FILE:LINE:COL), the keys of other kinds it refuses, the connection counts it sweeps,
-//! the sysbench-tpcc dataset it runs on and the options its points carry. This module is
-//! where a kind is registered: the table's keys, the variant, and the one match that turns
-//! a variant into its [`Section`].
+//! the kind's module with its keys (`KEYS`), its checks (each problem names its key path,
+//! so `check` prints its FILE:LINE:COL), the connection counts it sweeps, the sysbench-tpcc
+//! dataset it runs on and the options its points carry. This module is where a kind is
+//! registered (the table's keys, the variant, the matches that turn a variant into its
+//! [`Section`], the [`KEYS`] rows) and where every kind refuses the keys of the others
+//! ([`refuse_other_kinds_keys`]).
 
 pub(crate) mod pgbench;
 pub(crate) mod sysbench_tpcc;
@@ -48,7 +49,7 @@ pub(crate) enum WorkloadSpec {
 /// A `[[workloads]]` table as the plan writes it: the common keys and every kind's own,
 /// side by side (unknown keys are errors, each with its place in the file). Read into a
 /// [`Workload`], whose variant keeps only its kind's keys; a key of another kind that the
-/// plan wrote is refused by the kind's checks ([`Section::check`]), which read the text.
+/// plan wrote is refused by [`refuse_other_kinds_keys`], which reads the text.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Written {
@@ -133,8 +134,9 @@ const COMMON_KEYS: [&str; 9] = [
     "report_interval_s",
 ];
 
-/// Each kind's own keys in [`Written`] (a unit test holds every key of the table to this
-/// list and [`COMMON_KEYS`]).
+/// The keys each kind takes in [`Written`] besides [`COMMON_KEYS`], all of them: a key two
+/// kinds take is in both rows (a unit test holds every key of the table to these rows and
+/// [`COMMON_KEYS`]).
 const KEYS: [(WorkloadKind, &[&str]); 2] = [
     (WorkloadKind::Pgbench, &pgbench::KEYS),
     (WorkloadKind::SysbenchTpcc, &sysbench_tpcc::KEYS),

@@ -1,5 +1,5 @@
-//! A pgbench workload's keys: clients, threads (a number or `"auto"`), `-t` or `-T`; the
-//! sysbench-tpcc keys it refuses.
+//! A pgbench workload's keys: the builtin, clients, threads (a number or `"auto"`), `-t` or
+//! `-T`, the protocol and the latency log.
 
 use super::{PointOptions, Section, Written};
 use crate::plan::validate::{Problems, MAX_CLIENTS, PGBENCH_INT_MAX};

@@ -1,5 +1,5 @@
 //! A sysbench-tpcc workload's keys: the thread counts, duration, tables, scale and
-//! sysbench's options; the pgbench keys it refuses, even written with pgbench's default.
+//! sysbench's options; its own words for refusing pgbench's `clients` and `transactions`.
 
 use super::{PointOptions, Section, Written};
 use crate::plan::validate::{Problems, MAX_CLIENTS};
