@@ -38,8 +38,8 @@ impl WorkloadKind {
     }
 }
 
-/// A workload's kind with its own options: each variant's type lives in its kind's module
-/// of this module, which also checks it.
+/// A workload's kind with its own options: each variant's type lives in its kind's
+/// submodule here, which also checks it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum WorkloadSpec {
     Pgbench(pgbench::Spec),
