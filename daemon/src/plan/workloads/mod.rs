@@ -167,14 +167,19 @@ pub(crate) fn refuse_other_kinds_keys(
                 continue;
             }
             refused.push(key);
-            let owners: Vec<String> = KEYS
+            let owners: Vec<&str> = KEYS
                 .iter()
                 .filter(|(_, keys)| keys.contains(&key))
-                .map(|(k, _)| format!("kind = \"{}\"", k.as_str()))
+                .map(|(k, _)| k.as_str())
                 .collect();
             let words = w.section().refusal(key).unwrap_or_else(|| {
                 format!(
-                    "{key} only applies to {} workloads; this one is kind = \"{}\"",
+                    "{key} only applies to {} workloads: a {} option, which a kind = \"{}\" workload does not take",
+                    owners
+                        .iter()
+                        .map(|k| format!("kind = \"{k}\""))
+                        .collect::<Vec<_>>()
+                        .join(" or "),
                     owners.join(" or "),
                     kind.as_str()
                 )
@@ -382,7 +387,7 @@ mod tests {
         let builtin = about(".builtin").unwrap_or_else(|| panic!("{errors:?}"));
         assert_eq!(
             builtin.message,
-            "builtin only applies to kind = \"pgbench\" workloads; this one is kind = \"sysbench-tpcc\""
+            "builtin only applies to kind = \"pgbench\" workloads: a pgbench option, which a kind = \"sysbench-tpcc\" workload does not take"
         );
         let clients = about(".clients").unwrap_or_else(|| panic!("{errors:?}"));
         assert!(clients.message.contains("sweeps threads"), "{clients:?}");
@@ -399,7 +404,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{key}: {errors:?}"));
             assert_eq!(
                 e.message,
-                format!("{key} only applies to kind = \"sysbench-tpcc\" workloads; this one is kind = \"pgbench\"")
+                format!("{key} only applies to kind = \"sysbench-tpcc\" workloads: a sysbench-tpcc option, which a kind = \"pgbench\" workload does not take")
             );
         }
     }
