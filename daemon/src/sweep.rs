@@ -185,6 +185,7 @@ fn expand_workload(
     let matrix = groups.iter().any(Option::is_some);
     let section = w.section();
     let options = section.point_options();
+    let connections = section.connections();
     let limit = match (section.transactions(), w.duration()) {
         (Some(t), _) => Limit::Transactions(t),
         (None, Some(d)) => Limit::DurationS(d.as_secs().max(1)),
@@ -246,7 +247,7 @@ fn expand_workload(
             );
             points.push(base(clients, repeat, false, limit, id));
         };
-        for clients in w.connections() {
+        for &clients in &connections {
             for &repeat in &repeats {
                 each(clients, repeat);
             }
@@ -257,7 +258,7 @@ fn expand_workload(
     // runs whenever a point of that round does.
     if let Some(warm) = w.warmup() {
         *ordinal += 1;
-        let clients = section.connections().first().copied().unwrap_or(1);
+        let clients = connections.first().copied().unwrap_or(1);
         let repeat = repeats.first().copied().unwrap_or(1);
         let id = if w.repeats.max() > 1 && round.is_some() {
             format!("w{:03}-{}-r{repeat}{suffix}", *ordinal, w.name)
@@ -272,7 +273,7 @@ fn expand_workload(
             id,
         ));
     }
-    for clients in section.connections() {
+    for &clients in &connections {
         for &repeat in &repeats {
             *ordinal += 1;
             let id = format!(
