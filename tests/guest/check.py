@@ -14,6 +14,7 @@
     check.py el8-dnf-mirror OUT FINGERPRINT_FILE
     check.py el8-dnf-badsig OUT
     check.py el8-dnf-medium OUT FINGERPRINT_FILE
+    check.py deb-medium OUT DEBS_DIR       (DEBS_DIR: the .debs the payload carries)
     check.py arm64-boot OUT COLLECTED_DIR STORED_DIR  (STORED_DIR: the store's objects, fetched)
 
 Prints one line per check and exits non-zero when any fails.
@@ -496,6 +497,45 @@ def el8_dnf_medium_checks(out, fingerprint_file):
     el8_key_checks(out, fingerprint_file, module_disabled=False)
 
 
+def deb_medium_checks(out, debs_dir):
+    """debian12's packages from the payload, with no network but loopback."""
+    ok(read(out, "outcome").strip() == "stopped-after-packages", "the daemon got through packages", read(out, "outcome"))
+    dev = read(out, "net-dev.txt")
+    links = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
+    ok(links == ["lo"], "the container had no network but loopback", dev)
+    sources = read(out, "apt-sources.txt")
+    ok(re.search(r"^deb \[trusted=yes\] file:/usr/share/pgappliance/packages \./$", sources, re.M) is not None,
+       "the daemon wrote the medium's apt source (file:, the payload's directory)", sources[-600:])
+    ok("pgdg.list" not in sources and "10.0.2.102" not in sources,
+       "the plan's PGDG repository was not configured", sources[-600:])
+    # apt's history of the run: one install, reading the medium's source alone.
+    entries = [e for e in read(out, "apt-history.log").split("\n\n") if "Commandline:" in e]
+    installs = [e for e in entries if re.search(r"^Install: ", e, re.M)]
+    ok(len(installs) == 1
+       and "-o Dir::Etc::sourcelist=/etc/apt/sources.list.d/pgappliance-medium.list" in installs[0]
+       and "-o Dir::Etc::sourceparts=-" in installs[0],
+       "apt's history: one install, from the medium's source alone", "\n".join(entries)[-1200:])
+    # The installed versions are the medium's .debs (dpkg-deb reads their control fields).
+    want = {}
+    for deb in sorted(glob.glob(os.path.join(debs_dir, "*.deb"))):
+        fields = subprocess.run(["dpkg-deb", "-f", deb, "Package", "Version"], capture_output=True, text=True).stdout
+        f = dict(l.split(": ", 1) for l in fields.splitlines() if ": " in l)
+        want[f.get("Package")] = f.get("Version")
+    have = {}
+    for line in read(out, "dpkg-installed.txt").splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            have[parts[0]] = (parts[1], parts[2])
+    ok(len(want) == 3 and all(have.get(p) == (v, "installed") for p, v in want.items()),
+       "every package of the medium is installed, at the medium's version", f"want {want}, have {have}")
+    if installs:
+        for p in want:
+            ok(re.search(rf"^Install: .*\b{re.escape(p)}:amd64 \(", installs[0], re.M) is not None,
+               f"{p} was installed by that transaction", installs[0][-600:])
+    log = daemon_log(out)
+    ok("installing from the packages the payload carries" in log, "the daemon said it installed from the payload", log[-800:])
+
+
 def el8_dnf_badsig_checks(out):
     ok(read(out, "outcome").strip() == "failed", "the daemon stopped", read(out, "outcome"))
     log = daemon_log(out)
@@ -685,6 +725,8 @@ def main():
         el8_dnf_mirror_checks(out, sys.argv[3])
     elif kind == "el8-dnf-medium":
         el8_dnf_medium_checks(out, sys.argv[3])
+    elif kind == "deb-medium":
+        deb_medium_checks(out, sys.argv[3])
     elif kind == "el8-dnf-badsig":
         el8_dnf_badsig_checks(out)
     elif kind == "arm64-boot":

@@ -63,6 +63,14 @@ if [ -f "$share/el8-dnf" ] && [ ! -x /usr/bin/pgapplianced ]; then
     dnf -y --releasever=8 install rocky-release bash shadow-utils lvm2 xfsprogs > "$out/el8-base-install.log" 2>&1 \
         || { say "el8-dnf: the base packages did not install"; echo base-install-failed > "$out/outcome"; systemctl poweroff; exit 1; }
 fi
+# deb-medium: the packages the payload carries are purged first (apt-get purge needs no
+# network), so the daemon's packages step has them to install, from the payload alone.
+if [ -f "$share/deb-purge" ] && [ ! -x /usr/bin/pgapplianced ]; then
+    # shellcheck disable=SC2046
+    DEBIAN_FRONTEND=noninteractive apt-get -y purge $(cat "$share/deb-purge") > "$out/deb-purge.log" 2>&1 \
+        || { say "deb-medium: the purge failed"; echo purge-failed > "$out/outcome"; systemctl poweroff; exit 1; }
+    : > /var/log/apt/history.log
+fi
 stop_after=$(cat "$share/stop-after" 2>/dev/null || true)
 if [ ! -x /usr/bin/pgapplianced ]; then
     cd "$share/payload" || exit 1
@@ -176,6 +184,14 @@ if [ -f "$share/el8-dnf" ]; then
     cat /var/lib/pgsql/15/initdb.log > "$out/setup-initdb.log" 2>&1
     rpm -qf /usr/pgsql-15/bin/postgres /usr/lib/systemd/system/postgresql-15.service \
         /usr/pgsql-15/bin/postgresql-15-setup > "$out/rpm-qf.txt" 2>&1
+fi
+if [ -f "$share/deb-purge" ]; then
+    cat /proc/net/dev > "$out/net-dev.txt" 2>&1
+    for f in /etc/apt/sources.list.d/*.list; do echo "=== $f"; cat "$f"; done > "$out/apt-sources.txt" 2>&1
+    cp /var/log/apt/history.log "$out/apt-history.log" 2>/dev/null
+    # shellcheck disable=SC2046
+    dpkg-query -W -f '${Package} ${Version} ${db:Status-Status}\n' $(cat "$share/deb-purge") \
+        > "$out/dpkg-installed.txt" 2>&1
 fi
 echo "$outcome" > "$out/outcome"
 sync
