@@ -474,11 +474,16 @@ def el8_dnf_mirror_checks(out, fingerprint_file):
     el8_key_checks(out, fingerprint_file)
 
 
-def el8_dnf_medium_checks(out, fingerprint_file):
+def offline_packages_checks(out):
+    """A medium scenario's container: through the packages step, with no network but loopback."""
     ok(read(out, "outcome").strip() == "stopped-after-packages", "the daemon got through packages", read(out, "outcome"))
     dev = read(out, "net-dev.txt")
     links = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
     ok(links == ["lo"], "the container had no network but loopback", dev)
+
+
+def el8_dnf_medium_checks(out, fingerprint_file):
+    offline_packages_checks(out)
     repo = read(out, "yum-repos.txt")
     ok("[pgappliance-medium]" in repo
        and re.search(r"^baseurl=file:///usr/share/pgappliance/packages$", repo, re.M) is not None
@@ -499,10 +504,7 @@ def el8_dnf_medium_checks(out, fingerprint_file):
 
 def deb_medium_checks(out, debs_dir):
     """debian12's packages from the payload, with no network but loopback."""
-    ok(read(out, "outcome").strip() == "stopped-after-packages", "the daemon got through packages", read(out, "outcome"))
-    dev = read(out, "net-dev.txt")
-    links = [l.split(":")[0].strip() for l in dev.splitlines()[2:] if ":" in l]
-    ok(links == ["lo"], "the container had no network but loopback", dev)
+    offline_packages_checks(out)
     sources = read(out, "apt-sources.txt")
     ok(re.search(r"^deb \[trusted=yes\] file:/usr/share/pgappliance/packages \./$", sources, re.M) is not None,
        "the daemon wrote the medium's apt source (file:, the payload's directory)", sources[-600:])
