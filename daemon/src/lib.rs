@@ -27,6 +27,7 @@ pub mod notify;
 pub mod pgbench;
 pub mod plan;
 pub mod platform;
+pub mod ports;
 pub mod postgres;
 pub mod progress;
 pub mod report;

@@ -220,9 +220,31 @@ fn weed_binary() -> Result<PathBuf> {
     bail!("no SeaweedFS `weed` in $PGAPPLIANCE_VENV/bin, ./.venv/bin or PATH (tools/install-deps installs it): install it or pass --store s3://bucket/prefix")
 }
 
+/// What one start of the test object store came to.
+enum Started {
+    Ready(Seaweed),
+    /// A port it was given was taken before it bound it: its log.
+    PortTaken(String),
+}
+
 impl Seaweed {
-    /// Starts with its data in `dir` (emptied first, removed when dropped).
+    /// Starts with its data in `dir` (emptied first, removed when dropped), on fresh ports
+    /// again when one it was given was taken before it could bind it (three tries).
     async fn start(dir: PathBuf) -> Result<Seaweed> {
+        let mut log = String::new();
+        for _ in 0..3 {
+            match Self::start_once(&dir).await? {
+                Started::Ready(s) => return Ok(s),
+                Started::PortTaken(l) => log = l,
+            }
+        }
+        bail!(
+            "SeaweedFS found a port taken in each of 3 starts on fresh ports; the last log: {log}"
+        )
+    }
+
+    async fn start_once(dir: &Path) -> Result<Started> {
+        let dir = dir.to_path_buf();
         let weed = weed_binary()?;
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
@@ -244,7 +266,7 @@ impl Seaweed {
             .stderr(Stdio::from(log))
             .spawn()
             .with_context(|| format!("starting {}", weed.display()))?;
-        let s = Seaweed {
+        let mut s = Seaweed {
             child,
             dir,
             endpoint: format!("http://127.0.0.1:{s3}"),
@@ -252,6 +274,13 @@ impl Seaweed {
         };
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
+            let log = || std::fs::read_to_string(s.dir.join("weed.log")).unwrap_or_default();
+            if super::seaweed::port_taken(&log()) {
+                return Ok(Started::PortTaken(log()));
+            }
+            if let Some(status) = s.child.try_wait()? {
+                bail!("SeaweedFS ended ({status}) before it answered: {}", log());
+            }
             let store = s.store("probe")?;
             use futures::TryStreamExt;
             use object_store::ObjectStore;
@@ -262,7 +291,7 @@ impl Seaweed {
                 .await
                 .is_ok()
             {
-                return Ok(s);
+                return Ok(Started::Ready(s));
             }
             if Instant::now() > deadline {
                 bail!(

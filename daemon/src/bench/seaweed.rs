@@ -10,11 +10,15 @@ use anyhow::Result;
 /// The bucket the benchmarks write to.
 pub const BUCKET: &str = "pgappliance-bench";
 
-/// A free TCP port on loopback.
+/// A free TCP port on loopback, below the kernel's ephemeral range ([`crate::ports`]).
 pub fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind(("127.0.0.1", 0))?
-        .local_addr()?
-        .port())
+    crate::ports::free_loopback_port()
+}
+
+/// Whether `weed`'s log says a port it was given was taken (by another process, between
+/// the pick and its bind): then it is started again on fresh ports (pure).
+pub fn port_taken(log: &str) -> bool {
+    log.contains("Port allocation failed") || log.contains("address already in use")
 }
 
 /// A fresh key pair: (access key, secret key).
@@ -67,4 +71,19 @@ pub fn mini_args(data: &Path, config: &Path, s3_port: u16) -> Result<Vec<String>
         args.push(format!("-{flag}={}", free_port()?));
     }
     Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_port_is_read_from_the_log() {
+        // The line of a start that lost its volume port (2026-12-03).
+        assert!(port_taken("E1203 12:08:34.885822 mini.go:1244 Port allocation failed: port 43013 for Volume (specified by flag volume.port) is not available on 127.0.0.1 and cannot be used\n"));
+        assert!(port_taken(
+            "F1203 listen tcp 127.0.0.1:9333: bind: address already in use"
+        ));
+        assert!(!port_taken("I1203 12:08:30 mini.go:100 Start Volume\n"));
+    }
 }

@@ -8,7 +8,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use crate::plan::Plan;
-use crate::postgres::cluster::{check_reachable_by, free_loopback_port};
+use crate::ports::free_loopback_port;
+use crate::postgres::cluster::check_reachable_by;
 use crate::postgres::{Cluster, PgBin};
 use crate::runner::Runner;
 

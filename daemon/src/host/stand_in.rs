@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 
 use crate::plan::{FinishAction, Plan, Storage};
-use crate::postgres::cluster::{free_loopback_port, ControlFuture, ServerControl};
+use crate::ports::free_loopback_port;
+use crate::postgres::cluster::{ControlFuture, ServerControl};
 use crate::postgres::{Cluster, PgBin};
 use crate::runner::{
     CommandError, CommandOutput, CommandSpec, ExecFuture, Executor, ExitStatus, LocalExecutor,

@@ -461,12 +461,6 @@ pub(crate) fn ident_conf(os_users: &[&str]) -> String {
     s
 }
 
-/// Picks a free TCP port on the loopback address.
-pub(crate) fn free_loopback_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding 127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
-}
-
 /// Checks that `user` can reach `dir` (every ancestor searchable), so a root-run daemon
 /// fails with a clear message instead of an initdb permission error.
 pub(crate) fn check_reachable_by(dir: &Path, user: &str) -> Result<()> {

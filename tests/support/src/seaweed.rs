@@ -2,7 +2,6 @@
 //! bound to 127.0.0.1 on free ports, with a temp data dir, a generated key pair and one
 //! bucket. Stopped (killed) when dropped.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -25,11 +24,10 @@ pub fn weed_binary() -> PathBuf {
     p
 }
 
+/// A free TCP port on loopback, below the kernel's ephemeral range (`pgappliance::ports`:
+/// no outgoing connection takes it between the pick and the server's bind).
 pub fn free_port() -> u16 {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    pgappliance::ports::free_loopback_port().expect("free port")
 }
 
 /// Ports for every listener `weed mini` opens.
@@ -71,12 +69,29 @@ pub fn generate_keys() -> (String, String) {
 }
 
 impl SeaweedFs {
+    /// Starts on fresh ports, and on fresh ports again when one was taken before SeaweedFS
+    /// could bind it (three tries).
     pub fn start() -> SeaweedFs {
-        Self::start_on(Ports::pick(), None)
+        let mut log = String::new();
+        for _ in 0..3 {
+            match Self::try_start_on(Ports::pick(), None) {
+                Ok(s) => return s,
+                Err(l) => log = l,
+            }
+        }
+        panic!(
+            "SeaweedFS found a port taken in each of 3 starts on fresh ports; the last log:\n{log}"
+        )
     }
 
     /// Starts on given ports, with given keys (to bring a store "back up").
     pub fn start_on(ports: Ports, keys: Option<(String, String)>) -> SeaweedFs {
+        Self::try_start_on(ports, keys)
+            .unwrap_or_else(|log| panic!("SeaweedFS could not bind a port of {ports:?}:\n{log}"))
+    }
+
+    /// Starts on `ports`; Err with its log when one was taken before it could bind it.
+    fn try_start_on(ports: Ports, keys: Option<(String, String)>) -> Result<SeaweedFs, String> {
         let (access_key, secret_key) = keys.unwrap_or_else(generate_keys);
         let dir = tempfile::Builder::new()
             .prefix("pga-weed-")
@@ -129,8 +144,8 @@ impl SeaweedFs {
             secret_key,
             dir,
         };
-        s.wait_for_bucket();
-        s
+        s.wait_for_bucket()?;
+        Ok(s)
     }
 
     pub fn endpoint(&self) -> String {
@@ -181,28 +196,40 @@ impl SeaweedFs {
         .expect("open store")
     }
 
-    /// Waits until the bucket answers (the S3 port opens before buckets exist).
-    fn wait_for_bucket(&mut self) {
+    /// Waits until the bucket answers (the S3 port opens before buckets exist); Err with
+    /// its log when a port it was given was taken before it could bind it.
+    fn wait_for_bucket(&mut self) -> Result<(), String> {
         let rt = crate::runtime();
         let store = self.store("");
-        let log = self.dir.path().join("weed.log");
-        crate::wait_until_ready(
-            "SeaweedFS",
-            &mut self.child,
-            || std::fs::read_to_string(&log).unwrap_or_default(),
-            || {
-                rt.block_on(async {
-                    use futures::TryStreamExt;
-                    use object_store::ObjectStore;
-                    store
-                        .objects
-                        .list(None)
-                        .try_collect::<Vec<_>>()
-                        .await
-                        .is_ok()
-                })
-            },
-        );
+        let limit = std::time::Duration::from_secs(300);
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let ready = rt.block_on(async {
+                use futures::TryStreamExt;
+                use object_store::ObjectStore;
+                store
+                    .objects
+                    .list(None)
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .is_ok()
+            });
+            if ready {
+                return Ok(());
+            }
+            let log = self.log();
+            if pgappliance::bench::seaweed::port_taken(&log) {
+                return Err(log);
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("SeaweedFS ended ({status}) before it was ready; its log:\n{log}");
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "SeaweedFS was not ready within {limit:?}; its log:\n{log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 
     pub fn log(&self) -> String {
