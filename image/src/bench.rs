@@ -101,12 +101,16 @@ impl Seaweed {
         format!("http://127.0.0.1:{}", self.s3_port)
     }
 
-    /// Waits until the bucket answers a listing (the S3 port opens before buckets exist).
-    async fn wait_for_bucket(&mut self, store: &Store) -> Result<()> {
+    /// Waits until the bucket answers a listing (the S3 port opens before buckets exist):
+    /// true then, false when a port it was given was taken before it could bind it.
+    async fn wait_for_bucket(&mut self, store: &Store) -> Result<bool> {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if store.objects.list(None).try_next().await.is_ok() {
-                return Ok(());
+                return Ok(true);
+            }
+            if seaweed::port_taken(&std::fs::read_to_string(&self.log).unwrap_or_default()) {
+                return Ok(false);
             }
             if let Some(status) = self.child.try_wait()? {
                 bail!(
@@ -192,6 +196,47 @@ pub(crate) fn run(cli: BenchCollectCli) -> Result<i32> {
     runtime.block_on(bench(cli))
 }
 
+/// SeaweedFS serving its bucket, a store client of `url` on it and its credentials file;
+/// started again on fresh ports (in a fresh directory under `dir`) when a port it was given
+/// was taken before it could bind it (three tries).
+async fn serve(weed: &Path, dir: &Path, url: &str) -> Result<(Seaweed, Store, PathBuf)> {
+    let mut log = String::new();
+    for attempt in 1..=3 {
+        let d = dir.join(format!("weed-{attempt}"));
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        let mut server = Seaweed::start(weed, &d)?;
+        let credentials = d.join("credentials");
+        std::fs::write(
+            &credentials,
+            format!(
+                "access_key_id = {}\nsecret_access_key = {}\n",
+                server.access_key, server.secret_key
+            ),
+        )?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600))?;
+        }
+        let store = Store::open(&StoreConfig {
+            url: url.to_string(),
+            endpoint: Some(server.endpoint()),
+            region: "us-east-1".into(),
+            credentials: Credentials::File,
+            credentials_file: Some(credentials.display().to_string()),
+            credentials_profile: "default".into(),
+            caller: None,
+        })?;
+        if server.wait_for_bucket(&store).await? {
+            return Ok((server, store, credentials));
+        }
+        log = std::fs::read_to_string(&server.log).unwrap_or_default();
+    }
+    bail!(
+        "SeaweedFS found a port taken in each of 3 starts on fresh ports; the last log:\n{}",
+        pgappliance::runner::tail_lines(&log, 20)
+    )
+}
+
 async fn bench(cli: BenchCollectCli) -> Result<i32> {
     let weed = tool(cli.weed, "weed");
     let aws = tool(cli.aws, "aws");
@@ -200,30 +245,8 @@ async fn bench(cli: BenchCollectCli) -> Result<i32> {
         .tempdir_in(&cli.workdir)
         .with_context(|| format!("creating a work directory in {}", cli.workdir.display()))?;
     let dir = work.path();
-    let mut server = Seaweed::start(&weed, dir)?;
-    let credentials = dir.join("credentials");
-    std::fs::write(
-        &credentials,
-        format!(
-            "access_key_id = {}\nsecret_access_key = {}\n",
-            server.access_key, server.secret_key
-        ),
-    )?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&credentials, std::fs::Permissions::from_mode(0o600))?;
-    }
     let url = format!("s3://{BUCKET}/{PREFIX}");
-    let store = Store::open(&StoreConfig {
-        url: url.clone(),
-        endpoint: Some(server.endpoint()),
-        region: "us-east-1".into(),
-        credentials: Credentials::File,
-        credentials_file: Some(credentials.display().to_string()),
-        credentials_profile: "default".into(),
-        caller: None,
-    })?;
-    server.wait_for_bucket(&store).await?;
+    let (server, store, credentials) = serve(&weed, dir, &url).await?;
 
     let (runs, machines, jobs) = (cli.runs, cli.machines, usize::from(cli.jobs));
     let added = runs.div_ceil(100);
