@@ -47,14 +47,18 @@ fn random() -> u64 {
     h.finish()
 }
 
+/// This machine's ephemeral range ([`DEFAULT_EPHEMERAL`] when it cannot be read).
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string(RANGE_FILE)
+        .ok()
+        .and_then(|t| parse_ephemeral_range(&t))
+        .unwrap_or(DEFAULT_EPHEMERAL)
+}
+
 /// A free TCP port on 127.0.0.1, below the kernel's ephemeral range (see the module's
 /// text); a port the kernel assigns when that range leaves no room below it.
 pub fn free_loopback_port() -> Result<u16> {
-    let ephemeral = std::fs::read_to_string(RANGE_FILE)
-        .ok()
-        .and_then(|t| parse_ephemeral_range(&t))
-        .unwrap_or(DEFAULT_EPHEMERAL);
-    if let Some((lo, hi)) = pick_range(ephemeral) {
+    if let Some((lo, hi)) = pick_range(ephemeral_range()) {
         let span = u64::from(hi - lo) + 1;
         for _ in 0..200 {
             let port = lo + (random() % span) as u16;
@@ -89,10 +93,7 @@ mod tests {
 
     #[test]
     fn a_picked_port_is_free_and_below_the_ephemeral_range() {
-        let ephemeral = std::fs::read_to_string(RANGE_FILE)
-            .ok()
-            .and_then(|t| parse_ephemeral_range(&t))
-            .unwrap_or(DEFAULT_EPHEMERAL);
+        let ephemeral = ephemeral_range();
         for _ in 0..20 {
             let p = free_loopback_port().expect("a port");
             if pick_range(ephemeral).is_some() {

@@ -274,12 +274,12 @@ impl Seaweed {
         };
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            let log = || std::fs::read_to_string(s.dir.join("weed.log")).unwrap_or_default();
-            if super::seaweed::port_taken(&log()) {
-                return Ok(Started::PortTaken(log()));
+            let log = std::fs::read_to_string(s.dir.join("weed.log")).unwrap_or_default();
+            if super::seaweed::port_taken(&log) {
+                return Ok(Started::PortTaken(log));
             }
             if let Some(status) = s.child.try_wait()? {
-                bail!("SeaweedFS ended ({status}) before it answered: {}", log());
+                bail!("SeaweedFS ended ({status}) before it answered: {log}");
             }
             let store = s.store("probe")?;
             use futures::TryStreamExt;
@@ -294,10 +294,7 @@ impl Seaweed {
                 return Ok(Started::Ready(s));
             }
             if Instant::now() > deadline {
-                bail!(
-                    "SeaweedFS did not answer within 90 s: {}",
-                    std::fs::read_to_string(s.dir.join("weed.log")).unwrap_or_default()
-                );
+                bail!("SeaweedFS did not answer within 90 s: {log}");
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
